@@ -1,0 +1,20 @@
+#include "core/builtin.hpp"
+
+namespace joinlab {
+
+void register_builtin() {
+  static bool done = false;
+  if (done) return;
+  done = true;
+  register_cpu_backend();
+#ifdef JOINLAB_HAVE_CUDA
+  register_cuda_backend();
+#endif
+#ifdef JOINLAB_HAVE_SIMGRID
+  register_sim_backend();
+#endif
+  register_single_gpu_strategies();
+  register_distributed_strategies();
+}
+
+}  // namespace joinlab

@@ -1,0 +1,40 @@
+// A backend runs the SPMD body of a strategy on every rank of a cluster shape: threads over
+// CPU memory (cpu), threads or processes each owning a GPU (cuda), or SimGrid actors (sim).
+// Backends register themselves by name, so core links none of them explicitly.
+#pragma once
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/exec/rank.hpp"
+
+namespace joinlab {
+
+struct BackendConfig {
+  ClusterShape shape;
+  int threads_per_rank = 0;      // CPU worker threads per rank; 0 = cores / ranks
+  std::string profile;           // hardware profile name (sim; bounds on real backends if set)
+  std::string profile_dir;       // where profiles live (models/profiles)
+  uint64_t device_memory = 0;    // bytes per rank for MemSpace::Device; 0 = backend default
+  std::map<std::string, std::string> options;  // backend-specific ([cluster] extras)
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  // Runs body(rank) on every rank concurrently; then, with all ranks finished and still alive,
+  // collect(rank) for each rank in order. A rank that throws makes every rank's blocking call
+  // fail promptly; the first error is rethrown.
+  virtual void run(const BackendConfig& cfg, const std::function<void(Rank&)>& body,
+                   const std::function<void(Rank&)>& collect) = 0;
+};
+
+using BackendFactory = std::function<std::unique_ptr<Backend>()>;
+void register_backend(const std::string& name, BackendFactory f);
+std::unique_ptr<Backend> make_backend(const std::string& name);  // InputError if unknown
+std::vector<std::string> backend_names();
+
+}  // namespace joinlab

@@ -1,0 +1,120 @@
+#include "core/exec/ops.hpp"
+
+#include <type_traits>
+
+namespace joinlab {
+
+const char* to_string(MemSpace s) {
+  switch (s) {
+    case MemSpace::Device: return "device";
+    case MemSpace::Pinned: return "pinned";
+    case MemSpace::Host: return "host";
+  }
+  return "?";
+}
+
+const char* to_string(OpKind k) {
+  static const char* names[] = {"generate", "histogram", "partition", "build",  "probe",
+                                "partitioned_join", "sort", "merge_join", "gather", "checksum",
+                                "scan", "copy", "send", "recv", "put"};
+  return int(k) < int(OpKind::kCount) ? names[int(k)] : "?";
+}
+
+uint64_t hash_table_slots(uint64_t rows, double load_factor) {
+  if (load_factor <= 0 || load_factor > 1) load_factor = 0.5;
+  double want = double(rows ? rows : 1) / load_factor;
+  uint64_t slots = 1;
+  while (double(slots) < want) slots <<= 1;
+  return slots;
+}
+
+uint64_t hash_table_bytes(TableKind kind, TupleFormat fmt, uint64_t rows, double load_factor) {
+  uint64_t slots = hash_table_slots(rows, load_factor);
+  if (kind == TableKind::LinearProbing) return slots * fmt.tuple_bytes();
+  return slots * 4 + (rows ? rows : 1) * (4 + fmt.tuple_bytes());
+}
+
+OpParams params_of(const Op& op) {
+  OpParams p;
+  std::visit(
+      [&](const auto& o) {
+        using T = std::decay_t<decltype(o)>;
+        if constexpr (std::is_same_v<T, GenerateOp>) {
+          p.kind = OpKind::Generate;
+          p.rows_out = o.out.rows;
+          p.key_bytes = o.out.fmt.key_bytes;
+          p.val_bytes = o.out.fmt.val_bytes;
+          p.detail = to_string(o.spec.dist);
+        } else if constexpr (std::is_same_v<T, GeneratePayloadOp>) {
+          p.kind = OpKind::Generate;
+          p.rows_out = o.rows;
+          p.val_bytes = o.spec.payload_bytes[size_t(o.column)];
+          p.detail = "payload";
+        } else if constexpr (std::is_same_v<T, HistogramOp>) {
+          p.kind = OpKind::Histogram;
+          p.rows_in = o.in.rows;
+          p.key_bytes = o.in.fmt.key_bytes;
+          p.val_bytes = o.in.fmt.val_bytes;
+          p.fanout = o.fn.fanout();
+        } else if constexpr (std::is_same_v<T, PartitionOp>) {
+          p.kind = OpKind::Partition;
+          p.rows_in = p.rows_out = o.in.rows;
+          p.key_bytes = o.in.fmt.key_bytes;
+          p.val_bytes = o.in.fmt.val_bytes;
+          p.fanout = o.fn.fanout();
+          p.detail = o.in_segments.empty() ? "pass 1" : "segments " + std::to_string(o.in_segments.size() - 1);
+        } else if constexpr (std::is_same_v<T, BuildOp>) {
+          p.kind = OpKind::Build;
+          p.rows_in = p.rows_build = o.in.rows;
+          p.key_bytes = o.in.fmt.key_bytes;
+          p.val_bytes = o.in.fmt.val_bytes;
+          p.table_slots = o.table->slots;
+          p.detail = o.table->kind == TableKind::LinearProbing ? "linear" : "chained";
+        } else if constexpr (std::is_same_v<T, ProbeOp>) {
+          p.kind = OpKind::Probe;
+          p.rows_in = o.probe.rows;
+          p.rows_build = o.table->rows;
+          p.key_bytes = o.probe.fmt.key_bytes;
+          p.val_bytes = o.probe.fmt.val_bytes;
+          p.table_slots = o.table->slots;
+          p.detail = o.table->kind == TableKind::LinearProbing ? "linear" : "chained";
+        } else if constexpr (std::is_same_v<T, PartitionedJoinOp>) {
+          p.kind = OpKind::PartitionedJoin;
+          p.rows_build = o.r.all.rows;
+          p.rows_in = o.r.all.rows + o.s.all.rows;
+          p.key_bytes = o.s.all.fmt.key_bytes;
+          p.val_bytes = o.s.all.fmt.val_bytes;
+          p.fanout = o.r.fanout();
+        } else if constexpr (std::is_same_v<T, SortOp>) {
+          p.kind = OpKind::Sort;
+          p.rows_in = p.rows_out = o.in.rows;
+          p.key_bytes = o.in.fmt.key_bytes;
+          p.val_bytes = o.in.fmt.val_bytes;
+          p.detail = o.algo == SortAlgo::Radix ? "radix" : "merge";
+        } else if constexpr (std::is_same_v<T, MergeJoinOp>) {
+          p.kind = OpKind::MergeJoin;
+          p.rows_build = o.r.rows;
+          p.rows_in = o.r.rows + o.s.rows;
+          p.key_bytes = o.s.fmt.key_bytes;
+          p.val_bytes = o.s.fmt.val_bytes;
+        } else if constexpr (std::is_same_v<T, GatherOp>) {
+          p.kind = OpKind::Gather;
+          p.rows_in = p.rows_out = o.rows;
+          p.key_bytes = o.id_bytes;
+          p.val_bytes = o.col_bytes;
+        } else if constexpr (std::is_same_v<T, ChecksumOp>) {
+          p.kind = OpKind::Checksum;
+          p.rows_in = o.rows;
+          p.key_bytes = o.key_bytes;
+          for (auto b : o.column_bytes) p.val_bytes += b;
+        } else if constexpr (std::is_same_v<T, ScanOp>) {
+          p.kind = OpKind::Scan;
+          p.rows_in = p.rows_out = o.n;
+          p.val_bytes = 8;
+        }
+      },
+      op);
+  return p;
+}
+
+}  // namespace joinlab

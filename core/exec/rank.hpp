@@ -1,0 +1,154 @@
+// The Rank interface: everything a strategy may do. A strategy is the SPMD program one rank
+// (one GPU, or one CPU worker) runs; it calls only this interface, so the same strategy runs
+// on CpuRank (core/runtime), CudaRank (kernels/cuda) and SimRank (sim/).
+//
+// All data work is asynchronous: it is queued on a Stream (an in-order queue, like a CUDA
+// stream) and returns an Event. Pipelining (chunks in flight, copies overlapped with compute)
+// is written in the strategy with several streams and events, and is therefore the same in
+// reality and in simulation. Host collectives and barrier are blocking.
+//
+// Strategies decide only from sizes (histogram counts, match counts, buffer capacities), never
+// from tuple values, so that SimRank can run them without data.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/exec/ops.hpp"
+#include "core/exec/trace.hpp"
+
+namespace joinlab {
+
+struct Stream {
+  int id = 0;
+};
+
+class EventImpl {
+ public:
+  virtual ~EventImpl() = default;
+  virtual void wait() = 0;
+  virtual bool done() = 0;
+};
+class Event {
+ public:
+  Event() = default;
+  explicit Event(std::shared_ptr<EventImpl> impl) : impl_(std::move(impl)) {}
+  void wait() const { if (impl_) impl_->wait(); }
+  bool done() const { return !impl_ || impl_->done(); }
+  const std::shared_ptr<EventImpl>& impl() const { return impl_; }
+ private:
+  std::shared_ptr<EventImpl> impl_;  // empty = already complete
+};
+
+// An operator in flight: wait on `done`, then read `result`.
+struct Launched {
+  Event done;
+  OpResultPtr result;
+  const OpResult& get() const { done.wait(); return *result; }
+};
+
+// Nodes x ranks per node. Rank r sits on node r / per_node as local index r % per_node.
+struct ClusterShape {
+  int nodes = 1;
+  int per_node = 1;
+  int size() const { return nodes * per_node; }
+  int node_of(int rank) const { return rank / per_node; }
+  int local_of(int rank) const { return rank % per_node; }
+};
+
+// Measured bandwidths (bytes/s) of the resources a strategy's analytic bound is made of.
+struct Bandwidths {
+  double mem = 0;       // device memory copy, counting bytes read + written
+  double host_mem = 0;  // host memory copy, read + written
+  double h2d = 0;       // host (pinned) to device
+  double p2p = 0;       // between two devices of a node
+  double net = 0;       // per-rank network injection
+  std::string source;   // "measured <date>", "profile h100", ...
+};
+
+// What a rank reports at the end: its share of the join result.
+struct RankResult {
+  uint64_t count = 0;
+  uint64_t checksum = 0;
+  bool has_checksum = true;  // false in simulation: no data, no checksum
+};
+
+class Rank {
+ public:
+  Rank(int id, ClusterShape shape) : id_(id), shape_(shape) {}
+  virtual ~Rank() = default;
+  Rank(const Rank&) = delete;
+  Rank& operator=(const Rank&) = delete;
+
+  int id() const { return id_; }
+  int size() const { return shape_.size(); }
+  const ClusterShape& shape() const { return shape_; }
+  int node() const { return shape_.node_of(id_); }
+  int local() const { return shape_.local_of(id_); }
+  virtual std::string backend() const = 0;  // "cpu", "cuda", "sim"
+  virtual bool has_data() const { return true; }  // false in simulation
+  virtual int streams() const = 0;          // streams 0 .. streams()-1 exist
+
+  // --- memory ---
+  // Throws RuntimeError naming the tag, the size asked and the space left when it does not fit.
+  virtual Buffer alloc(MemSpace space, uint64_t bytes, const std::string& tag) = 0;
+  virtual uint64_t capacity(MemSpace space) const = 0;  // bytes this rank may still allocate
+  Tuples alloc_tuples(MemSpace space, uint64_t rows, TupleFormat fmt, const std::string& tag);
+  JoinOutput alloc_output(MemSpace space, uint64_t rows, TupleFormat r_fmt, TupleFormat s_fmt,
+                          const std::string& tag);
+  HashTable alloc_table(MemSpace space, TableKind kind, TupleFormat fmt, uint64_t rows,
+                        double load_factor, uint64_t hash_seed, const std::string& tag);
+
+  // --- operators and copies on streams ---
+  virtual Launched launch(Stream s, Op op) = 0;
+  virtual Event copy(Stream s, const Buffer& dst, uint64_t dst_off, const Buffer& src,
+                     uint64_t src_off, uint64_t bytes) = 0;
+  virtual Event record(Stream s) = 0;
+  virtual void stream_wait(Stream s, const Event& e) = 0;  // later work on s waits for e
+  virtual void sync(Stream s) = 0;
+  void sync_all() { for (int i = 0; i < streams(); ++i) sync(Stream{i}); }
+
+  // --- two-sided messages, matched in order per (peer, tag) ---
+  virtual Event send(Stream s, int peer, const Buffer& src, uint64_t off, uint64_t bytes, int tag) = 0;
+  virtual Event recv(Stream s, int peer, const Buffer& dst, uint64_t off, uint64_t bytes, int tag) = 0;
+
+  // --- one-sided puts into remote slots with completion flags ---
+  // Collective: every rank exposes a buffer and `flags` completion words; returns the window id.
+  virtual int expose(const Buffer& buf, uint32_t flags) = 0;
+  // Write bytes into peer's window at remote_off, then (ordered after the data) set its flag
+  // `flag` to `value`.
+  virtual Event put(Stream s, int peer, int window, uint64_t remote_off, const Buffer& src,
+                    uint64_t off, uint64_t bytes, uint32_t flag, uint64_t value) = 0;
+  virtual uint64_t read_flag(int window, uint32_t flag) = 0;  // this rank's own window
+
+  // --- host collectives (blocking) ---
+  virtual std::vector<uint64_t> allgather(const std::vector<uint64_t>& mine) = 0;  // rank order
+  virtual void barrier() = 0;
+
+  // --- time, phases, results ---
+  virtual double now() const = 0;  // seconds on the backend's clock (simulated clock in sim)
+  virtual Bandwidths bandwidths() const = 0;
+  // Ends the current phase (if any) and starts `name`. Strategies sync before switching where
+  // phase boundaries must be exact.
+  void phase(const std::string& name);
+  void end_phases();
+  void report(const RankResult& r) { result_ = r; }
+
+  const RankResult& result() const { return result_; }
+  const std::vector<PhaseRecord>& phases() const { return phases_; }
+  TraceLog& trace() { return trace_; }
+
+ protected:
+  TraceLog trace_;
+
+ private:
+  int id_;
+  ClusterShape shape_;
+  std::vector<PhaseRecord> phases_;
+  RankResult result_;
+};
+
+}  // namespace joinlab

@@ -1,0 +1,59 @@
+// Columnar (key, value) tuple sets, the unit every operator consumes and produces.
+// `value` is the relation's payload when it has one payload column, otherwise the global row
+// id (late materialization: payload columns are gathered at the end).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/exec/buffer.hpp"
+
+namespace joinlab {
+
+struct TupleFormat {
+  uint8_t key_bytes = 4;  // 4 or 8
+  uint8_t val_bytes = 4;  // 4 or 8
+  uint32_t tuple_bytes() const { return key_bytes + val_bytes; }
+  bool operator==(const TupleFormat& o) const { return key_bytes == o.key_bytes && val_bytes == o.val_bytes; }
+};
+
+struct Tuples {
+  Buffer keys, vals;   // element i of this view is keys[offset + i], vals[offset + i]
+  uint64_t offset = 0; // in elements
+  uint64_t rows = 0;
+  uint64_t capacity = 0;  // elements available from offset (>= rows)
+  TupleFormat fmt;
+
+  Tuples slice(uint64_t first, uint64_t n) const {
+    Tuples t = *this;
+    t.offset = offset + first;
+    t.rows = n;
+    t.capacity = n;
+    return t;
+  }
+  uint64_t bytes() const { return rows * fmt.tuple_bytes(); }
+  template <class K> K* key_ptr() const { return data_of<K>(keys, offset); }
+  template <class V> V* val_ptr() const { return data_of<V>(vals, offset); }
+};
+
+// A partitioned tuple set: partition p is rows [offsets[p], offsets[p+1]) of `all`.
+struct Partitioned {
+  Tuples all;
+  std::vector<uint64_t> offsets;  // fanout + 1 entries, host side
+  uint32_t fanout() const { return offsets.empty() ? 0 : uint32_t(offsets.size() - 1); }
+  uint64_t count(uint32_t p) const { return offsets[p + 1] - offsets[p]; }
+  Tuples part(uint32_t p) const { return all.slice(offsets[p], count(p)); }
+};
+
+// Join output: materialized (key, R value, S value) rows, written by probe/join operators.
+enum class OutputMode : uint8_t {
+  CountThenWrite,  // count matches, size exactly, then write
+  Direct,          // write into a preallocated buffer; pages acquired atomically (rui2017)
+  CountOnly,       // no materialization (used by count passes and aggregation benchmarks)
+};
+struct JoinOutput {
+  Buffer keys, rvals, svals;
+  uint64_t capacity = 0;  // rows the buffers hold
+  TupleFormat r_fmt, s_fmt;
+};
+
+}  // namespace joinlab

@@ -1,0 +1,146 @@
+#include "core/experiment/runner.hpp"
+
+#include <algorithm>
+#include <mutex>
+#include <sstream>
+
+#include "core/builtin.hpp"
+#include "core/common/error.hpp"
+
+namespace joinlab {
+
+double RunOutcome::throughput() const {
+  return total_seconds > 0 ? double(point.workload.r.rows + point.workload.s.rows) / total_seconds : 0;
+}
+
+JoinJob make_job(const RunPoint& p) {
+  const StrategyInfo& info = find_strategy(p.strategy);
+  JoinJob job;
+  job.workload = p.workload;
+  po::options_description desc("strategy " + p.strategy);
+  if (info.add_options) info.add_options(desc);
+  po::parsed_options parsed(&desc);
+  for (auto& [k, v] : p.strategy_options) {
+    if (!desc.find_nothrow(k, false))
+      throw InputError("strategy " + p.strategy + " has no option '" + k + "' (value '" + v + "')");
+    po::option o(k, {v});
+    o.original_tokens = {k, v};
+    parsed.options.push_back(o);
+  }
+  try {
+    po::store(parsed, job.options);
+    po::notify(job.options);
+  } catch (const po::error& e) {
+    throw InputError("strategy " + p.strategy + ": " + e.what());
+  }
+  return job;
+}
+
+void validate_point(const RunPoint& p) {
+  register_builtin();
+  const StrategyInfo& info = find_strategy(p.strategy);
+  make_backend(p.backend);
+  int n = p.cluster.shape.size();
+  if (p.cluster.shape.nodes <= 0 || p.cluster.shape.per_node <= 0)
+    throw InputError("cluster shape " + std::to_string(p.cluster.shape.nodes) + " nodes x " +
+                     std::to_string(p.cluster.shape.per_node) + " ranks per node: both must be positive");
+  if (n < info.min_ranks || (info.max_ranks > 0 && n > info.max_ranks)) {
+    std::ostringstream m;
+    m << "strategy " << p.strategy << " runs on " << info.min_ranks;
+    if (info.max_ranks != info.min_ranks) m << ".." << (info.max_ranks > 0 ? std::to_string(info.max_ranks) : "any");
+    m << " ranks, but the cluster has " << n;
+    throw InputError(m.str());
+  }
+  if (p.repeat <= 0) throw InputError("experiment.repeat = " + std::to_string(p.repeat) + ": must be positive");
+  p.workload.validate();
+  make_job(p);
+  if (p.verify && !can_verify(p.workload)) expected_result(p.workload);  // throws the explanation
+}
+
+namespace {
+
+struct SingleRun {
+  JoinDigest digest;
+  bool has_checksum = true;
+  double total = 0;
+  std::vector<PhaseTime> phases;
+  std::vector<TraceSpan> trace;
+  Bandwidths bw;
+};
+
+SingleRun run_once(const RunPoint& p, const JoinJob& job, Backend& backend) {
+  const StrategyInfo& info = find_strategy(p.strategy);
+  SingleRun out;
+  std::mutex mu;
+  double first = 1e300, last = -1e300;
+  std::vector<std::string> order;
+  std::map<std::string, double> phase_max;
+  bool first_rank = true;
+  backend.run(
+      p.cluster,
+      [&](Rank& rank) {
+        auto strategy = info.make();
+        strategy->run(rank, job);
+        rank.sync_all();
+        rank.end_phases();
+      },
+      [&](Rank& rank) {
+        std::lock_guard<std::mutex> g(mu);
+        const RankResult& r = rank.result();
+        out.digest.count += r.count;
+        out.digest.checksum += r.checksum;
+        out.has_checksum = out.has_checksum && r.has_checksum;
+        for (auto& ph : rank.phases()) {
+          first = std::min(first, ph.begin);
+          last = std::max(last, ph.end);
+          if (!phase_max.count(ph.name)) order.push_back(ph.name);
+          phase_max[ph.name] = std::max(phase_max[ph.name], ph.end - ph.begin);
+        }
+        auto spans = rank.trace().spans();
+        out.trace.insert(out.trace.end(), spans.begin(), spans.end());
+        if (first_rank) out.bw = rank.bandwidths();
+        first_rank = false;
+      });
+  out.total = last > first ? last - first : 0;
+  for (auto& n : order) out.phases.push_back({n, phase_max[n]});
+  return out;
+}
+
+}  // namespace
+
+RunOutcome run_point(const RunPoint& p) {
+  validate_point(p);
+  JoinJob job = make_job(p);
+  RunOutcome o;
+  o.point = p;
+  ExpectedResult want;
+  if (p.verify) want = expected_result(p.workload);
+  auto backend = make_backend(p.backend);
+  std::vector<SingleRun> runs;
+  for (int i = 0; i < p.repeat; ++i) {
+    runs.push_back(run_once(p, job, *backend));
+    SingleRun& r = runs.back();
+    if (p.verify) {
+      if (!r.has_checksum)
+        throw RuntimeError("backend " + p.backend + " produced no checksum, so the result cannot be verified");
+      check_result(r.digest, want, p.strategy + " on " + p.backend);
+    }
+  }
+  std::vector<size_t> idx(runs.size());
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+  std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return runs[a].total < runs[b].total; });
+  SingleRun& med = runs[idx[idx.size() / 2]];
+  o.digest = med.digest;
+  o.has_checksum = med.has_checksum;
+  o.verified = p.verify ? want.method : "not verified (simulated: no data)";
+  o.total_seconds = med.total;
+  for (auto& r : runs) o.repeat_seconds.push_back(r.total);
+  o.phases = med.phases;
+  o.trace = std::move(med.trace);
+  o.bandwidths = med.bw;
+  const StrategyInfo& info = find_strategy(p.strategy);
+  if (info.bound) o.bound = info.bound(job, p.cluster.shape, o.bandwidths);
+  return o;
+}
+
+}  // namespace joinlab

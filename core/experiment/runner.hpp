@@ -1,0 +1,54 @@
+// One run point: a strategy on a backend over a workload, executed, verified, and measured.
+// The experiment CLI expands files and sweeps into run points; tests call run_point directly.
+#pragma once
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/exec/backend.hpp"
+#include "core/strategies/strategy.hpp"
+#include "core/verify/expected.hpp"
+
+namespace joinlab {
+
+struct RunPoint {
+  std::string name;        // experiment name (for tables and files)
+  std::string strategy = "npj";
+  std::string backend = "cpu";
+  BackendConfig cluster;
+  Workload workload;
+  std::map<std::string, std::string> strategy_options;  // raw [strategy] keys, parsed by the strategy
+  int repeat = 1;          // runs of the point; phase and total times are the median
+  bool verify = true;      // false only for simulation (no data)
+};
+
+struct PhaseTime {
+  std::string name;
+  double seconds = 0;  // max over ranks of the phase's duration
+};
+
+struct RunOutcome {
+  RunPoint point;
+  JoinDigest digest;        // summed over ranks
+  bool has_checksum = true;
+  std::string verified;     // how it was verified ("closed form ...") or why not ("simulated")
+  double total_seconds = 0; // median over repeats: first phase begin to last phase end, over ranks
+  std::vector<double> repeat_seconds;
+  std::vector<PhaseTime> phases;  // of the median run
+  Bound bound;
+  Bandwidths bandwidths;
+  std::vector<TraceSpan> trace;   // of the median run
+  double throughput() const;      // (|R| + |S|) / total_seconds, tuples per second
+  double bound_fraction() const { return total_seconds > 0 ? bound.seconds / total_seconds : 0; }
+};
+
+// Parses the strategy's options (InputError naming key and value if bad), without running.
+JoinJob make_job(const RunPoint& p);
+// Checks everything about the point that can be checked before work: strategy, backend, rank
+// counts, workload, options, verifiability. Throws InputError.
+void validate_point(const RunPoint& p);
+// Runs, verifies (VerificationError on a wrong result) and measures the point.
+RunOutcome run_point(const RunPoint& p);
+
+}  // namespace joinlab

@@ -1,0 +1,49 @@
+// Strategies: named join algorithms written once against Rank. Each registers its name, its
+// options (Boost.Program_options, so unknown keys and bad values are rejected by name), how
+// many ranks it runs on, and its analytic bound.
+#pragma once
+#include <boost/program_options.hpp>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/exec/rank.hpp"
+#include "core/workload/relation.hpp"
+
+namespace joinlab {
+
+namespace po = boost::program_options;
+
+struct JoinJob {
+  Workload workload;
+  po::variables_map options;  // the strategy's own keys, parsed and defaulted
+  MemSpace data_space = MemSpace::Device;  // where inputs are generated (chunked: S is Pinned)
+};
+
+// The analytic bound of a run: the minimum time its bytes take through its tightest resource.
+struct Bound {
+  double seconds = 0;
+  std::string resource;  // e.g. "device memory 3.0 TB/s, 3 passes over R and S"
+};
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+  virtual void run(Rank& rank, const JoinJob& job) = 0;
+};
+
+struct StrategyInfo {
+  std::string name;
+  std::string description;
+  int min_ranks = 1, max_ranks = 1;  // max 0 = any
+  std::function<void(po::options_description&)> add_options;
+  std::function<std::unique_ptr<Strategy>()> make;
+  std::function<Bound(const JoinJob&, const ClusterShape&, const Bandwidths&)> bound;
+};
+
+void register_strategy(StrategyInfo info);
+const StrategyInfo& find_strategy(const std::string& name);  // InputError if unknown
+std::vector<std::string> strategy_names();
+
+}  // namespace joinlab

@@ -1,0 +1,128 @@
+#include "core/verify/expected.hpp"
+
+#include <algorithm>
+#include <sstream>
+#include <thread>
+#include <unordered_map>
+
+#include "core/common/error.hpp"
+#include "core/verify/checksum.hpp"
+#include "core/workload/generate.hpp"
+
+namespace joinlab {
+
+namespace {
+
+// Digest of one output row from the generators: R row rr joined with S row sr on `key`.
+struct RowDigester {
+  uint64_t r_seed, s_seed;
+  const RelationSpec& r;
+  const RelationSpec& s;
+  uint64_t operator()(uint64_t key, uint64_t rr, uint64_t sr) const {
+    uint64_t h = digest_begin(key);
+    int col = 0;
+    for (size_t c = 0; c < r.payload_bytes.size(); ++c)
+      h = digest_add(h, payload_value(r_seed, int(c), rr, r.payload_bytes[c]), col++);
+    for (size_t c = 0; c < s.payload_bytes.size(); ++c)
+      h = digest_add(h, payload_value(s_seed, int(c), sr, s.payload_bytes[c]), col++);
+    return h;
+  }
+};
+
+// Walks every row of `walk` and looks its key up in the unique relation `unique`.
+JoinDigest walk_against_unique(const Workload& w, bool r_is_unique, int threads) {
+  const RelationSpec& uniq = r_is_unique ? w.r : w.s;
+  const RelationSpec& walk = r_is_unique ? w.s : w.r;
+  KeyGen ug = make_keygen(uniq, nullptr);
+  KeyGen wg = make_keygen(walk, walk.dist == KeyDist::ForeignKey ? &uniq : nullptr);
+  RowDigester digest{relation_seed(w.r), relation_seed(w.s), w.r, w.s};
+  if (threads <= 0) threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<JoinDigest> part(static_cast<size_t>(threads));
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      RowRange rr = rank_slice(walk.rows, t, threads);
+      JoinDigest d;
+      for (uint64_t i = rr.begin; i < rr.end; ++i) {
+        uint64_t k = wg.key(i);
+        uint64_t j = ug.row_of_key(k);
+        if (j == ~0ULL) continue;
+        d.count++;
+        d.checksum += r_is_unique ? digest(k, j, i) : digest(k, i, j);
+      }
+      part[size_t(t)] = d;
+    });
+  }
+  for (auto& th : pool) th.join();
+  JoinDigest total;
+  for (auto& d : part) { total.count += d.count; total.checksum += d.checksum; }
+  return total;
+}
+
+JoinDigest reference_from_generators(const Workload& w) {
+  RowRange all_r{0, w.r.rows}, all_s{0, w.s.rows};
+  auto rk = generate_keys(w.r, nullptr, all_r);
+  auto sk = generate_keys(w.s, w.s.dist == KeyDist::ForeignKey ? &w.r : nullptr, all_s);
+  std::unordered_multimap<uint64_t, uint64_t> table;
+  table.reserve(rk.size());
+  for (uint64_t i = 0; i < rk.size(); ++i) table.emplace(rk[i], i);
+  RowDigester digest{relation_seed(w.r), relation_seed(w.s), w.r, w.s};
+  JoinDigest d;
+  for (uint64_t i = 0; i < sk.size(); ++i) {
+    auto range = table.equal_range(sk[i]);
+    for (auto it = range.first; it != range.second; ++it) {
+      d.count++;
+      d.checksum += digest(sk[i], it->second, i);
+    }
+  }
+  return d;
+}
+
+}  // namespace
+
+bool can_verify(const Workload& w) {
+  return w.r.unique_keys() || w.s.unique_keys() || w.r.rows + w.s.rows <= kReferenceJoinMaxRows;
+}
+
+ExpectedResult expected_result(const Workload& w, int threads) {
+  if (w.r.unique_keys()) return {walk_against_unique(w, true, threads), "closed form (R keys unique)"};
+  if (w.s.unique_keys()) return {walk_against_unique(w, false, threads), "closed form (S keys unique)"};
+  if (!can_verify(w)) {
+    std::ostringstream m;
+    m << "cannot verify this workload: neither R (" << to_string(w.r.dist) << ") nor S (" << to_string(w.s.dist)
+      << ") has unique keys, and |R| + |S| = " << (w.r.rows + w.s.rows) << " exceeds the reference join's limit of "
+      << kReferenceJoinMaxRows << " rows";
+    throw InputError(m.str());
+  }
+  return {reference_from_generators(w), "reference hash join"};
+}
+
+JoinDigest reference_join(const std::vector<uint64_t>& r_keys, const std::vector<uint64_t>& r_vals,
+                          const std::vector<uint64_t>& s_keys, const std::vector<uint64_t>& s_vals) {
+  std::unordered_multimap<uint64_t, uint64_t> table;
+  for (size_t i = 0; i < r_keys.size(); ++i) table.emplace(r_keys[i], r_vals[i]);
+  JoinDigest d;
+  for (size_t i = 0; i < s_keys.size(); ++i) {
+    auto range = table.equal_range(s_keys[i]);
+    for (auto it = range.first; it != range.second; ++it) {
+      d.count++;
+      d.checksum += row_digest(s_keys[i], it->second, s_vals[i]);
+    }
+  }
+  return d;
+}
+
+void check_result(const JoinDigest& got, const ExpectedResult& want, const std::string& what) {
+  if (got == want.digest) return;
+  std::ostringstream m;
+  m << what << ": wrong join result:";
+  if (got.count != want.digest.count)
+    m << " match count " << got.count << " but expected " << want.digest.count;
+  if (got.checksum != want.digest.checksum)
+    m << (got.count != want.digest.count ? ";" : "") << " checksum 0x" << std::hex << got.checksum
+      << " but expected 0x" << want.digest.checksum << std::dec;
+  m << " (expected by " << want.method << ")";
+  throw VerificationError(m.str());
+}
+
+}  // namespace joinlab

@@ -1,0 +1,155 @@
+#include "core/workload/relation.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include "core/common/error.hpp"
+#include "core/workload/generate.hpp"
+
+namespace joinlab {
+
+namespace {
+const char* kDistNames[] = {"unique_dense", "unique_sparse", "uniform", "zipf", "fk"};
+uint64_t max_key(uint8_t key_bytes) { return key_bytes == 4 ? 0xfffffffeULL : ~0ULL - 1; }
+}  // namespace
+
+const char* to_string(KeyDist d) { return kDistNames[int(d)]; }
+
+KeyDist key_dist_from_string(const std::string& s) {
+  for (int i = 0; i < 5; ++i)
+    if (s == kDistNames[i]) return KeyDist(i);
+  throw InputError("unknown key distribution '" + s +
+                   "' (expected unique_dense, unique_sparse, uniform, zipf or fk)");
+}
+
+uint64_t RelationSpec::tuple_bytes() const {
+  uint64_t b = key_bytes;
+  for (auto p : payload_bytes) b += p;
+  return b;
+}
+
+void RelationSpec::validate() const {
+  auto bad = [&](const std::string& field, const std::string& value, const std::string& why) {
+    throw InputError("relation " + name + ": " + field + " = " + value + ": " + why);
+  };
+  if (rows == 0) bad("rows", "0", "must be positive");
+  if (key_bytes != 4 && key_bytes != 8) bad("key_bytes", std::to_string(key_bytes), "must be 4 or 8");
+  if (payload_bytes.empty()) bad("payload_bytes", "(empty)", "needs at least one payload column");
+  for (auto p : payload_bytes)
+    if (p != 4 && p != 8) bad("payload_bytes", std::to_string(p), "each column must be 4 or 8 bytes");
+  const uint64_t kmax = max_key(key_bytes);
+  switch (dist) {
+    case KeyDist::UniqueDense:
+    case KeyDist::UniqueSparse:
+      if (rows > kmax) bad("rows", std::to_string(rows), "more unique keys than the key width holds");
+      break;
+    case KeyDist::Uniform:
+      if (range_hi < range_lo) bad("range", std::to_string(range_lo) + ".." + std::to_string(range_hi), "empty range");
+      if (range_hi > kmax) bad("range_hi", std::to_string(range_hi), "beyond the key width (all-ones is reserved)");
+      break;
+    case KeyDist::Zipf:
+      if (!(zipf_z >= 0.0 && zipf_z <= 2.0)) {
+        std::ostringstream v; v << zipf_z;
+        bad("zipf_z", v.str(), "must be in [0, 2]");
+      }
+      if ((zipf_domain ? zipf_domain : rows) > kmax) bad("zipf_domain", std::to_string(zipf_domain), "beyond the key width");
+      break;
+    case KeyDist::ForeignKey:
+      if (!(match_rate >= 0.0 && match_rate <= 1.0)) {
+        std::ostringstream v; v << match_rate;
+        bad("match_rate", v.str(), "must be in [0, 1]");
+      }
+      if (!(zipf_z >= 0.0 && zipf_z <= 2.0)) {
+        std::ostringstream v; v << zipf_z;
+        bad("zipf_z", v.str(), "must be in [0, 2]");
+      }
+      break;
+  }
+}
+
+void Workload::validate() const {
+  r.validate();
+  s.validate();
+  if (r.key_bytes != s.key_bytes)
+    throw InputError("R and S key widths differ (" + std::to_string(r.key_bytes) + " vs " +
+                     std::to_string(s.key_bytes) + " bytes)");
+  if (r.dist == KeyDist::ForeignKey)
+    throw InputError("relation R: dist = fk: only S may reference R (R is the build side)");
+  if (s.dist == KeyDist::ForeignKey && !r.unique_keys())
+    throw InputError(std::string("relation S: dist = fk references R, whose dist = ") + to_string(r.dist) +
+                     " is not unique (use unique_dense or unique_sparse)");
+}
+
+RowRange rank_slice(uint64_t rows, int rank, int nranks) {
+  uint64_t base = rows / uint64_t(nranks), extra = rows % uint64_t(nranks);
+  uint64_t r = uint64_t(rank);
+  uint64_t begin = r * base + std::min(r, extra);
+  return {begin, begin + base + (r < extra ? 1 : 0)};
+}
+
+uint64_t relation_seed(const RelationSpec& spec) {
+  uint64_t salt = 0;
+  for (char c : spec.name) salt = salt * 131 + uint8_t(c);
+  return mix64(spec.seed ^ mix64(salt + 0x5bd1e995ULL));
+}
+
+KeyGen make_keygen(const RelationSpec& spec, const RelationSpec* referenced) {
+  KeyGen g;
+  g.dist = uint8_t(spec.dist);
+  g.key_bytes = spec.key_bytes;
+  g.rows = spec.rows;
+  g.seed = relation_seed(spec);
+  switch (spec.dist) {
+    case KeyDist::UniqueDense:
+      g.perm = FeistelPerm::make(spec.rows, g.seed);
+      break;
+    case KeyDist::UniqueSparse:
+      break;
+    case KeyDist::Uniform:
+      g.lo = spec.range_lo;
+      g.span = spec.range_hi - spec.range_lo + 1;
+      if (g.span == 0) g.span = ~0ULL;  // full 64-bit range
+      break;
+    case KeyDist::Zipf: {
+      uint64_t domain = spec.zipf_domain ? spec.zipf_domain : spec.rows;
+      g.perm = FeistelPerm::make(domain, g.seed);
+      g.zipf = ZipfSampler::make(spec.zipf_z, domain);
+      break;
+    }
+    case KeyDist::ForeignKey: {
+      if (!referenced) throw InputError("relation " + spec.name + ": dist = fk needs the referenced relation");
+      if (!referenced->unique_keys())
+        throw InputError("relation " + spec.name + " references " + referenced->name + ", which is not unique");
+      g.ref_dist = uint8_t(referenced->dist);
+      g.ref_rows = referenced->rows;
+      g.ref_seed = relation_seed(*referenced);
+      if (referenced->dist == KeyDist::UniqueDense) g.ref_perm = FeistelPerm::make(referenced->rows, g.ref_seed);
+      g.fk_skewed = spec.zipf_z > 0;
+      g.zipf = ZipfSampler::make(spec.zipf_z, referenced->rows);
+      g.match_all = spec.match_rate >= 1.0;
+      g.match_threshold = g.match_all ? ~0ULL : uint64_t(spec.match_rate * 18446744073709551616.0);
+      // Keys absent from R: above 1..rows for dense R, beyond R's generator rows for sparse R.
+      uint64_t room = max_key(spec.key_bytes) - referenced->rows;
+      g.span = std::max<uint64_t>(1, std::min(room, std::max<uint64_t>(referenced->rows, 1024)));
+      break;
+    }
+  }
+  return g;
+}
+
+std::vector<uint64_t> generate_keys(const RelationSpec& spec, const RelationSpec* referenced, RowRange range) {
+  KeyGen g = make_keygen(spec, referenced);
+  std::vector<uint64_t> out(range.size());
+  for (uint64_t i = 0; i < out.size(); ++i) out[i] = g.key(range.begin + i);
+  return out;
+}
+
+std::vector<uint64_t> generate_payload(const RelationSpec& spec, int column, RowRange range) {
+  uint64_t seed = relation_seed(spec);
+  std::vector<uint64_t> out(range.size());
+  for (uint64_t i = 0; i < out.size(); ++i)
+    out[i] = payload_value(seed, column, range.begin + i, spec.payload_bytes[size_t(column)]);
+  return out;
+}
+
+}  // namespace joinlab

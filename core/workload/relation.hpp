@@ -1,0 +1,53 @@
+// A relation is a spec, never a file: rows, key width, payload columns, key distribution, seed.
+// Generation is position-addressable (keygen.hpp), so every rank and backend makes its own slice.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace joinlab {
+
+enum class KeyDist : uint8_t {
+  UniqueDense,   // a random permutation of 1..rows
+  UniqueSparse,  // distinct keys spread over the whole key domain
+  Uniform,       // uniform over [range_lo, range_hi], duplicates allowed
+  Zipf,          // Zipf(z) over domain ranks 1..zipf_domain, ranks scattered over keys 1..domain
+  ForeignKey,    // references the other relation (must be unique): match_rate, optional Zipf skew
+};
+
+const char* to_string(KeyDist d);
+KeyDist key_dist_from_string(const std::string& s);  // throws InputError naming the value
+
+struct RelationSpec {
+  std::string name = "R";             // "R" (build side) or "S" (probe side)
+  uint64_t rows = 0;                  // total over all ranks
+  uint8_t key_bytes = 4;              // 4 or 8
+  std::vector<uint8_t> payload_bytes{4};  // one entry per payload column, each 4 or 8
+  KeyDist dist = KeyDist::UniqueDense;
+  uint64_t range_lo = 1, range_hi = 0;    // Uniform
+  double zipf_z = 0.0;                    // Zipf, and ForeignKey skew over referenced rows
+  uint64_t zipf_domain = 0;               // Zipf: number of distinct ranks (0 = rows)
+  double match_rate = 1.0;                // ForeignKey
+  uint64_t seed = 42;
+
+  bool unique_keys() const { return dist == KeyDist::UniqueDense || dist == KeyDist::UniqueSparse; }
+  uint64_t tuple_bytes() const;  // key + all payload columns
+  // Throws InputError naming the field and value when the spec is inconsistent.
+  void validate() const;
+};
+
+// The two sides of a join; S may reference R.
+struct Workload {
+  RelationSpec r, s;
+  void validate() const;
+};
+
+// Rows [begin, end) of a relation owned by rank `rank` of `nranks`: contiguous blocks, so
+// the union over ranks is the same relation whatever the rank count.
+struct RowRange {
+  uint64_t begin = 0, end = 0;
+  uint64_t size() const { return end - begin; }
+};
+RowRange rank_slice(uint64_t rows, int rank, int nranks);
+
+}  // namespace joinlab
