@@ -23,6 +23,13 @@ std::unique_ptr<Backend> make_backend(const std::string& name) {
   return it->second();
 }
 
+namespace {
+bool g_reporting = true;
+}  // namespace
+
+bool reporting_process() { return g_reporting; }
+void set_reporting_process(bool reporting) { g_reporting = reporting; }
+
 std::vector<std::string> backend_names() {
   std::vector<std::string> v;
   for (auto& [n, f] : registry()) v.push_back(n);

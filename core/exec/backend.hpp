@@ -30,11 +30,20 @@ class Backend {
   // fail promptly; the first error is rethrown.
   virtual void run(const BackendConfig& cfg, const std::function<void(Rank&)>& body,
                    const std::function<void(Rank&)>& collect) = 0;
+  // Device-memory bytes each rank may allocate under `cfg`, for the pre-flight check of a
+  // strategy's working set; 0 = no device-memory limit to check (CPU, simulation).
+  virtual uint64_t device_memory_per_rank(const BackendConfig& cfg) { return 0; }
 };
 
 using BackendFactory = std::function<std::unique_ptr<Backend>()>;
 void register_backend(const std::string& name, BackendFactory f);
 std::unique_ptr<Backend> make_backend(const std::string& name);  // InputError if unknown
 std::vector<std::string> backend_names();
+
+// Whether this process reports results (prints tables, writes CSV and traces). True unless the
+// ranks are processes launched by mpirun: then every process runs the experiment, and only rank
+// 0's reports it (the process runtime sets this at registration).
+bool reporting_process();
+void set_reporting_process(bool reporting);
 
 }  // namespace joinlab

@@ -16,7 +16,7 @@ const char* to_string(MemSpace s) {
 const char* to_string(OpKind k) {
   static const char* names[] = {"generate", "histogram", "partition", "build",  "probe",
                                 "partitioned_join", "sort", "merge_join", "gather", "checksum",
-                                "scan", "copy", "send", "recv", "put"};
+                                "scan", "copy", "send", "recv", "put", "pack_chunks", "stream_consume"};
   return int(k) < int(OpKind::kCount) ? names[int(k)] : "?";
 }
 
@@ -114,6 +114,39 @@ OpParams params_of(const Op& op) {
         }
       },
       op);
+  return p;
+}
+
+StreamProgress::StreamProgress(size_t rings) : n_(rings), consumed_(new uint64_t[rings ? rings : 1]()) {}
+
+uint64_t StreamProgress::consumed(size_t ring) const { return __atomic_load_n(&consumed_[ring], __ATOMIC_ACQUIRE); }
+void StreamProgress::release(size_t ring, uint64_t chunks) { __atomic_store_n(&consumed_[ring], chunks, __ATOMIC_RELEASE); }
+void StreamProgress::cancel() { __atomic_store_n(&cancelled_, 1, __ATOMIC_RELEASE); }
+bool StreamProgress::cancelled() const { return __atomic_load_n(&cancelled_, __ATOMIC_ACQUIRE) != 0; }
+
+OpParams params_of(const StreamingOp& op) {
+  OpParams p;
+  if (auto* pack = std::get_if<PackChunksOp>(&op)) {
+    p.kind = OpKind::PackChunks;
+    p.rows_in = p.rows_out = pack->in.rows;
+    p.key_bytes = pack->in.fmt.key_bytes;
+    p.val_bytes = pack->in.fmt.val_bytes;
+    p.fanout = uint32_t(pack->rows.size());
+    p.detail = pack->relation == 0 ? "R" : "S";
+  } else if (auto* c = std::get_if<StreamConsumeOp>(&op)) {
+    p.kind = OpKind::StreamConsume;
+    uint64_t r = 0, s = 0;
+    for (const auto& t : c->tables) p.table_slots += t.slots;
+    for (auto n : c->r_chunks) r += n;
+    for (auto n : c->s_chunks) s += n;
+    p.rows_build = 0;
+    for (const auto& t : c->tables) p.rows_build += t.rows;
+    p.key_bytes = c->r_fmt.key_bytes;
+    p.val_bytes = c->s_fmt.val_bytes;
+    p.fanout = c->parts;
+    p.bytes = (r + s) * c->slot_bytes;
+    p.detail = std::to_string(r) + " R + " + std::to_string(s) + " S chunks of " + std::to_string(c->slot_rows) + " rows";
+  }
   return p;
 }
 

@@ -3,6 +3,7 @@
 // implements every operator: kernels/cpu and kernels/cuda execute it, sim/ charges its modeled
 // cost, models/ fits that cost from calibration runs. Adding an operator means adding all four.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -20,6 +21,8 @@ enum class OpKind : uint8_t {
   Gather, Checksum, Scan,
   // Data movement, recorded in traces and modeled like operators.
   Copy, Send, Recv, Put,
+  // Streaming operators (gpj): launched with Rank::launch_streaming, see StreamingOp below.
+  PackChunks, StreamConsume,
   kCount
 };
 const char* to_string(OpKind k);
@@ -53,6 +56,22 @@ struct OpResult {
 using OpResultPtr = std::shared_ptr<OpResult>;
 
 // --- operators -----------------------------------------------------------------------------
+// Semantics every backend implements identically (tests compare CPU and CUDA bit for bit on
+// counts and checksums; order of rows inside outputs and partitions is unspecified):
+//  * Keys are unsigned, key_bytes wide; the all-ones key is reserved (empty slot) and never
+//    generated. Values are val_bytes wide and opaque.
+//  * Join outputs (Probe, PartitionedJoin, MergeJoin) emit one row (key, R value, S value) for
+//    every pair of equal keys. Rows go to out rows [out_first, out_first + count) with no holes.
+//    result.count is the true number of matches. If out_first + count > out.capacity, the
+//    operator sets result.overflow, writes nothing past capacity, and the strategy retries with
+//    a bigger output. CountOnly writes nothing. CountThenWrite counts first, then writes at
+//    exact positions; Direct appends in batches whose positions come from an atomic cursor.
+//  * Partition: result.values are the exclusive offsets of each (segment, partition) in `out`,
+//    segment-major, plus the total at the end.
+//  * Build sets table->rows. LinearProbing inserts at table_slot(key, hash_seed, slots) and
+//    probes linearly; Chained pushes row i onto heads[table_slot(...)] through next[].
+//    A Build into a table with rows == 0 clears it first; a Build into one with rows > 0 adds
+//    to it (rows [table->rows, table->rows + in.rows) of a Chained table's arrays).
 struct GenerateOp {  // keys and values of rows [first_row, first_row + out.rows)
   RelationSpec spec;
   const RelationSpec* referenced = nullptr;  // ForeignKey: the relation it references
@@ -143,5 +162,97 @@ struct OpParams {
   std::string detail;       // free-form (algorithm, table kind, peer)
 };
 OpParams params_of(const Op& op);
+
+// --- streaming operators (gpj, thostrup2023 section 4) -------------------------------------------
+// The pipelined join streams fixed-size chunks of tuples from sender CPUs into ring buffers in the
+// receivers' (GPU) memory with one-sided puts; one persistent consumer per receiver polls the
+// rings, checks each chunk's checksum before using it, builds a chained hash table per partition
+// and probes it, and streams the result to host memory. The chunk layout and checksum are in
+// core/exec/chunk.hpp (JL_HD, shared by every backend).
+//
+// These operators are a variant of their own, launched with Rank::launch_streaming, so that every
+// backend's visitor of `Op` keeps compiling; a backend that lacks them says so when launched.
+
+// Packs partitioned tuples into chunk images (the bytes one put sends into a ring slot): for each
+// partition p in order, rows [begin[p], begin[p] + rows[p]) of `in` cut into chunks of at most
+// slot_rows rows; chunk c of partition p carries sequence number first_seq[p] + c (its 1-based
+// position on its ring), partition p + partition_base, `relation`, `epoch` and its checksum.
+// Images are chunk_slot_bytes(fmt, slot_rows) apart in `out`, in (partition, chunk) order;
+// partitions with no rows have none. Runs on host CPU threads on every backend (its input is in
+// host memory: the senders are CPUs). result.count = images written.
+struct PackChunksOp {
+  Tuples in;
+  std::vector<uint64_t> begin, rows;  // per partition
+  std::vector<uint64_t> first_seq;    // per partition, >= 1
+  uint32_t partition_base = 0;
+  uint32_t relation = 0;              // 0 = R (build side), 1 = S (probe side)
+  uint32_t epoch = 0;                 // the exchange's id: slots still holding an older chunk differ
+  uint64_t slot_rows = 0;
+  Buffer out;
+};
+
+// Chunks released by a StreamConsumeOp, readable by the host while it runs (the strategy returns
+// them to the senders as ring-slot credits), and its cancellation (the strategy failed).
+class StreamProgress {
+ public:
+  explicit StreamProgress(size_t rings);
+  size_t rings() const { return n_; }
+  uint64_t consumed(size_t ring) const;        // chunks of `ring` released so far (monotonic)
+  void release(size_t ring, uint64_t chunks);  // the consumer is done with the first `chunks`
+  void cancel();                               // makes the consumer stop with an error
+  bool cancelled() const;
+
+ private:
+  size_t n_;
+  std::unique_ptr<uint64_t[]> consumed_;  // accessed atomically
+  int cancelled_ = 0;
+};
+
+// The persistent consumer of one receiver. Ring (s, q) = s * parts + q carries the chunks of local
+// partition q sent by rank s: first r_chunks[ring] chunks of R, then s_chunks[ring] chunks of S,
+// chunk k (0-based) in slot k % slots with sequence number k + 1. The rings need no clearing:
+// a slot holds a chunk of this exchange only when its header carries `epoch`. Semantics:
+//  * A chunk is used only once its header's epoch and sequence number are the expected ones and
+//    its checksum (chunk_checksum) matches its bytes. Until then it is re-read: a one-sided write may
+//    become visible in any order (GPUDirect RDMA gives no ordering to a polling kernel). A chunk
+//    whose sequence number is there but whose checksum has not matched for chunk_timeout_s is an
+//    error naming the chunk (source, partition, relation, number): it was corrupted in flight.
+//    Nothing arriving at all for idle_timeout_s is an error naming the chunk waited for.
+//  * R chunks of partition q are inserted into tables[q] (Chained layout of HashTable, sized by
+//    the strategy from the global histogram, cleared by the consumer before use): each row is
+//    appended to the chain array and pushed onto its bucket's head through next[], as BuildOp
+//    does (on the GPU: an atomic cursor into the chain array, an atomic exchange of the head). S chunks of q are probed against tables[q]
+//    only after every R chunk of q (from every source) was inserted; a ring whose next chunk is
+//    an S chunk of an unfinished partition waits while the other rings go on.
+//  * After a chunk was used, progress->release(ring, k + 1): its slot may be rewritten.
+//  * workers[q]: the parallelism given to partition q, proportional to its share of the global
+//    histogram (GPU: thread blocks of the partition's grid; CPU: at most this many threads).
+//  * Output (mode Direct): rows (key, R value, S value) are written to staging (a double buffer
+//    of 2 x staging_rows rows in device memory); a full half is copied to `out` (host memory)
+//    at rows [out_first + written, ...) while the other half fills; the rest is flushed at the
+//    end. Rows never go past out.capacity: past it the operator only counts and sets
+//    result.overflow. mode CountOnly writes nothing. result.count = matches.
+//  * It ends when every ring delivered its chunks, or with an error when progress->cancel().
+struct StreamConsumeOp {
+  Buffer rings;  // sources * parts * slots slots of slot_bytes
+  uint32_t sources = 0, parts = 0, slots = 0;
+  uint64_t slot_rows = 0, slot_bytes = 0;
+  uint32_t epoch = 0;
+  TupleFormat r_fmt, s_fmt;  // equal key widths
+  std::vector<uint64_t> r_chunks, s_chunks;  // per ring
+  std::vector<uint32_t> partition_ids;       // per local partition: the global id in its headers
+  std::vector<HashTable> tables;             // per local partition
+  std::vector<uint32_t> workers;             // per local partition
+  OutputMode mode = OutputMode::Direct;
+  JoinOutput out;
+  uint64_t out_first = 0;
+  JoinOutput staging;  // capacity 2 * staging_rows
+  uint64_t staging_rows = 0;
+  std::shared_ptr<StreamProgress> progress;
+  double chunk_timeout_s = 10, idle_timeout_s = 60;
+};
+
+using StreamingOp = std::variant<PackChunksOp, StreamConsumeOp>;
+OpParams params_of(const StreamingOp& op);
 
 }  // namespace joinlab

@@ -1,5 +1,9 @@
 #include "core/exec/rank.hpp"
 
+#include <chrono>
+#include <thread>
+
+#include "core/common/error.hpp"
 #include "core/workload/keygen.hpp"
 
 namespace joinlab {
@@ -55,5 +59,12 @@ void Rank::phase(const std::string& name) {
 void Rank::end_phases() {
   if (!phases_.empty() && phases_.back().end < phases_.back().begin) phases_.back().end = now();
 }
+
+Launched Rank::launch_streaming(Stream, StreamingOp op) {
+  throw RuntimeError(std::string("backend ") + backend() + " does not implement the streaming operator " +
+                     to_string(params_of(op).kind) + " (needed by gpj)");
+}
+
+void Rank::poll_pause() { std::this_thread::sleep_for(std::chrono::microseconds(50)); }
 
 }  // namespace joinlab

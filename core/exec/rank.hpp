@@ -124,6 +124,14 @@ class Rank {
                     uint64_t off, uint64_t bytes, uint32_t flag, uint64_t value) = 0;
   virtual uint64_t read_flag(int window, uint32_t flag) = 0;  // this rank's own window
 
+  // --- streaming operators (gpj: ops.hpp, StreamingOp) ---
+  // Launches PackChunksOp / StreamConsumeOp. The default throws RuntimeError naming the backend.
+  virtual Launched launch_streaming(Stream s, StreamingOp op);
+  // Polling loops (read_flag, StreamProgress) call this when nothing changed: it pauses briefly
+  // and throws RuntimeError once the job failed (a peer died or aborted), so they end promptly.
+  // Real backends sleep a few microseconds; the simulator advances its clock.
+  virtual void poll_pause();
+
   // --- host collectives (blocking) ---
   virtual std::vector<uint64_t> allgather(const std::vector<uint64_t>& mine) = 0;  // rank order
   virtual void barrier() = 0;
@@ -143,6 +151,9 @@ class Rank {
 
  protected:
   TraceLog trace_;
+  // For backends that rebuild a finished rank's record in another process (process ranks whose
+  // results are gathered to rank 0).
+  void restore_phases(std::vector<PhaseRecord> phases) { phases_ = std::move(phases); }
 
  private:
   int id_;

@@ -1,0 +1,191 @@
+// The "cpu" backend: N ranks as threads of this process, each a CpuRank with its own memory
+// budget and stream workers, talking through the in-process transport.
+//
+// [cluster] options it reads (BackendConfig::options):
+//   streams    = streams per rank (default 4)
+//   timeout_s  = bound on every blocking wait: recv, allgather, barrier, expose (default 60)
+//   transport  = inproc (default) or another registered thread transport (ucx; cpu_backend.hpp)
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "core/builtin.hpp"
+#include "core/common/error.hpp"
+#include "core/exec/backend.hpp"
+#include "core/runtime/cpu_backend.hpp"
+#include "core/runtime/cpu_rank.hpp"
+#include "core/runtime/in_process_transport.hpp"
+#include "kernels/cpu/cpu_kernels.hpp"
+#include "kernels/cpu/host_memory.hpp"
+
+namespace joinlab {
+
+namespace {
+
+int hardware_threads() { return int(std::max(1u, std::thread::hardware_concurrency())); }
+
+uint64_t physical_memory() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : (8ULL << 30);
+}
+
+// Host memory copy bandwidth of this machine with all its cores, bytes read + written per
+// second: the best of repeated parallel 64 MiB copies (twice the last-level cache of the
+// development machines, so it measures DRAM) over about 0.2 s. Measured once per process.
+double host_copy_bandwidth() {
+  static double bw = [] {
+    const uint64_t bytes = 64ULL << 20;
+    const int threads = hardware_threads();
+    void* a = cpu::host_alloc(bytes);
+    void* b = cpu::host_alloc(bytes);
+    cpu::parallel_fill(a, 1, bytes, threads);
+    cpu::parallel_fill(b, 2, bytes, threads);
+    double best = 0;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+    for (int i = 0; i < 3 || std::chrono::steady_clock::now() < until; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      cpu::parallel_copy(i % 2 ? a : b, i % 2 ? b : a, bytes, threads);
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      best = std::max(best, 2.0 * double(bytes) / s);
+      if (i > 1000) break;
+    }
+    cpu::host_free(a);
+    cpu::host_free(b);
+    return best;
+  }();
+  return bw;
+}
+
+template <class T>
+T option(const BackendConfig& cfg, const std::string& key, T fallback, T min) {
+  auto it = cfg.options.find(key);
+  if (it == cfg.options.end()) return fallback;
+  std::istringstream in(it->second);
+  T v{};
+  in >> v;
+  if (!in || !in.eof() || v < min) {
+    std::ostringstream m;
+    m << "backend cpu: option " << key << " = '" << it->second << "' is not a number >= " << min;
+    throw InputError(m.str());
+  }
+  return v;
+}
+
+class CpuBackend final : public Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+
+  void run(const BackendConfig& cfg, const std::function<void(Rank&)>& body,
+           const std::function<void(Rank&)>& collect) override {
+    const int n = cfg.shape.size();
+    if (n < 1 || cfg.shape.nodes < 1 || cfg.shape.per_node < 1)
+      throw InputError("backend cpu: cluster shape " + std::to_string(cfg.shape.nodes) + " x " +
+                       std::to_string(cfg.shape.per_node) + " has no ranks");
+    if (cfg.threads_per_rank < 0)
+      throw InputError("backend cpu: threads_per_rank = " + std::to_string(cfg.threads_per_rank) + " is negative");
+    const CpuRankSetup setup = cpu_rank_setup(cfg, n);
+    auto transports = make_thread_transports(cfg, n, setup.timeout_s, setup.rank.threads);
+    const auto epoch = std::chrono::steady_clock::now();
+    std::vector<std::unique_ptr<CpuRank>> ranks;
+    for (int r = 0; r < n; ++r) {
+      CpuRankConfig rc = cpu_rank_setup(cfg, n).rank;  // memory pools of its own
+      rc.epoch = epoch;
+      ranks.push_back(std::make_unique<CpuRank>(r, cfg.shape, transports[size_t(r)], rc));
+    }
+
+    std::mutex mu;
+    std::exception_ptr first;
+    std::vector<std::thread> pool;
+    for (int r = 0; r < n; ++r) {
+      pool.emplace_back([&, r] {
+        try {
+          body(*ranks[size_t(r)]);
+          ranks[size_t(r)]->sync_all();  // errors of work the body left in flight count too
+        } catch (...) {
+          auto e = std::current_exception();
+          {
+            std::lock_guard<std::mutex> g(mu);
+            if (!first) first = e;
+          }
+          transports[size_t(r)]->abort(what_of(e));  // only the first abort's reason is kept
+        }
+      });
+    }
+    for (auto& t : pool) t.join();
+    if (first) {
+      ranks.clear();
+      std::rethrow_exception(first);
+    }
+    for (auto& r : ranks) collect(*r);
+  }
+};
+
+}  // namespace
+
+std::string what_of(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+    return "unknown exception";
+  }
+}
+
+CpuRankSetup cpu_rank_setup(const BackendConfig& cfg, int ranks_on_host) {
+  const int n = std::max(1, ranks_on_host);
+  CpuRankSetup setup;
+  setup.timeout_s = option<double>(cfg, "timeout_s", 60.0, 1e-3);
+  CpuRankConfig& rc = setup.rank;
+  rc.streams = option<int>(cfg, "streams", 4, 1);
+  rc.threads = cfg.threads_per_rank > 0 ? cfg.threads_per_rank : std::max(1, hardware_threads() / n);
+  // Per-rank shares of this machine: memory bandwidth and RAM are split evenly over the ranks.
+  Bandwidths& bw = rc.bandwidths;
+  const double share = host_copy_bandwidth() / n;
+  bw.mem = bw.host_mem = bw.h2d = bw.p2p = bw.net = share;
+  bw.source = "measured on this host (memcpy, all cores, shared by " + std::to_string(n) + " rank(s))";
+  const uint64_t ram_share = uint64_t(double(physical_memory()) * 0.85) / uint64_t(n);
+  rc.host = std::make_shared<MemoryPool>("host", ram_share);
+  rc.device = cfg.device_memory ? std::make_shared<MemoryPool>("device", cfg.device_memory) : rc.host;
+  return setup;
+}
+
+namespace {
+std::map<std::string, ThreadTransportFactory>& thread_transports() {
+  static std::map<std::string, ThreadTransportFactory> t = {
+      {"inproc", [](int ranks, double timeout_s, int copy_threads) {
+         return make_in_process_transports(ranks, timeout_s, copy_threads);
+       }}};
+  return t;
+}
+}  // namespace
+
+void register_thread_transport(const std::string& name, ThreadTransportFactory f) {
+  thread_transports()[name] = std::move(f);
+}
+
+std::vector<std::shared_ptr<Transport>> make_thread_transports(const BackendConfig& cfg, int ranks, double timeout_s,
+                                                               int copy_threads) {
+  auto it = cfg.options.find("transport");
+  const std::string name = it == cfg.options.end() ? "inproc" : it->second;
+  auto f = thread_transports().find(name);
+  if (f == thread_transports().end()) {
+    std::string known;
+    for (auto& [k, v] : thread_transports()) known += (known.empty() ? "" : ", ") + k;
+    throw InputError("backend cpu: cluster.transport = '" + name + "' is not a transport for ranks as threads in this " +
+                     "build (it has: " + known + ")");
+  }
+  return f->second(ranks, timeout_s, copy_threads);
+}
+
+void register_cpu_backend() {
+  register_backend("cpu", [] { return std::make_unique<CpuBackend>(); });
+}
+
+}  // namespace joinlab

@@ -1,0 +1,36 @@
+// Set-up of the "cpu" backend's ranks, shared by its two ways of running them: as threads of
+// this process (cpu_backend.cpp) and as processes launched by mpirun (process/process_backend.cpp).
+#pragma once
+#include <exception>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/exec/backend.hpp"
+#include "core/runtime/cpu_rank.hpp"
+#include "core/runtime/transport.hpp"
+
+namespace joinlab {
+
+struct CpuRankSetup {
+  double timeout_s = 60;  // [cluster] timeout_s: bound on every blocking wait
+  CpuRankConfig rank;     // threads, streams, memory pools, bandwidths (epoch left to the caller)
+};
+// One of `ranks_on_host` ranks sharing this machine's cores, memory and memory bandwidth, from
+// the [cluster] options. Throws InputError naming a bad option.
+CpuRankSetup cpu_rank_setup(const BackendConfig& cfg, int ranks_on_host);
+
+// The message of a caught exception (the reason a failing rank gives the others).
+std::string what_of(const std::exception_ptr& e);
+
+// Transports for ranks that are threads of this process, chosen by [cluster] transport. "inproc"
+// (the default) is built in; the process runtime registers "ucx" when the build has it.
+using ThreadTransportFactory =
+    std::function<std::vector<std::shared_ptr<Transport>>(int ranks, double timeout_s, int copy_threads)>;
+void register_thread_transport(const std::string& name, ThreadTransportFactory f);
+// InputError naming the transport and the ones this build has when it is unknown.
+std::vector<std::shared_ptr<Transport>> make_thread_transports(const BackendConfig& cfg, int ranks,
+                                                               double timeout_s, int copy_threads);
+
+}  // namespace joinlab

@@ -1,0 +1,141 @@
+// Multi-threaded CPU kernels of every operator in core/exec/ops.hpp, as free functions over raw
+// columnar arrays, templated on key and value widths (uint32_t / uint64_t). They know nothing of
+// ranks, streams or strategies: core/runtime/cpu_ops.cpp maps each Op onto them.
+//
+// Every kernel takes `threads`, the OpenMP team size it may use (>= 1). Kernels never throw from
+// inside a parallel region: arguments are checked first (std::invalid_argument / length_error).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/common/hashing.hpp"
+#include "core/exec/ops.hpp"  // TableKind, OutputMode (vocabulary only)
+#include "core/workload/keygen.hpp"
+
+namespace joinlab::cpu {
+
+// --- generation ------------------------------------------------------------------------------
+// keys[i] = gen.key(first_row + i); vals[i] = payload column 0 of that row, or the global row id.
+template <class K, class V>
+void generate(const KeyGen& gen, uint64_t rel_seed, bool value_is_rowid, uint64_t first_row,
+              uint64_t rows, K* keys, V* vals, int threads);
+// out[i] = payload_value(rel_seed, column, first_row + i, sizeof(V)).
+template <class V>
+void generate_payload(uint64_t rel_seed, int column, uint64_t first_row, uint64_t rows, V* out,
+                      int threads);
+
+// --- partitioning ------------------------------------------------------------------------------
+// Rows per partition of fn.
+template <class K>
+std::vector<uint64_t> histogram(const K* keys, uint64_t rows, PartitionFn fn, int threads);
+
+// Scatters rows [segments[0], segments.back()) of (in_keys, in_vals) by fn, each segment on its
+// own, into out (starting at out row 0). Returns the exclusive offset of every (segment,
+// partition), segment-major, then the total. Empty `segments` means one segment of `rows` rows.
+// Stable (rows keep their input order inside a partition). Large fanouts run as two passes
+// through a scratch copy (high bits, then low bits), which gives the same output.
+template <class K, class V>
+std::vector<uint64_t> partition(const K* in_keys, const V* in_vals, uint64_t rows,
+                                const std::vector<uint64_t>& segments, PartitionFn fn, K* out_keys,
+                                V* out_vals, int threads);
+// Fanout bits the partition kernel does in one pass for tuples of these widths: as many as keep
+// its write-combine buffers (one line of tuples per partition) within half this core's L2 cache.
+// Above this it does two passes (three beyond twice this).
+uint32_t max_one_pass_bits(uint32_t key_bytes, uint32_t val_bytes);
+
+// --- join outputs ---------------------------------------------------------------------------------
+// Where a join writes (key, R value, S value) rows: rows [first, first + count) of the arrays,
+// never at or past `capacity` (semantics in core/exec/ops.hpp).
+template <class K, class VR, class VS>
+struct JoinSink {
+  K* keys = nullptr;
+  VR* rvals = nullptr;
+  VS* svals = nullptr;
+  uint64_t first = 0, capacity = 0;
+  OutputMode mode = OutputMode::CountThenWrite;
+};
+struct JoinCount {
+  uint64_t count = 0;     // true number of matches
+  bool overflow = false;  // first + count > capacity
+};
+
+// --- hash tables (layouts of HashTable in core/exec/ops.hpp) ----------------------------------------
+template <class K, class V>
+struct LinearTable {
+  K* keys = nullptr;  // slots entries, all-ones = empty
+  V* vals = nullptr;
+  uint64_t slots = 0;  // power of two
+  uint64_t seed = 0;
+};
+template <class K, class V>
+struct ChainedTable {
+  uint32_t* heads = nullptr;  // buckets entries, all-ones = none
+  uint32_t* next = nullptr;   // capacity entries
+  K* keys = nullptr;
+  V* vals = nullptr;
+  uint64_t buckets = 0;  // power of two
+  uint64_t capacity = 0;  // rows the next/keys/vals arrays hold
+  uint64_t seed = 0;
+};
+
+template <class K, class V> void clear_table(const LinearTable<K, V>& t, int threads);
+template <class K, class V> void clear_table(const ChainedTable<K, V>& t, int threads);
+// Inserts rows into a table that already holds `present` rows (0 after clear_table). Throws
+// std::length_error when they do not fit.
+template <class K, class V>
+void build(const LinearTable<K, V>& t, uint64_t present, const K* keys, const V* vals,
+           uint64_t rows, int threads);
+template <class K, class V>
+void build(const ChainedTable<K, V>& t, uint64_t present, const K* keys, const V* vals,
+           uint64_t rows, int threads);
+template <class K, class VR, class VS>
+JoinCount probe(const LinearTable<K, VR>& t, const K* keys, const VS* vals, uint64_t rows,
+                const JoinSink<K, VR, VS>& out, int threads);
+template <class K, class VR, class VS>
+JoinCount probe(const ChainedTable<K, VR>& t, const K* keys, const VS* vals, uint64_t rows,
+                const JoinSink<K, VR, VS>& out, int threads);
+
+// Partition p of R (rows [r_offsets[p], r_offsets[p+1])) joins partition p of S, with a small
+// per-partition table of `kind` built in cache. Oversized partitions are shared by all threads.
+template <class K, class VR, class VS>
+JoinCount partitioned_join(const K* r_keys, const VR* r_vals, const std::vector<uint64_t>& r_offsets,
+                           const K* s_keys, const VS* s_vals, const std::vector<uint64_t>& s_offsets,
+                           TableKind kind, const JoinSink<K, VR, VS>& out, int threads);
+
+// --- sorting and merge join ---------------------------------------------------------------------------
+// out = in sorted by key. Radix: parallel LSD radix sort over the key bits that vary (stable).
+// Merge: parallel stable multiway merge sort. in and out may be the same arrays.
+template <class K, class V>
+void radix_sort(const K* in_keys, const V* in_vals, uint64_t rows, K* out_keys, V* out_vals,
+                int threads);
+template <class K, class V>
+void merge_sort(const K* in_keys, const V* in_vals, uint64_t rows, K* out_keys, V* out_vals,
+                int threads);
+// m:n join of two key-sorted inputs.
+template <class K, class VR, class VS>
+JoinCount merge_join(const K* r_keys, const VR* r_vals, uint64_t r_rows, const K* s_keys,
+                     const VS* s_vals, uint64_t s_rows, const JoinSink<K, VR, VS>& out, int threads);
+
+// --- gather, checksum, scan, copy ---------------------------------------------------------------------------
+// out[i] = column[ids[i] - base_row]. Throws std::out_of_range naming the first bad id.
+template <class I, class C>
+void gather(const I* ids, const C* column, uint64_t column_rows, uint64_t base_row, uint64_t rows,
+            C* out, int threads);
+
+struct ColumnRef {
+  const void* data = nullptr;  // element 0 of the column
+  uint8_t bytes = 4;           // 4 or 8
+};
+// Wrapping sum over rows [first, first + rows) of digest_add(...digest_add(digest_begin(key),
+// col0, 0)..., colN, N) (core/verify/checksum.hpp).
+uint64_t checksum(ColumnRef keys, const std::vector<ColumnRef>& columns, uint64_t first,
+                  uint64_t rows, int threads);
+
+// out[i] = in[0] + ... + in[i-1]; in and out may be the same array.
+void exclusive_scan(const uint64_t* in, uint64_t* out, uint64_t n, int threads);
+
+// memcpy / memset split over threads for large sizes.
+void parallel_copy(void* dst, const void* src, uint64_t bytes, int threads);
+void parallel_fill(void* dst, uint8_t byte, uint64_t bytes, int threads);
+
+}  // namespace joinlab::cpu

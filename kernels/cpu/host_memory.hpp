@@ -1,0 +1,25 @@
+// Host memory for CpuRank buffers and kernel scratch: cache-line aligned, and for large sizes
+// 2 MiB aligned and advised as transparent huge pages (radix scatters touch thousands of
+// pages at once; 4 KiB pages would make them TLB-bound).
+#pragma once
+#include <cstdint>
+#include <new>
+
+namespace joinlab::cpu {
+
+void* host_alloc(uint64_t bytes);  // never null; throws std::bad_alloc
+void host_free(void* p);
+// Touches every page so that later kernels do not pay page faults (like device memory, which
+// is backed when allocated).
+void prefault(void* p, uint64_t bytes, int threads);
+
+// Memory a kernel needs for the duration of one call, kept per thread and reused by later
+// calls on the same thread (a stream worker runs many operators; re-faulting fresh pages on
+// every call would cost more than the pass itself). `slot` separates independent arrays.
+void* thread_scratch(int slot, uint64_t bytes);
+template <class T>
+T* thread_scratch_array(int slot, uint64_t count) {
+  return static_cast<T*>(thread_scratch(slot, count * sizeof(T)));
+}
+
+}  // namespace joinlab::cpu
