@@ -15,6 +15,11 @@ namespace joinlab {
 
 namespace po = boost::program_options;
 
+// Name of the phase in which every rank generates its input slice. It is not part of the join:
+// strategies record it first (before any join work), and the runner leaves it out of the
+// measured join time.
+inline constexpr const char* kGeneratePhase = "generate";
+
 struct JoinJob {
   Workload workload;
   po::variables_map options;  // the strategy's own keys, parsed and defaulted
@@ -40,6 +45,12 @@ struct StrategyInfo {
   std::function<void(po::options_description&)> add_options;
   std::function<std::unique_ptr<Strategy>()> make;
   std::function<Bound(const JoinJob&, const ClusterShape&, const Bandwidths&)> bound;
+  // Peak device-memory bytes one rank needs for the job (inputs, intermediates, output). Unset:
+  // the pre-flight check (core/experiment/preflight.hpp) uses its own estimate, if it has one.
+  std::function<uint64_t(const JoinJob&, const ClusterShape&)> working_set_bytes;
+  // Optional: throws InputError for a job the strategy cannot run (e.g. a workload it does not
+  // support), so that it is rejected before any work (validate_point calls it).
+  std::function<void(const JoinJob&)> check;
 };
 
 void register_strategy(StrategyInfo info);

@@ -1,0 +1,238 @@
+// gpj, gpj-b, gpj-h: thostrup2023's distributed GPU joins over one-sided RDMA. The input is in
+// host memory; sender CPUs hash-partition it into over-partitioned partitions and ship them with
+// one-sided puts (rdma_exchange.hpp). On the CPU backend the "GPU memory" is the rank's Device
+// budget ([cluster] device_memory) and the persistent consumer is a polling stream worker.
+//
+//  gpj    section 4, the pipelined join: every partition is streamed in checksummed chunks into
+//         ring buffers in the receiver's GPU memory, where one persistent consumer builds a
+//         chained hash table per partition (sized from the global histogram) and probes it while
+//         the shuffle goes on; the result streams to host memory through double buffers.
+//  gpj-b  the blocking variant the paper compares with: shuffle everything into GPU memory, then
+//         join (the single-GPU partitioned join, phj, on each rank).
+//  gpj-h  section 5, the hybrid join for build sides larger than the GPUs' memory: the fanout grows
+//         until 16 partitions' tables fill a GPU on average; each receiver places its partitions
+//         on its GPU by the global histogram (most tuples per byte of table first) until its
+//         memory is full, streams those as gpj does, and materializes the rest in host memory,
+//         joined by the CPU radix join (phj on host memory) once the shuffle is done.
+#include <algorithm>
+#include <numeric>
+
+#include "core/common/error.hpp"
+#include "core/exec/chunk.hpp"
+#include "core/strategies/distributed_joins.hpp"
+#include "core/strategies/rank_joins.hpp"
+#include "core/strategies/rdma_exchange.hpp"
+
+namespace joinlab {
+
+namespace {
+
+// direct and count_then_write both materialize the streamed output (it cannot be counted first:
+// the chunks are gone once probed); count_only counts.
+void add_gpj_options(po::options_description& d) {
+  add_exchange_options(d);
+  add_output_option(d, "direct");
+}
+
+ExchangeConfig gpj_config(const po::variables_map& vm) {
+  ExchangeConfig c = exchange_config(vm);
+  c.output = output_mode(vm) == OutputMode::CountOnly ? OutputMode::CountOnly : OutputMode::Direct;
+  return c;
+}
+
+PlacementFn place_all(Placement p) {
+  return [p](const std::vector<uint64_t>& r_rows, const std::vector<uint64_t>&) {
+    return std::vector<Placement>(r_rows.size(), p);
+  };
+}
+
+void run_gpj(Rank& rank, const JoinJob& job) {
+  const ExchangeConfig cfg = gpj_config(job.options);
+  Inputs in = generate_inputs(rank, job, MemSpace::Host, MemSpace::Host);
+  const auto parts = OverPartitioning::make(cfg.parts_per_receiver, rank.size(), cfg.seed);
+  ExchangeResult res = run_exchange_sized(rank, in, parts, cfg, place_all(Placement::Stream));
+  report_output(rank, Stream{0}, res.streamed, in.r, in.s, cfg.stream_out_space);
+}
+
+// --- gpj-h -------------------------------------------------------------------------------------------
+
+void add_gpj_h_options(po::options_description& d) {
+  add_gpj_options(d);
+  d.add_options()("gpu_fill", fraction_option("gpu_fill", 0.9, 0.0, 1.0),
+                  "share of the GPU memory left at the start (capacity(Device)) the placed partitions may fill");
+}
+
+// Bytes a streamed partition occupies on its receiver: its chained table and its rings.
+struct GpuCost {
+  TupleFormat rf;
+  double load_factor;
+  uint64_t ring_bytes;  // all senders' rings of one partition
+  uint64_t operator()(uint64_t r_rows) const {
+    return hash_table_bytes(TableKind::Chained, rf, r_rows, load_factor) + ring_bytes;
+  }
+};
+
+void run_gpj_h(Rank& rank, const JoinJob& job) {
+  ExchangeConfig cfg = gpj_config(job.options);
+  const double fill = job.options["gpu_fill"].as<double>();
+  Inputs in = generate_inputs(rank, job, MemSpace::Host, MemSpace::Host);
+  const TupleFormat rf = in.r.tuples.fmt, sf = in.s.tuples.fmt;
+  const int n = rank.size();
+
+  // The GPU memory every rank may fill (the smallest, so that every rank plans the same fanout),
+  // less the consumer's output double buffer (no larger than a rank's share of S).
+  const std::vector<uint64_t> caps = rank.allgather({rank.capacity(MemSpace::Device)});
+  const uint64_t staging_rows = std::min<uint64_t>(cfg.staging_rows, job.workload.s.rows / uint64_t(n) + 1);
+  const uint64_t staging =
+      cfg.output == OutputMode::CountOnly ? 0 : 2 * staging_rows * (rf.tuple_bytes() + sf.val_bytes);
+  const double budget = std::max(0.0, double(*std::min_element(caps.begin(), caps.end())) * fill - double(staging));
+  const uint64_t slot_rows = chunk_rows(cfg, rf, sf);
+  const uint64_t slot = std::max(chunk_slot_bytes(rf, slot_rows), chunk_slot_bytes(sf, slot_rows));
+  GpuCost cost{rf, cfg.load_factor, uint64_t(n) * cfg.slots * slot};
+  // Fanout: 16 (parts_per_receiver) partitions per GPU on average when R's tables fit; more when
+  // they do not, so that the average partition's table is 1/16 of a GPU (thostrup2023 section 5).
+  const double table_per_rank =
+      double(hash_table_bytes(TableKind::Chained, rf, job.workload.r.rows / uint64_t(n) + 1, cfg.load_factor));
+  uint64_t per_receiver = cfg.parts_per_receiver;
+  while (budget > 0 && table_per_rank / double(per_receiver) > budget / double(cfg.parts_per_receiver) &&
+         per_receiver < (1u << 16))
+    per_receiver *= 2;
+  const auto parts = OverPartitioning::make(per_receiver, n, cfg.seed);
+
+  // On each receiver: the partitions with the most tuples per byte of GPU memory first, while
+  // they fit; the rest stays in host memory for the CPU join.
+  const PlacementFn place = [&](const std::vector<uint64_t>& r_rows, const std::vector<uint64_t>& s_rows) {
+    std::vector<size_t> order(r_rows.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return double(r_rows[a] + s_rows[a]) / double(cost(r_rows[a])) > double(r_rows[b] + s_rows[b]) / double(cost(r_rows[b]));
+    });
+    std::vector<Placement> p(r_rows.size(), Placement::Materialize);
+    double left = budget;
+    for (size_t q : order) {
+      const double need = double(cost(r_rows[q]));
+      if (need > left) continue;
+      left -= need;
+      p[q] = Placement::Stream;
+    }
+    return p;
+  };
+  ExchangeResult res = run_exchange_sized(rank, in, parts, cfg, place);
+
+  // The partitions left in host memory: the CPU radix join.
+  PhjConfig cpu;
+  cpu.output = cfg.output == OutputMode::CountOnly ? OutputMode::CountOnly : OutputMode::Direct;
+  OutputSink out = res.streamed;
+  out.append(phj_join(rank, Stream{0}, res.r, res.s, cpu, MemSpace::Host, "cpu_"));
+  report_output(rank, Stream{0}, out, in.r, in.s, MemSpace::Host);
+}
+
+// --- bounds ------------------------------------------------------------------------------------------
+
+// Device memory of the streamed join per rank: the chained tables built (R written into the
+// chain arrays, bucket heads), S read, one chain entry read per S tuple, the output written.
+double streamed_join_bytes(const Workload& w, const ClusterShape& shape, OutputMode out) {
+  const double n = shape.size();
+  const TupleFormat rf = tuple_format(w.r), sf = tuple_format(w.s);
+  const double r = double(w.r.rows) / n, s = double(w.s.rows) / n;
+  return r * (rf.tuple_bytes() + 4) + double(hash_table_slots(uint64_t(r), 0.5)) * 4 + s * sf.tuple_bytes() +
+         s * (rf.tuple_bytes() + 4) + bound_output_bytes(w, out) / n;
+}
+
+// Pipelined: the exchange and the join overlap, so the longer of the two.
+Bound gpj_bound(const JoinJob& job, const ClusterShape& shape, const Bandwidths& bw) {
+  const Bound ex = exchange_bound(job.workload, shape, bw);
+  const Bound join = memory_bound(streamed_join_bytes(job.workload, shape, gpj_config(job.options).output), bw,
+                                  "chained build and probe of the streamed partitions, output");
+  return ex.seconds >= join.seconds ? ex : join;
+}
+
+// A rank's share with balanced partitions: the chained tables of R, every sender's rings for each
+// of its partitions, and the output double buffer.
+uint64_t gpj_working_set(const JoinJob& job, const ClusterShape& shape) {
+  const Workload& w = job.workload;
+  const ExchangeConfig cfg = gpj_config(job.options);
+  const uint64_t n = uint64_t(shape.size());
+  const TupleFormat rf = tuple_format(w.r), sf = tuple_format(w.s);
+  const uint64_t slot_rows = chunk_rows(cfg, rf, sf);
+  const uint64_t slot = std::max(chunk_slot_bytes(rf, slot_rows), chunk_slot_bytes(sf, slot_rows));
+  const uint64_t parts = OverPartitioning::make(cfg.parts_per_receiver, int(n), cfg.seed).fanout() / n;
+  const uint64_t tables = parts * hash_table_bytes(TableKind::Chained, rf, w.r.rows / n / parts + 1, cfg.load_factor);
+  const uint64_t staging = cfg.output == OutputMode::CountOnly
+                               ? 0
+                               : 2 * std::min(cfg.staging_rows, w.s.rows / n + 1) * (rf.tuple_bytes() + sf.val_bytes);
+  return tables + n * parts * cfg.slots * slot + staging;
+}
+
+}  // namespace
+
+// Blocking: the exchange, then phj on the materialized partitions in `space` (gpj-b: device
+// memory; crj: host memory).
+void run_materialized_join(Rank& rank, const JoinJob& job, MemSpace space) {
+  ExchangeConfig cfg = exchange_config(job.options);
+  cfg.materialize_space = space;
+  const PhjConfig local = phj_config(job.options);
+  Inputs in = generate_inputs(rank, job, MemSpace::Host, MemSpace::Host);
+  const auto parts = OverPartitioning::make(cfg.parts_per_receiver, rank.size(), cfg.seed);
+  ExchangeResult res = run_exchange(rank, in, parts, cfg, place_all(Placement::Materialize));
+  OutputSink out = phj_join(rank, Stream{0}, res.r, res.s, local, space, "local_");
+  report_output(rank, Stream{0}, out, in.r, in.s, space);
+}
+
+void add_materialized_join_options(po::options_description& d) {
+  add_exchange_options(d);
+  add_phj_options(d);
+}
+
+Bound materialized_join_bound(const JoinJob& job, const ClusterShape& shape, const Bandwidths& bw, bool on_host) {
+  const Workload& w = job.workload;
+  const double n = shape.size();
+  const PhjConfig local = phj_config(job.options);
+  const TupleFormat rf = tuple_format(w.r), sf = tuple_format(w.s);
+  const double join_bytes = phj_memory_bytes(uint64_t(double(w.r.rows) / n), uint64_t(double(w.s.rows) / n), rf, sf,
+                                             local, bound_output_bytes(w, local.output) / n);
+  const double rate = on_host ? bw.host_mem : bw.mem;
+  const Bound ex = exchange_bound(w, shape, bw);
+  const double join = rate > 0 ? join_bytes / rate : 0;
+  return {ex.seconds + join, ex.resource + ", then " + (on_host ? "host" : "device") + " memory " + rate_text(rate) +
+                                 ": the local radix join (the phases do not overlap)"};
+}
+
+StrategyInfo gpj_strategy() {
+  StrategyInfo i = strategy_info("gpj",
+                                 "pipelined distributed GPU join (thostrup2023): checksummed chunks streamed by one-sided "
+                                 "puts into GPU ring buffers, a persistent consumer builds and probes chained tables",
+                                 1, 0, add_gpj_options, run_gpj, gpj_bound);
+  i.check = [](const JoinJob& job) { require_tuple_payloads(job.workload, "gpj"); };
+  i.working_set_bytes = gpj_working_set;
+  return i;
+}
+
+StrategyInfo gpj_b_strategy() {
+  StrategyInfo i = strategy_info(
+      "gpj-b", "blocking distributed GPU join (thostrup2023's GPJ-B): one-sided shuffle into GPU memory, then phj", 1,
+      0, add_materialized_join_options,
+      [](Rank& rank, const JoinJob& job) { run_materialized_join(rank, job, MemSpace::Device); },
+      [](const JoinJob& job, const ClusterShape& shape, const Bandwidths& bw) {
+        return materialized_join_bound(job, shape, bw, false);
+      });
+  i.check = [](const JoinJob& job) { require_tuple_payloads(job.workload, "gpj-b"); };
+  // What arrives (R and S), and the local phj's partitioned copy of it, and its output.
+  i.working_set_bytes = [](const JoinJob& job, const ClusterShape& shape) {
+    const Workload& w = job.workload;
+    const double n = shape.size();
+    return uint64_t(2 * (tuple_bytes_total(w.r) + tuple_bytes_total(w.s)) / n + bound_output_bytes(w, OutputMode::Direct) / n);
+  };
+  return i;
+}
+
+StrategyInfo gpj_h_strategy() {
+  StrategyInfo i = strategy_info("gpj-h",
+                                 "hybrid GPU/CPU join (thostrup2023 section 5): partitions placed on GPUs by the histogram "
+                                 "until memory is full, pipelined there; the rest joined by the CPU radix join",
+                                 1, 0, add_gpj_h_options, run_gpj_h, gpj_bound);
+  i.check = [](const JoinJob& job) { require_tuple_payloads(job.workload, "gpj-h"); };
+  return i;  // no working set to check: it places what fits
+}
+
+}  // namespace joinlab

@@ -1,0 +1,555 @@
+#include "core/strategies/rdma_exchange.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+
+#include "core/common/error.hpp"
+#include "core/exec/chunk.hpp"
+
+namespace joinlab {
+
+namespace {
+
+// Streams of one rank in the exchange.
+constexpr Stream kCompute{0};   // partition and pack (the sender CPUs)
+constexpr Stream kPuts{1};      // data puts, in order (a flag's value counts every earlier put)
+constexpr Stream kCredits{2};   // flag-only puts returning ring slots to the senders
+constexpr Stream kConsumer{3};  // the persistent consumer
+constexpr int kStreamsNeeded = 4;
+
+// Per global partition, per sender: what the histogram allgather carries.
+enum Count : size_t { kRRows, kSRows, kRChunks, kSChunks, kCounts };
+
+uint32_t ceil_log2(uint64_t x) {
+  uint32_t b = 0;
+  while ((1ULL << b) < x) ++b;
+  return b;
+}
+
+// Where the partitions of one receiver go, computed the same way by every rank from the global
+// histogram and the receiver's placement.
+struct ReceiverLayout {
+  std::vector<uint64_t> streamed;      // global partitions, in ring order
+  std::vector<int64_t> ring_index;     // per partition of the receiver: index in `streamed`, or -1
+  // Materialized partitions: the rows of sender s in partition q start at row r_at[q][s] (s_at).
+  std::vector<std::vector<uint64_t>> r_at, s_at;
+  uint64_t r_rows = 0, s_rows = 0;
+};
+
+class Exchange {
+ public:
+  Exchange(Rank& rank, const Inputs& in, const OverPartitioning& parts, const ExchangeConfig& cfg)
+      : rank_(rank), in_(in), parts_(parts), cfg_(cfg), n_(rank.size()), me_(rank.id()),
+        rf_(in.r.tuples.fmt), sf_(in.s.tuples.fmt) {
+    if (rank.streams() < kStreamsNeeded)
+      throw RuntimeError("the one-sided exchange needs " + std::to_string(kStreamsNeeded) +
+                         " streams per rank (partition/pack, puts, credits, consumer); the " + rank.backend() +
+                         " backend gives " + std::to_string(rank.streams()));
+    slot_rows_ = chunk_rows(cfg, rf_, sf_);
+    slot_bytes_ = std::max(chunk_slot_bytes(rf_, slot_rows_), chunk_slot_bytes(sf_, slot_rows_));
+  }
+
+  ExchangeResult run(const PlacementFn& place, uint64_t stream_out_rows) {
+    begin_phase(rank_, "histogram");
+    histograms();
+    placement(place);
+    const ReceiverLayout& mine = layouts_[size_t(me_)];
+    ExchangeResult res(OutputSink(rank_, cfg_.stream_out_space, rf_, sf_, "gpj.out"));
+    res.streamed_partitions = mine.streamed.size();
+    res.materialized_partitions = (parts_.first_of(me_ + 1) - parts_.first_of(me_)) - mine.streamed.size();
+    begin_phase(rank_, "setup");  // receive buffers, tables, windows
+    setup_receiver(res);
+    // "stream" when the join runs in the exchange (gpj), on every rank alike.
+    const bool streams = std::find(streamed_.begin(), streamed_.end(), 1u) != streamed_.end();
+    begin_phase(rank_, streams ? "stream" : "exchange");
+    std::unique_ptr<CancelOnExit> cancel;
+    Launched consumer;
+    if (!mine.streamed.empty()) {
+      consumer = launch_consumer(res, stream_out_rows);
+      cancel = std::make_unique<CancelOnExit>(progress_);
+    }
+    send_batches(consumer);
+    // Return the last credits and wait for everything sent here.
+    moved();
+    while (!consumer.done.done() || !materialized_complete()) {
+      if (pump_credits()) moved();
+      if (consumer.done.done() && consumer.result) consumer.get();  // rethrows its error
+      waited("the chunks and materialized rows sent to this rank");
+    }
+    if (consumer.result) finish_consumer(consumer.get(), res);
+    if (cancel) cancel->disarm();
+    rank_.sync(kPuts);
+    rank_.sync(kCredits);
+    rank_.barrier();  // nobody puts into this rank's windows any more
+    return res;
+  }
+
+ private:
+  struct CancelOnExit {
+    explicit CancelOnExit(std::shared_ptr<StreamProgress> p) : progress(std::move(p)) {}
+    ~CancelOnExit() {
+      if (progress) progress->cancel();  // the strategy failed: stop the polling consumer
+    }
+    void disarm() { progress.reset(); }
+    std::shared_ptr<StreamProgress> progress;
+  };
+
+  struct Batch {
+    int relation = 0;  // 0 = R, 1 = S
+    uint64_t first = 0, rows = 0;
+  };
+
+  const Tuples& input(int relation) const { return relation == 0 ? in_.r.tuples : in_.s.tuples; }
+
+  // --- 1. histograms, placement, layouts -------------------------------------------------------------
+
+  void histograms() {
+    const uint64_t fanout = parts_.fanout();
+    for (int rel = 0; rel < 2; ++rel) {
+      const Tuples& t = input(rel);
+      for (uint64_t first = 0; first < t.rows; first += cfg_.batch_rows)
+        batches_.push_back({rel, first, std::min(cfg_.batch_rows, t.rows - first)});
+    }
+    std::vector<Launched> hist;
+    for (const Batch& b : batches_)
+      hist.push_back(rank_.launch(kCompute, HistogramOp{input(b.relation).slice(b.first, b.rows), parts_.fn()}));
+    // Rows and chunks per partition: a batch's rows of a partition go in chunks of their own.
+    std::vector<uint64_t> mine(fanout * kCounts + 1, 0);
+    for (size_t i = 0; i < batches_.size(); ++i) {
+      const std::vector<uint64_t>& h = hist[i].get().values;
+      const bool r = batches_[i].relation == 0;
+      for (uint64_t q = 0; q < fanout; ++q) {
+        const uint64_t rows = q < h.size() ? h[q] : 0;
+        mine[q * kCounts + (r ? kRRows : kSRows)] += rows;
+        mine[q * kCounts + (r ? kRChunks : kSChunks)] += (rows + slot_rows_ - 1) / slot_rows_;
+      }
+    }
+    // The exchange's epoch: rank 0's, different for every exchange in this process and its clock.
+    static uint64_t exchanges = 0;
+    mine.back() = mix64(uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()) ^ ++exchanges);
+    all_counts_ = rank_.allgather(mine);
+    if (all_counts_.size() != size_t(n_) * mine.size())
+      throw RuntimeError("gpj exchange: the histogram allgather returned " + std::to_string(all_counts_.size()) +
+                         " words, expected " + std::to_string(size_t(n_) * mine.size()));
+    epoch_ = uint32_t(all_counts_[mine.size() - 1]) | 1u;  // never 0: a zeroed slot is no chunk
+  }
+
+  uint64_t count(int sender, uint64_t q, Count c) const {
+    return all_counts_[size_t(sender) * (parts_.fanout() * kCounts + 1) + q * kCounts + c];
+  }
+  uint64_t total(uint64_t q, Count c) const {
+    uint64_t t = 0;
+    for (int s = 0; s < n_; ++s) t += count(s, q, c);
+    return t;
+  }
+
+  void placement(const PlacementFn& place) {
+    const uint64_t first = parts_.first_of(me_), last = parts_.first_of(me_ + 1);
+    std::vector<uint64_t> r_rows, s_rows;
+    for (uint64_t q = first; q < last; ++q) {
+      r_rows.push_back(total(q, kRRows));
+      s_rows.push_back(total(q, kSRows));
+    }
+    const std::vector<Placement> p = place(r_rows, s_rows);
+    if (p.size() != r_rows.size())
+      throw RuntimeError("gpj exchange: the placement gave " + std::to_string(p.size()) + " decisions for " +
+                         std::to_string(r_rows.size()) + " partitions");
+    std::vector<uint64_t> mine;
+    for (Placement x : p) mine.push_back(x == Placement::Stream ? 1 : 0);
+    const std::vector<uint64_t> all = rank_.allgather(mine);  // every receiver's, in partition order
+    if (all.size() != parts_.fanout())
+      throw RuntimeError("gpj exchange: placements of " + std::to_string(all.size()) + " partitions, expected " +
+                         std::to_string(parts_.fanout()));
+    streamed_.assign(all.begin(), all.end());
+    for (int j = 0; j < n_; ++j) layouts_.push_back(layout_of(j));
+  }
+
+  ReceiverLayout layout_of(int j) const {
+    ReceiverLayout l;
+    const uint64_t first = parts_.first_of(j), last = parts_.first_of(j + 1);
+    l.ring_index.assign(last - first, -1);
+    l.r_at.resize(last - first);
+    l.s_at.resize(last - first);
+    for (uint64_t q = first; q < last; ++q) {
+      if (streamed_[q]) {
+        l.ring_index[q - first] = int64_t(l.streamed.size());
+        l.streamed.push_back(q);
+        continue;
+      }
+      for (int s = 0; s < n_; ++s) {
+        l.r_at[q - first].push_back(l.r_rows);
+        l.s_at[q - first].push_back(l.s_rows);
+        l.r_rows += count(s, q, kRRows);
+        l.s_rows += count(s, q, kSRows);
+      }
+    }
+    return l;
+  }
+
+  // --- receiver side: windows, tables, the consumer ------------------------------------------------------
+
+  void setup_receiver(ExchangeResult& res) {
+    const ReceiverLayout& mine = layouts_[size_t(me_)];
+    const uint64_t rings = uint64_t(n_) * mine.streamed.size();
+    check_device_memory(mine, rings);
+    rings_ = rank_.alloc(cfg_.ring_space, std::max<uint64_t>(1, rings * cfg_.slots * slot_bytes_), "gpj.rings");
+    credit_buffer_ = rank_.alloc(MemSpace::Host, 8, "gpj.credits");
+    res.r = rank_.alloc_tuples(cfg_.materialize_space, mine.r_rows, rf_, "gpj.materialized.R");
+    res.s = rank_.alloc_tuples(cfg_.materialize_space, mine.s_rows, sf_, "gpj.materialized.S");
+    // Collective, in the same order on every rank.
+    ring_window_ = rank_.expose(rings_, uint32_t(std::max<uint64_t>(1, rings)));
+    credit_window_ = rank_.expose(credit_buffer_, uint32_t(parts_.fanout()));
+    mat_windows_ = {rank_.expose(res.r.keys, uint32_t(n_)), rank_.expose(res.r.vals, uint32_t(n_)),
+                    rank_.expose(res.s.keys, uint32_t(n_)), rank_.expose(res.s.vals, uint32_t(n_))};
+    // Bytes every sender will have written into each materialized window.
+    const uint64_t first = parts_.first_of(me_);
+    expected_.assign(4, std::vector<uint64_t>(size_t(n_), 0));
+    for (int s = 0; s < n_; ++s)
+      for (uint64_t q = first; q < parts_.first_of(me_ + 1); ++q) {
+        if (streamed_[q]) continue;
+        expected_[0][size_t(s)] += count(s, q, kRRows) * rf_.key_bytes;
+        expected_[1][size_t(s)] += count(s, q, kRRows) * rf_.val_bytes;
+        expected_[2][size_t(s)] += count(s, q, kSRows) * sf_.key_bytes;
+        expected_[3][size_t(s)] += count(s, q, kSRows) * sf_.val_bytes;
+      }
+    returned_.assign(rings, 0);
+    progress_ = std::make_shared<StreamProgress>(rings);
+  }
+
+  // Says, before anything is allocated, when this receiver's share does not fit its GPU memory.
+  void check_device_memory(const ReceiverLayout& mine, uint64_t rings) {
+    uint64_t need = rings * cfg_.slots * slot_bytes_;
+    uint64_t s_rows = 0;
+    for (uint64_t q : mine.streamed) {
+      need += hash_table_bytes(TableKind::Chained, rf_, total(q, kRRows), cfg_.load_factor);
+      s_rows += total(q, kSRows);
+    }
+    if (!mine.streamed.empty() && cfg_.output != OutputMode::CountOnly)
+      need += 2 * std::min(cfg_.staging_rows, std::max<uint64_t>(s_rows, 1)) * (rf_.tuple_bytes() + sf_.val_bytes);
+    if (cfg_.materialize_space == cfg_.ring_space)
+      need += mine.r_rows * rf_.tuple_bytes() + mine.s_rows * sf_.tuple_bytes();
+    const uint64_t left = rank_.capacity(cfg_.ring_space);
+    if (need > left)
+      throw RuntimeError("rank " + std::to_string(me_) + ": its partitions need " + std::to_string(need) + " bytes of " +
+                         to_string(cfg_.ring_space) + " memory (" + std::to_string(mine.streamed.size()) +
+                         " streamed: chained tables and rings" +
+                         (cfg_.materialize_space == cfg_.ring_space ? ", and every partition materialized" : "") +
+                         "), but " + std::to_string(left) +
+                         " are left: gpj-h places what fits on the GPU and joins the rest on the CPU");
+  }
+
+  Launched launch_consumer(ExchangeResult& res, uint64_t out_rows) {
+    const ReceiverLayout& mine = layouts_[size_t(me_)];
+    StreamConsumeOp op;
+    op.rings = rings_;
+    op.sources = uint32_t(n_);
+    op.parts = uint32_t(mine.streamed.size());
+    op.slots = cfg_.slots;
+    op.slot_rows = slot_rows_;
+    op.slot_bytes = slot_bytes_;
+    op.epoch = epoch_;
+    op.r_fmt = rf_;
+    op.s_fmt = sf_;
+    uint64_t s_rows = 0, all_rows = 0;
+    for (uint64_t q : mine.streamed) all_rows += total(q, kRRows) + total(q, kSRows);
+    for (int s = 0; s < n_; ++s)
+      for (uint64_t q : mine.streamed) {
+        op.r_chunks.push_back(count(s, q, kRChunks));
+        op.s_chunks.push_back(count(s, q, kSChunks));
+      }
+    const uint64_t table_seed = mix64(cfg_.seed + 3);
+    for (uint64_t q : mine.streamed) {
+      op.partition_ids.push_back(uint32_t(q));
+      op.tables.push_back(rank_.alloc_table(cfg_.ring_space, TableKind::Chained, rf_, total(q, kRRows),
+                                            cfg_.load_factor, table_seed, "gpj.table." + std::to_string(q)));
+      // Histogram-sized grids: the partition's share of the consumer's parallelism.
+      const uint64_t rows = total(q, kRRows) + total(q, kSRows);
+      const double share = all_rows ? double(rows) / double(all_rows) : 0.0;
+      op.workers.push_back(uint32_t(std::max<uint64_t>(1, uint64_t(share * double(cfg_.grid_blocks) + 0.5))));
+      s_rows += total(q, kSRows);
+    }
+    op.mode = cfg_.output == OutputMode::CountOnly ? OutputMode::CountOnly : OutputMode::Direct;
+    if (op.mode == OutputMode::Direct) {
+      const uint64_t capacity = out_rows ? out_rows : std::max<uint64_t>(s_rows, 1);
+      res.streamed.reserve(capacity);
+      op.out = res.streamed.current();
+      op.out_first = res.streamed.next_row();
+      op.staging_rows = std::max<uint64_t>(1, std::min(cfg_.staging_rows, capacity));
+      op.staging = rank_.alloc_output(cfg_.ring_space, 2 * op.staging_rows, rf_, sf_, "gpj.staging");
+    }
+    op.progress = progress_;
+    op.chunk_timeout_s = cfg_.chunk_timeout_s;
+    op.idle_timeout_s = cfg_.idle_timeout_s;
+    return rank_.launch_streaming(kConsumer, op);
+  }
+
+  void finish_consumer(const OpResult& r, ExchangeResult& res) {
+    if (cfg_.output == OutputMode::CountOnly) {
+      res.streamed.count_unwritten(r.count);
+    } else if (r.overflow) {
+      res.overflow = true;
+      res.streamed.count_unwritten(r.count);  // the true count, for the rerun's sizing
+    } else {
+      res.streamed.commit(r.count);
+    }
+  }
+
+  // Flag-only puts telling each sender how many chunks of its rings the consumer is done with.
+  // Returns whether there were any.
+  bool pump_credits() {
+    if (!progress_) return false;
+    bool any = false;
+    const ReceiverLayout& mine = layouts_[size_t(me_)];
+    const size_t per_sender = mine.streamed.size();
+    for (size_t ring = 0; ring < returned_.size(); ++ring) {
+      const uint64_t done = progress_->consumed(ring);
+      if (done == returned_[ring]) continue;
+      returned_[ring] = done;
+      rank_.put(kCredits, int(ring / per_sender), credit_window_, 0, Buffer{}, 0, 0,
+                uint32_t(mine.streamed[ring % per_sender]), done);
+      any = true;
+    }
+    return any;
+  }
+
+  bool materialized_complete() {
+    for (size_t w = 0; w < 4; ++w)
+      for (int s = 0; s < n_; ++s)
+        if (rank_.read_flag(mat_windows_[w], uint32_t(s)) != expected_[w][size_t(s)]) return false;
+    return true;
+  }
+
+  // One pause of a polling loop, bounded by idle_timeout_s since the last change it saw (moved()).
+  void waited(const std::string& what) {
+    rank_.poll_pause();
+    const double now = rank_.now();
+    if (polls_since_ < 0) polls_since_ = now;
+    if (now - polls_since_ > cfg_.idle_timeout_s)
+      throw RuntimeError("rank " + std::to_string(me_) + ": waited " + std::to_string(int(cfg_.idle_timeout_s)) +
+                         " s for " + what);
+  }
+  void moved() { polls_since_ = -1; }
+
+  // --- sender side ---------------------------------------------------------------------------------------
+
+  struct BatchBuffers {
+    Tuples part;
+    Buffer images;
+    Event puts_done;
+  };
+
+  void send_batches(const Launched& consumer) {
+    const uint64_t fanout = parts_.fanout();
+    std::vector<uint64_t> sent(fanout, 0);          // chunks put per partition (its ring's seq)
+    std::vector<uint64_t> mat_rows(fanout * 2, 0);  // rows put per materialized partition, R and S
+    std::vector<uint64_t> mat_bytes(size_t(n_) * 4, 0);  // per receiver and window: bytes put
+    uint64_t max_batch = 0;
+    for (const Batch& b : batches_) max_batch = std::max(max_batch, b.rows);
+    const TupleFormat widest{std::max(rf_.key_bytes, sf_.key_bytes), std::max(rf_.val_bytes, sf_.val_bytes)};
+    const uint64_t max_images = max_batch / slot_rows_ + fanout;
+    BatchBuffers buf[2];
+    for (auto& b : buf) {
+      b.part = rank_.alloc_tuples(MemSpace::Host, max_batch, widest, "gpj.send.partitioned");
+      b.images = rank_.alloc(MemSpace::Host, std::max<uint64_t>(1, max_images * slot_bytes_), "gpj.send.chunks");
+    }
+    for (size_t i = 0; i < batches_.size(); ++i) {
+      const Batch& batch = batches_[i];
+      BatchBuffers& bb = buf[i % 2];
+      bb.puts_done.wait();  // the puts of two batches ago read these buffers
+      const Tuples& t = input(batch.relation);
+      PartitionOp part;
+      part.in = t.slice(batch.first, batch.rows);
+      part.fn = parts_.fn();
+      part.out = bb.part;
+      part.out.fmt = t.fmt;
+      part.out.rows = batch.rows;
+      const std::vector<uint64_t> offsets = rank_.launch(kCompute, part).get().values;
+      // Chunk images of the streamed partitions.
+      PackChunksOp pack;
+      pack.in = part.out;
+      pack.relation = uint32_t(batch.relation);
+      pack.epoch = epoch_;
+      pack.slot_rows = slot_rows_;
+      pack.out = bb.images;
+      for (uint64_t q = 0; q < fanout; ++q) {
+        pack.begin.push_back(offsets[q]);
+        pack.rows.push_back(streamed_[q] ? offsets[q + 1] - offsets[q] : 0);
+        pack.first_seq.push_back(sent[q] + 1);
+      }
+      rank_.launch_streaming(kCompute, pack);
+      rank_.stream_wait(kPuts, rank_.record(kCompute));
+      uint64_t image = 0;
+      for (uint64_t q = 0; q < fanout; ++q) {
+        const uint64_t rows = offsets[q + 1] - offsets[q];
+        if (!rows) continue;
+        const int j = parts_.receiver_of(q);
+        if (streamed_[q]) {
+          for (uint64_t c = 0; c * slot_rows_ < rows; ++c, ++image)
+            put_chunk(j, q, ++sent[q], bb.images, image, std::min(slot_rows_, rows - c * slot_rows_), t.fmt, consumer);
+        } else {
+          put_rows(j, q, batch.relation, part.out.slice(offsets[q], rows), mat_rows, mat_bytes);
+        }
+        pump_credits();
+      }
+      bb.puts_done = rank_.record(kPuts);
+    }
+  }
+
+  // Puts chunk `seq` of partition q into its slot on receiver j, once j returned that slot.
+  void put_chunk(int j, uint64_t q, uint64_t seq, const Buffer& images, uint64_t image, uint64_t rows, TupleFormat fmt,
+                 const Launched& consumer) {
+    moved();
+    while (seq > rank_.read_flag(credit_window_, uint32_t(q)) + cfg_.slots) {
+      pump_credits();
+      if (consumer.result && consumer.done.done()) consumer.get();  // our consumer failed: stop
+      waited("a free ring slot for partition " + std::to_string(q) + " on rank " + std::to_string(j));
+    }
+    moved();
+    const ReceiverLayout& l = layouts_[size_t(j)];
+    const uint64_t ring = uint64_t(me_) * l.streamed.size() + uint64_t(l.ring_index[q - parts_.first_of(j)]);
+    const uint64_t slot = ring * cfg_.slots + (seq - 1) % cfg_.slots;
+    // Images lie as far apart as PackChunksOp put them for this relation's tuples.
+    rank_.put(kPuts, j, ring_window_, slot * slot_bytes_, images, image * chunk_slot_bytes(fmt, slot_rows_),
+              chunk_bytes(fmt.key_bytes, fmt.val_bytes, slot_rows_, rows), uint32_t(ring), seq);
+  }
+
+  // Puts the rows of materialized partition q at their place on receiver j; each window's flag for
+  // this sender counts the bytes put so far.
+  void put_rows(int j, uint64_t q, int relation, const Tuples& rows, std::vector<uint64_t>& mat_rows,
+                std::vector<uint64_t>& mat_bytes) {
+    const ReceiverLayout& l = layouts_[size_t(j)];
+    const size_t local = size_t(q - parts_.first_of(j));
+    const uint64_t at = (relation == 0 ? l.r_at : l.s_at)[local][size_t(me_)] + mat_rows[q * 2 + size_t(relation)];
+    mat_rows[q * 2 + size_t(relation)] += rows.rows;
+    const int key_window = relation * 2, val_window = relation * 2 + 1;
+    for (int w : {key_window, val_window}) {
+      const bool keys = w == key_window;
+      const uint32_t width = keys ? rows.fmt.key_bytes : rows.fmt.val_bytes;
+      uint64_t& done = mat_bytes[size_t(j) * 4 + size_t(w)];
+      done += rows.rows * width;
+      rank_.put(kPuts, j, mat_windows_[size_t(w)], at * width, keys ? rows.keys : rows.vals, rows.offset * width,
+                rows.rows * width, uint32_t(me_), done);
+    }
+  }
+
+  Rank& rank_;
+  const Inputs& in_;
+  const OverPartitioning& parts_;
+  const ExchangeConfig& cfg_;
+  const int n_, me_;
+  const TupleFormat rf_, sf_;
+  uint64_t slot_rows_ = 0, slot_bytes_ = 0;
+  uint32_t epoch_ = 1;
+  std::vector<Batch> batches_;
+  std::vector<uint64_t> all_counts_;
+  std::vector<uint64_t> streamed_;  // per global partition: 1 = streamed, 0 = materialized
+  std::vector<ReceiverLayout> layouts_;
+  Buffer rings_, credit_buffer_;
+  int ring_window_ = -1, credit_window_ = -1;
+  std::vector<int> mat_windows_;
+  std::vector<std::vector<uint64_t>> expected_;
+  std::vector<uint64_t> returned_;
+  std::shared_ptr<StreamProgress> progress_;
+  double polls_since_ = -1;
+};
+
+}  // namespace
+
+uint64_t OverPartitioning::first_of(int receiver) const {
+  return (uint64_t(receiver) * fanout() + uint64_t(receivers) - 1) / uint64_t(receivers);
+}
+
+int OverPartitioning::receiver_of(uint64_t partition) const { return int(partition * uint64_t(receivers) / fanout()); }
+
+OverPartitioning OverPartitioning::make(uint64_t parts_per_receiver, int receivers, uint64_t seed) {
+  OverPartitioning p;
+  p.receivers = std::max(1, receivers);
+  p.bits = ceil_log2(std::max<uint64_t>(1, parts_per_receiver) * uint64_t(p.receivers));
+  p.seed = seed;
+  if (p.bits > 24)
+    throw InputError("the exchange would need 2^" + std::to_string(p.bits) +
+                     " partitions (parts_per_receiver x ranks): at most 2^24");
+  return p;
+}
+
+void add_exchange_options(po::options_description& d) {
+  d.add_options()("parts_per_receiver", int_option("parts_per_receiver", 16, 1, 1 << 16),
+                  "partitions per receiving rank (over-partitioning; thostrup2023 found 16 per GPU most robust)")(
+      "batch_rows", int_option("batch_rows", int64_t(1) << 20, 1, int64_t(1) << 40),
+      "rows a sender partitions and ships at a time (the next batch is partitioned while this one is sent)")(
+      "chunk_bytes", int_option("chunk_bytes", 128 << 10, 64, int64_t(1) << 30),
+      "bytes of tuples in one streamed chunk, i.e. one one-sided put into a ring slot")(
+      "slots", int_option("slots", 4, 1, 1 << 16), "ring slots per (sender, partition) on every receiver")(
+      "seed", int_option("seed", 0x5eed, 0, int64_t(1) << 62),
+      "hash seed of the partitioning (the hash tables use their own, derived from it)")(
+      "load_factor", fraction_option("load_factor", 0.5, 0.0, 1.0),
+      "rows / buckets of the chained hash tables (buckets rounded up to a power of two)")(
+      "grid_blocks", int_option("grid_blocks", 264, 1, 1 << 20),
+      "consumer parallelism (GPU thread blocks) spread over the partitions by their share of the histogram")(
+      "staging_rows", int_option("staging_rows", 1 << 16, 1, int64_t(1) << 32),
+      "rows of each half of the consumer's output double buffer")(
+      "chunk_timeout_s", fraction_option("chunk_timeout_s", 10, 0.0, 1e6),
+      "a chunk whose checksum does not match for this long was corrupted: the run fails naming it")(
+      "idle_timeout_s", fraction_option("idle_timeout_s", 120, 0.0, 1e6),
+      "a receiver that gets nothing, or a sender that gets no free slot, for this long fails the run");
+}
+
+ExchangeConfig exchange_config(const po::variables_map& vm) {
+  ExchangeConfig c;
+  c.parts_per_receiver = uint64_t(vm["parts_per_receiver"].as<int64_t>());
+  c.batch_rows = uint64_t(vm["batch_rows"].as<int64_t>());
+  c.chunk_bytes = uint64_t(vm["chunk_bytes"].as<int64_t>());
+  c.slots = uint32_t(vm["slots"].as<int64_t>());
+  c.seed = uint64_t(vm["seed"].as<int64_t>());
+  c.load_factor = vm["load_factor"].as<double>();
+  c.grid_blocks = uint64_t(vm["grid_blocks"].as<int64_t>());
+  c.staging_rows = uint64_t(vm["staging_rows"].as<int64_t>());
+  c.chunk_timeout_s = vm["chunk_timeout_s"].as<double>();
+  c.idle_timeout_s = vm["idle_timeout_s"].as<double>();
+  return c;
+}
+
+uint64_t chunk_rows(const ExchangeConfig& cfg, TupleFormat r, TupleFormat s) {
+  const uint64_t widest = std::max(r.tuple_bytes(), s.tuple_bytes());
+  return std::max<uint64_t>(1, cfg.chunk_bytes / widest);
+}
+
+ExchangeResult run_exchange(Rank& rank, const Inputs& in, const OverPartitioning& parts, const ExchangeConfig& cfg,
+                            const PlacementFn& place, uint64_t stream_out_rows) {
+  Exchange ex(rank, in, parts, cfg);
+  return ex.run(place, stream_out_rows);
+}
+
+ExchangeResult run_exchange_sized(Rank& rank, const Inputs& in, const OverPartitioning& parts,
+                                  const ExchangeConfig& cfg, const PlacementFn& place) {
+  ExchangeResult res = run_exchange(rank, in, parts, cfg, place);
+  const std::vector<uint64_t> overflowed = rank.allgather({res.overflow ? 1u : 0u});
+  if (std::find(overflowed.begin(), overflowed.end(), 1u) == overflowed.end()) return res;
+  // Some rank's output was too small (a join that is not primary key - foreign key): every rank
+  // exchanges again, each with its output sized to the count it now knows.
+  const uint64_t exact = res.streamed.count();
+  return run_exchange(rank, in, parts, cfg, place, std::max<uint64_t>(exact, 1));
+}
+
+Bound exchange_bound(const Workload& w, const ClusterShape& shape, const Bandwidths& bw) {
+  const double n = shape.size(), per_node = shape.per_node;
+  const double shipped = (tuple_bytes_total(w.r) + tuple_bytes_total(w.s)) / n;
+  auto over = [](double bytes, double rate) { return bytes > 0 && rate > 0 ? bytes / rate : 0.0; };
+  const double links = std::max(over(shipped * (n - per_node) / n, bw.net), over(shipped * (per_node - 1) / n, bw.p2p));
+  const double cpu = over(4 * shipped, bw.host_mem);
+  if (links >= cpu)
+    return {links, "network " + rate_text(bw.net) + " / peer " + rate_text(bw.p2p) + ": one-sided exchange of R and S"};
+  return {cpu, "host memory " + rate_text(bw.host_mem) + ": senders partition and pack R and S"};
+}
+
+void require_tuple_payloads(const Workload& w, const std::string& strategy) {
+  for (const RelationSpec* r : {&w.r, &w.s})
+    if (late_materialized(*r))
+      throw InputError("strategy " + strategy + " ships (key, payload) tuples: relation " + r->name + " has " +
+                       std::to_string(r->payload_bytes.size()) +
+                       " payload columns (workload." + (r == &w.r ? "r" : "s") +
+                       ".payload_bytes must be one width; shuffle ships several)");
+}
+
+}  // namespace joinlab

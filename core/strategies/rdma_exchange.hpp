@@ -1,0 +1,106 @@
+// The one-sided exchange shared by gpj, gpj-b, gpj-h and crj (thostrup2023 sections 4 and 5;
+// the distributed radix join of Barthels et al. that is the papers' CPU baseline).
+//
+// Every rank holds its slice of R and S in host memory and is both a sender and a receiver:
+//  1. histogram: the senders hash-partition (murmur3) their input, batch by batch, into an
+//     over-partitioned fanout (parts_per_receiver partitions per receiver, contiguous runs), and
+//     tell every receiver the rows and chunks of its partitions (point-to-point, so no rank holds
+//     the whole n x fanout histogram). A receiver now knows its global histogram, places each of
+//     its partitions - streamed into its (GPU) memory, or materialized - and tells every sender
+//     where its rows of the materialized partitions go.
+//  2. exchange, batch by batch, the sender CPUs partition and then
+//     * for streamed partitions pack fixed-size chunks (header with a checksum, ops.hpp
+//       PackChunksOp) and put each into a slot of the receiver's ring for (sender, partition),
+//       once the receiver returned a credit for that slot. One persistent consumer per receiver
+//       (StreamConsumeOp) checks each chunk, builds a chained hash table per partition and probes
+//       it, streaming the result to host memory: the pipelined join.
+//     * for materialized partitions put the rows straight to their final place in the receiver's
+//       memory (offsets from the global histogram), each put setting the receiver's flag for this
+//       sender to the bytes written so far.
+//     While it waits for credits, every rank returns credits for the chunks its own consumer is
+//     done with (flag-only puts), so senders and receivers never wait on each other in a cycle:
+//     R chunks are always consumable, and S chunks of a partition become so once every sender
+//     sent its R (senders send all of R before any S).
+//
+// Decisions come from sizes only (histograms, capacities), so the same code runs in simulation.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/strategies/strategy_util.hpp"
+
+namespace joinlab {
+
+// Global partitions (2^bits, by a hash of the key) in contiguous runs per receiver.
+struct OverPartitioning {
+  uint32_t bits = 0;
+  int receivers = 1;
+  uint64_t seed = 0;
+  uint64_t fanout() const { return 1ULL << bits; }
+  uint64_t first_of(int receiver) const;  // first global partition of a receiver
+  int receiver_of(uint64_t partition) const;
+  PartitionFn fn() const { return {PartitionFn::Hash, bits, 0, seed}; }
+  // At least parts_per_receiver partitions for every receiver (the fanout is a power of two).
+  static OverPartitioning make(uint64_t parts_per_receiver, int receivers, uint64_t seed);
+};
+
+enum class Placement : uint8_t { Stream, Materialize };
+
+struct ExchangeConfig {
+  uint64_t parts_per_receiver = 16;  // thostrup2023: 16 per GPU was the most robust
+  uint64_t batch_rows = 1 << 20;     // rows a sender partitions and ships at a time
+  uint64_t chunk_bytes = 128 << 10;  // bytes of tuples in one streamed chunk (one put)
+  uint32_t slots = 4;                // ring slots per (sender, partition)
+  uint64_t seed = 0x5eed;            // partitioning hash seed (the tables use their own)
+  double load_factor = 0.5;          // chained tables: buckets = next power of two of rows / lf
+  uint64_t grid_blocks = 264;        // consumer parallelism spread over partitions by size
+  uint64_t staging_rows = 1 << 16;   // half of the consumer's output double buffer
+  OutputMode output = OutputMode::Direct;  // consumer output: Direct or CountOnly
+  double chunk_timeout_s = 10, idle_timeout_s = 120;
+  MemSpace ring_space = MemSpace::Device;         // rings, tables, staging (the GPU's memory)
+  MemSpace stream_out_space = MemSpace::Pinned;   // the streamed join result (host memory)
+  MemSpace materialize_space = MemSpace::Host;    // materialized partitions
+};
+void add_exchange_options(po::options_description& d);  // every key of ExchangeConfig but spaces
+ExchangeConfig exchange_config(const po::variables_map& vm);
+
+// Decides, on a receiver, the placement of each of its partitions from their global rows.
+using PlacementFn = std::function<std::vector<Placement>(const std::vector<uint64_t>& r_rows,
+                                                         const std::vector<uint64_t>& s_rows)>;
+
+struct ExchangeResult {
+  explicit ExchangeResult(OutputSink out) : streamed(std::move(out)) {}
+  OutputSink streamed;      // the consumer's join output (nothing when no partition streamed here)
+  bool overflow = false;    // the streamed output needed more rows than given: count is exact
+  Tuples r, s;              // the materialized partitions that arrived here (partition-major)
+  uint64_t streamed_partitions = 0, materialized_partitions = 0;
+};
+
+// Runs phases "histogram" and "exchange" ("stream" when something streams here). Consumes
+// nothing: the inputs may be exchanged again (a rerun after an overflow). stream_out_rows is the
+// capacity of the streamed output (0: the S rows streamed here, exact for a primary-key R).
+ExchangeResult run_exchange(Rank& rank, const Inputs& in, const OverPartitioning& parts, const ExchangeConfig& cfg,
+                            const PlacementFn& place, uint64_t stream_out_rows = 0);
+
+// gpj's rerun policy: exchanges, and if any rank's streamed output overflowed, exchanges again
+// with every rank's output sized to its exact count.
+ExchangeResult run_exchange_sized(Rank& rank, const Inputs& in, const OverPartitioning& parts,
+                                  const ExchangeConfig& cfg, const PlacementFn& place);
+
+// The chunk rows of a slot for R and S tuples of these formats (the same for both).
+uint64_t chunk_rows(const ExchangeConfig& cfg, TupleFormat r, TupleFormat s);
+
+// The least time the exchange takes on one rank (the slowest, with balanced partitions): its
+// bytes over the links - the part that leaves the node over bw.net while the rest goes over
+// bw.p2p - or the sender CPUs' two passes (partition, then pack or put: read and write each) over
+// bw.host_mem, whichever is longer.
+Bound exchange_bound(const Workload& w, const ClusterShape& shape, const Bandwidths& bw);
+
+// InputError unless every relation carries its payload in the tuple (one payload column): the
+// exchange ships (key, value) tuples only.
+void require_tuple_payloads(const Workload& w, const std::string& strategy);
+
+}  // namespace joinlab

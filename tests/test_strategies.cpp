@@ -1,0 +1,356 @@
+// Every strategy on the CPU backend, verified against the closed-form (or reference) result of
+// the generated workload across sizes, key distributions, key and payload widths, late
+// materialization, options and rank counts; plus option errors, the radix plan, the analytic
+// bounds, and a corrupted result that must be caught.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/builtin.hpp"
+#include "core/common/error.hpp"
+#include "core/experiment/runner.hpp"
+#include "core/strategies/rank_joins.hpp"
+
+using namespace joinlab;
+
+namespace {
+
+using Options = std::map<std::string, std::string>;
+
+RelationSpec relation(const std::string& name, uint64_t rows, KeyDist dist, uint8_t key_bytes = 4,
+                      std::vector<uint8_t> payload = {4}) {
+  RelationSpec s;
+  s.name = name;
+  s.rows = rows;
+  s.dist = dist;
+  s.key_bytes = key_bytes;
+  s.payload_bytes = std::move(payload);
+  return s;
+}
+
+// Primary key R (unique dense), foreign key S with a match rate and optional Zipf skew.
+Workload pk_fk(uint64_t r_rows, uint64_t s_rows, uint8_t key_bytes = 4, double match = 1.0, double zipf = 0.0,
+               std::vector<uint8_t> r_payload = {4}, std::vector<uint8_t> s_payload = {4}) {
+  Workload w;
+  w.r = relation("R", r_rows, KeyDist::UniqueDense, key_bytes, std::move(r_payload));
+  w.s = relation("S", s_rows, KeyDist::ForeignKey, key_bytes, std::move(s_payload));
+  w.s.match_rate = match;
+  w.s.zipf_z = zipf;
+  return w;
+}
+
+// Many-to-many: both sides uniform over a small range (checked by the reference join).
+Workload uniform_both(uint64_t r_rows, uint64_t s_rows, uint64_t range, uint8_t key_bytes = 4) {
+  Workload w;
+  w.r = relation("R", r_rows, KeyDist::Uniform, key_bytes);
+  w.s = relation("S", s_rows, KeyDist::Uniform, key_bytes);
+  w.r.range_lo = w.s.range_lo = 1;
+  w.r.range_hi = w.s.range_hi = range;
+  return w;
+}
+
+RunPoint point(const std::string& strategy, const Workload& w, Options options = {}, ClusterShape shape = {1, 1}) {
+  RunPoint p;
+  p.name = "test";
+  p.strategy = strategy;
+  p.backend = "cpu";
+  p.cluster.shape = shape;
+  p.cluster.threads_per_rank = shape.size() > 1 ? 1 : 2;
+  p.workload = w;
+  p.strategy_options = std::move(options);
+  return p;
+}
+
+std::string describe(const RunPoint& p) {
+  std::string s =
+      p.strategy + " " + std::to_string(p.cluster.shape.nodes) + "x" + std::to_string(p.cluster.shape.per_node) +
+      " R=" + std::to_string(p.workload.r.rows) + " " + to_string(p.workload.r.dist) +
+      " S=" + std::to_string(p.workload.s.rows) + " " + to_string(p.workload.s.dist) +
+      " z=" + std::to_string(p.workload.s.zipf_z) + " match=" + std::to_string(p.workload.s.match_rate) +
+      " key=" + std::to_string(p.workload.r.key_bytes) + " Rcols=" + std::to_string(p.workload.r.payload_bytes.size()) +
+      " Scols=" + std::to_string(p.workload.s.payload_bytes.size());
+  for (auto& [k, v] : p.strategy_options) s += " " + k + "=" + v;
+  return s;
+}
+
+// Runs the point (run_point verifies it and throws on a mismatch) and checks the digest against
+// the expectation directly as well.
+void expect_correct(const RunPoint& p) {
+  SCOPED_TRACE(describe(p));
+  RunOutcome o;
+  ASSERT_NO_THROW(o = run_point(p));
+  const ExpectedResult want = expected_result(p.workload);
+  EXPECT_EQ(o.digest.count, want.digest.count);
+  EXPECT_EQ(o.digest.checksum, want.digest.checksum);
+  EXPECT_TRUE(o.has_checksum);
+}
+
+const std::vector<std::string> kSingleRank = {"npj", "phj", "smj", "chunked", "shuffle"};
+
+class Strategies : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { register_builtin(); }
+};
+
+}  // namespace
+
+TEST_F(Strategies, AllAreRegistered) {
+  for (auto& name : kSingleRank) EXPECT_NO_THROW(find_strategy(name)) << name;
+  EXPECT_EQ(find_strategy("shuffle").max_ranks, 0);  // any rank count
+  EXPECT_EQ(find_strategy("phj").max_ranks, 1);
+}
+
+TEST_F(Strategies, SizesIncludingTinyAndNonPowersOfTwo) {
+  const std::vector<std::pair<uint64_t, uint64_t>> sizes = {{1, 1},       {1, 5},       {7, 13},
+                                                            {1000, 3001}, {4096, 4096}, {30011, 65537}};
+  for (auto& name : kSingleRank)
+    for (auto [r, s] : sizes) expect_correct(point(name, pk_fk(r, s)));
+}
+
+TEST_F(Strategies, DistributionsAndMatchRates) {
+  std::vector<Workload> workloads;
+  workloads.push_back(pk_fk(5000, 20000, 4, 0.1));
+  Workload sparse = pk_fk(5000, 20000, 4, 1.0);
+  sparse.r.dist = KeyDist::UniqueSparse;
+  workloads.push_back(sparse);
+  sparse.s.match_rate = 0.1;
+  workloads.push_back(sparse);
+  for (double z : {0.5, 1.0, 1.5}) workloads.push_back(pk_fk(5000, 20000, 4, 1.0, z));  // Zipf FK probe side
+  Workload zipf_s = pk_fk(5000, 20000);  // S Zipf-distributed itself over R's dense key domain
+  zipf_s.s.dist = KeyDist::Zipf;
+  zipf_s.s.zipf_z = 1.0;
+  zipf_s.s.zipf_domain = 6000;
+  workloads.push_back(zipf_s);
+  workloads.push_back(uniform_both(3000, 4000, 500));  // many-to-many, reference join
+  for (auto& name : kSingleRank)
+    for (auto& w : workloads) expect_correct(point(name, w));
+}
+
+TEST_F(Strategies, KeyAndPayloadWidthsAndLateMaterialization) {
+  std::vector<Workload> workloads;
+  workloads.push_back(pk_fk(3000, 7001, 8));
+  workloads.push_back(pk_fk(3000, 7001, 4, 1.0, 0.0, {8}, {8}));
+  workloads.push_back(pk_fk(3000, 7001, 8, 0.1, 1.0, {8}, {4}));
+  workloads.push_back(pk_fk(3000, 7001, 4, 1.0, 0.0, {4, 8}, {4}));     // R late
+  workloads.push_back(pk_fk(3000, 7001, 8, 1.0, 1.5, {4}, {8, 4, 4}));  // S late
+  workloads.push_back(pk_fk(3000, 7001, 4, 0.1, 0.5, {8, 8}, {4, 8}));  // both late
+  Workload m2n = uniform_both(2000, 2500, 300, 8);
+  m2n.r.payload_bytes = {4, 4};
+  m2n.s.payload_bytes = {8, 4};
+  workloads.push_back(m2n);
+  for (auto& name : kSingleRank)
+    for (auto& w : workloads) expect_correct(point(name, w));
+}
+
+TEST_F(Strategies, OutputModesAndTables) {
+  // uniform_both overflows the Direct estimate (many more matches than rows): grow and rerun.
+  const std::vector<Workload> workloads = {pk_fk(4000, 9000, 4, 0.5, 1.0), uniform_both(2000, 3000, 200)};
+  for (auto& w : workloads) {
+    for (std::string output : {"count_then_write", "direct"}) {
+      for (std::string table : {"linear", "chained"}) {
+        expect_correct(point("npj", w, {{"output", output}, {"table", table}}));
+        expect_correct(point("phj", w, {{"output", output}, {"table", table}}));
+        expect_correct(point("chunked", w, {{"output", output}, {"table", table}, {"chunk_rows", "777"}}));
+        expect_correct(point("shuffle", w, {{"output", output}, {"table", table}}, {1, 2}));
+      }
+      expect_correct(point("smj", w, {{"output", output}}));
+      expect_correct(point("npj", w, {{"output", output}, {"load_factor", "0.25"}}));
+    }
+  }
+}
+
+TEST_F(Strategies, CountOnlyReportsTheCountWithoutChecksum) {
+  const Workload w = pk_fk(3000, 8000, 4, 0.5);
+  const uint64_t want = expected_result(w).digest.count;
+  for (auto& name : kSingleRank) {
+    RunPoint p = point(name, w, {{"output", "count_only"}});
+    SCOPED_TRACE(name);
+    // Nothing is materialized, so there is no checksum to verify: run_point refuses to call
+    // that verified; the count is still right.
+    EXPECT_THROW(run_point(p), RuntimeError);
+    p.verify = false;
+    RunOutcome o = run_point(p);
+    EXPECT_EQ(o.digest.count, want);
+    EXPECT_FALSE(o.has_checksum);
+  }
+}
+
+TEST_F(Strategies, PhjPassesAndRadixBits) {
+  const Workload w = pk_fk(20000, 50000, 4, 1.0, 1.0);
+  for (std::string passes : {"0", "1", "2"})
+    for (std::string bits : {"0", "1", "5", "9"})
+      expect_correct(point("phj", w, {{"passes", passes}, {"radix_bits", bits}}));
+  // Budget small enough for an automatic two-pass plan.
+  expect_correct(point("phj", w, {{"partition_budget", "1024"}}));
+  expect_correct(point("phj", pk_fk(20000, 50000, 8, 0.1), {{"passes", "2"}, {"radix_bits", "12"}}));
+}
+
+TEST_F(Strategies, SmjSortAlgorithms) {
+  for (std::string sort : {"radix", "merge"}) {
+    expect_correct(point("smj", pk_fk(10000, 25000, 8, 1.0, 1.5), {{"sort", sort}}));
+    expect_correct(point("smj", uniform_both(3000, 3000, 1000), {{"sort", sort}}));
+  }
+}
+
+TEST_F(Strategies, ChunkedStreamsAndChunkSizes) {
+  const Workload w = pk_fk(3000, 20000, 4, 0.5, 0.5, {4}, {4, 8});
+  for (std::string streams : {"1", "2", "3"})
+    for (std::string rows : {"1", "999", "20000", "1000000"})
+      if (!(rows == "1" && streams != "2"))  // one-row chunks: 20000 chunks, once is enough
+        expect_correct(point("chunked", w, {{"streams", streams}, {"chunk_rows", rows}}));
+  expect_correct(point("chunked", w, {{"output_space", "pinned"}, {"output", "direct"}, {"chunk_rows", "3000"}}));
+}
+
+TEST_F(Strategies, ChunkedNeedsTheStreamsItAsksFor) {
+  RunPoint p = point("chunked", pk_fk(100, 100), {{"streams", "8"}});
+  p.cluster.options["streams"] = "4";
+  EXPECT_THROW(run_point(p), RuntimeError);
+}
+
+TEST_F(Strategies, ShuffleOnOneToFourRanksAndBothLevels) {
+  const std::vector<ClusterShape> shapes = {{1, 1}, {1, 2}, {2, 1}, {1, 3}, {3, 1}, {2, 2}, {4, 1}, {1, 4}};
+  const std::vector<Workload> workloads = {pk_fk(10007, 30011, 4, 1.0, 1.0), pk_fk(999, 5000, 8, 0.1, 1.5),
+                                           pk_fk(5, 3),  // fewer rows than ranks: empty slices
+                                           uniform_both(1500, 1700, 150)};
+  for (auto shape : shapes)
+    for (std::string levels : {"1", "2"})
+      for (auto& w : workloads) expect_correct(point("shuffle", w, {{"levels", levels}}, shape));
+}
+
+TEST_F(Strategies, ShuffleLocalJoinsChunksAndLateMaterialization) {
+  const Workload late = pk_fk(6000, 15000, 8, 0.5, 1.0, {4, 8}, {8, 4});
+  for (std::string local : {"npj", "phj"})
+    for (std::string levels : {"1", "2"}) {
+      expect_correct(point("shuffle", late, {{"local_join", local}, {"levels", levels}}, {2, 2}));
+      expect_correct(point("shuffle", late,
+                           {{"local_join", local}, {"levels", levels}, {"chunk_rows", "100"}, {"inflight", "1"}},
+                           {2, 2}));
+    }
+  expect_correct(point("shuffle", late, {{"chunk_rows", "333"}, {"inflight", "3"}, {"seed", "7"}}, {1, 3}));
+  expect_correct(point("shuffle", late, {{"output", "direct"}, {"table", "chained"}}, {3, 1}));
+}
+
+TEST_F(Strategies, PhasesStartWithGenerateAndNameTheSteps) {
+  auto names = [](const RunOutcome& o) {
+    std::vector<std::string> v;
+    for (auto& ph : o.phases) v.push_back(ph.name);
+    return v;
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(names(run_point(point("npj", pk_fk(100, 200)))), (V{"generate", "build", "probe", "checksum"}));
+  EXPECT_EQ(names(run_point(point("phj", pk_fk(100, 200)))), (V{"generate", "partition", "join", "checksum"}));
+  EXPECT_EQ(names(run_point(point("smj", pk_fk(100, 200, 4, 1.0, 0.0, {4, 4})))),
+            (V{"generate", "sort", "merge_join", "materialize", "checksum"}));
+  EXPECT_EQ(names(run_point(point("chunked", pk_fk(100, 200)))), (V{"generate", "build", "probe", "checksum"}));
+  EXPECT_EQ(names(run_point(point("shuffle", pk_fk(100, 200), {{"levels", "2"}}, {2, 2}))),
+            (V{"generate", "partition", "shuffle", "partition_node", "shuffle_node", "local_build", "local_probe",
+               "checksum"}));
+  EXPECT_EQ(names(run_point(point("shuffle", pk_fk(100, 200), {{"local_join", "phj"}}, {1, 2}))),
+            (V{"generate", "partition", "shuffle", "local_partition", "local_join", "checksum"}));
+}
+
+TEST_F(Strategies, BadOptionsAreInputErrors) {
+  const Workload w = pk_fk(10, 10);
+  const std::vector<std::pair<std::string, Options>> bad = {
+      {"npj", {{"table", "cuckoo"}}},          {"npj", {{"load_factor", "0"}}},
+      {"npj", {{"load_factor", "1.5"}}},       {"npj", {{"output", "maybe"}}},
+      {"npj", {{"radix_bits", "4"}}},          {"phj", {{"passes", "3"}}},
+      {"phj", {{"radix_bits", "-1"}}},         {"phj", {{"radix_bits", "x"}}},
+      {"phj", {{"partition_budget", "0"}}},    {"smj", {{"sort", "bubble"}}},
+      {"chunked", {{"chunk_rows", "0"}}},      {"chunked", {{"streams", "0"}}},
+      {"chunked", {{"output_space", "disk"}}}, {"shuffle", {{"levels", "3"}}},
+      {"shuffle", {{"local_join", "smj"}}},    {"shuffle", {{"inflight", "0"}}},
+      {"shuffle", {{"chunk_rows", "-5"}}},     {"shuffle", {{"seed", "-1"}}}};
+  for (auto& [name, opts] : bad) {
+    const RunPoint p = point(name, w, opts);
+    SCOPED_TRACE(describe(p));
+    EXPECT_THROW(validate_point(p), InputError);
+  }
+  try {
+    validate_point(point("npj", w, {{"table", "cuckoo"}}));
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("table"), std::string::npos) << m;
+    EXPECT_NE(m.find("cuckoo"), std::string::npos) << m;
+    EXPECT_NE(m.find("chained"), std::string::npos) << m;  // says what is allowed
+  }
+  EXPECT_THROW(validate_point(point("phj", w, {}, {1, 2})), InputError);  // single-rank strategy on 2 ranks
+}
+
+TEST(RadixPlan, FitsTheBudgetInOneOrTwoPasses) {
+  // 2^20 tuples of 8 bytes over a 64 KiB budget: 128 partitions, one pass.
+  RadixPlan p = plan_radix(1 << 20, 8, 4, 64 << 10, 0, 0);
+  EXPECT_EQ(p.bits(), 7u);
+  EXPECT_EQ(p.passes(), 1);
+  // 2^27 tuples: 2^14 partitions, beyond one pass: split 7 + 7.
+  p = plan_radix(1ULL << 27, 8, 4, 64 << 10, 0, 0);
+  EXPECT_EQ(p.pass1_bits, 7u);
+  EXPECT_EQ(p.pass2_bits, 7u);
+  // Fits without partitioning.
+  EXPECT_EQ(plan_radix(100, 8, 4, 64 << 10, 0, 0).passes(), 0);
+  // Forced passes get at least one bit each; explicit bits are kept.
+  p = plan_radix(100, 8, 4, 64 << 10, 0, 2);
+  EXPECT_EQ(p.pass1_bits, 1u);
+  EXPECT_EQ(p.pass2_bits, 1u);
+  p = plan_radix(100, 8, 4, 64 << 10, 9, 2);
+  EXPECT_EQ(p.pass1_bits, 5u);
+  EXPECT_EQ(p.pass2_bits, 4u);
+  EXPECT_EQ(plan_radix(1ULL << 30, 16, 8, 1024, 0, 0).bits(), kMaxRadixBits);
+}
+
+TEST_F(Strategies, BoundsCountTheBytesOverTheTightestResource) {
+  Bandwidths bw;
+  bw.mem = 1e12;
+  bw.h2d = 50e9;
+  bw.p2p = 400e9;
+  bw.net = 25e9;
+  const Workload w = pk_fk(1 << 20, 1 << 20);  // 8-byte tuples, 8 MiB each; output 12 bytes/row
+  const double rs = 2.0 * 8 * (1 << 20), out = 12.0 * (1 << 20);
+  auto bound = [&](const std::string& name, Options o, ClusterShape shape = {1, 1}) {
+    RunPoint p = point(name, w, std::move(o), shape);
+    return find_strategy(name).bound(make_job(p), shape, bw);
+  };
+  // phj: one pass (2^7 partitions) = read + write of R and S, the join reads them, output.
+  EXPECT_DOUBLE_EQ(bound("phj", {}).seconds, (3 * rs + out) / bw.mem);
+  EXPECT_DOUBLE_EQ(bound("phj", {{"passes", "2"}}).seconds, (5 * rs + out) / bw.mem);
+  EXPECT_DOUBLE_EQ(bound("phj", {{"output", "count_only"}}).seconds, 3 * rs / bw.mem);
+  // chunked: S over the interconnect.
+  EXPECT_DOUBLE_EQ(bound("chunked", {}).seconds, rs / 2 / bw.h2d);
+  EXPECT_NE(bound("chunked", {}).resource.find("host-to-device"), std::string::npos);
+  // npj and smj move more than phj's single pass.
+  EXPECT_GT(bound("npj", {}).seconds, 0);
+  EXPECT_GT(bound("smj", {}).seconds, bound("phj", {}).seconds);
+  // shuffle on 2 nodes x 1: half of each rank's 8 MiB leaves over the network.
+  EXPECT_DOUBLE_EQ(bound("shuffle", {}, {2, 1}).seconds, rs / 2 / 2 / bw.net);
+  // Two levels on 2 x 2: half of each rank's share crosses the network, then half NVLink.
+  EXPECT_DOUBLE_EQ(bound("shuffle", {{"levels", "2"}}, {2, 2}).seconds, rs / 4 / 2 / bw.net + rs / 4 / 2 / bw.p2p);
+  EXPECT_EQ(bound("phj", {}, {1, 1}).resource.find("device memory"), 0u);
+}
+
+// A strategy that joins like npj and then flips one bit of one output value before the
+// checksum: run_point must refuse the result.
+TEST_F(Strategies, CorruptedResultIsDetected) {
+  StrategyInfo info = find_strategy("npj");
+  info.name = "npj_corrupted_for_test";
+  info.make = strategy_factory([](Rank& rank, const JoinJob& job) {
+    Inputs in = generate_inputs(rank, job, job.data_space, job.data_space);
+    OutputSink out = npj_join(rank, Stream{0}, in.r.tuples, in.s.tuples, hash_join_config(job.options), job.data_space);
+    auto segments = out.segments();
+    // Bit 0 of the first S value: a payload, or a row index that stays within S.
+    if (!segments.empty() && segments[0].rows > 0) *data_of<uint8_t>(segments[0].out.svals) ^= 1;
+    report_output(rank, Stream{0}, out, in.r, in.s, job.data_space);
+  });
+  register_strategy(info);
+  for (const Workload& w : {pk_fk(1000, 2000), pk_fk(1000, 2000, 8, 1.0, 0.0, {4}, {4, 4})}) {
+    const RunPoint p = point("npj_corrupted_for_test", w);
+    EXPECT_THROW(run_point(p), VerificationError) << describe(p);
+    try {
+      run_point(p);
+    } catch (const VerificationError& e) {
+      EXPECT_NE(std::string(e.what()).find("checksum"), std::string::npos) << e.what();
+    }
+  }
+}
