@@ -7,6 +7,9 @@ void register_builtin() {
   if (done) return;
   done = true;
   register_cpu_backend();
+#ifdef JOINLAB_HAVE_MPI
+  register_process_runtime();  // wraps the cpu backend: after it
+#endif
 #ifdef JOINLAB_HAVE_CUDA
   register_cuda_backend();
 #endif
@@ -15,6 +18,7 @@ void register_builtin() {
 #endif
   register_single_gpu_strategies();
   register_distributed_strategies();
+  register_model_commands();
 }
 
 }  // namespace joinlab

@@ -8,8 +8,10 @@ void register_builtin();  // all of the below that this build has
 
 void register_cpu_backend();       // core/runtime/cpu_rank.cpp
 void register_cuda_backend();      // kernels/cuda/cuda_backend.cu (JOINLAB_HAVE_CUDA)
+void register_process_runtime();   // core/runtime/process: mpirun-launched ranks, UCX (JOINLAB_HAVE_MPI)
 void register_sim_backend();       // sim/sim_backend.cpp (JOINLAB_HAVE_SIMGRID)
 void register_single_gpu_strategies();   // core/strategies: npj, phj, smj, chunked
 void register_distributed_strategies();  // core/strategies: shuffle (+ later gpj, crj)
+void register_model_commands();    // models/calibrate.cpp: `joinlab calibrate` and `joinlab validate`
 
 }  // namespace joinlab

@@ -1,3 +1,355 @@
-// PLACEHOLDER: replaced by the experiment/CLI work.
+// joinlab command line. `run` plans the whole experiment (every sweep point parsed and
+// validated) before running anything, so bad input costs no work and exits with code 2.
 #include "core/experiment/cli.hpp"
-namespace joinlab { int cli_main(int, char**) { return 0; } }
+
+#include <dirent.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include "core/builtin.hpp"
+#include "core/common/error.hpp"
+#include "core/exec/backend.hpp"
+#include "core/experiment/environment.hpp"
+#include "core/experiment/progress.hpp"
+#include "core/experiment/report.hpp"
+#include "core/experiment/trace_writer.hpp"
+#include "core/experiment/values.hpp"
+
+namespace joinlab {
+
+namespace {
+
+struct Command {
+  std::string usage;
+  CommandFn fn;
+};
+
+int not_built_yet(const std::string& what, const std::string& who) {
+  std::cerr << "joinlab " << what << " is not built yet: it arrives with " << who
+            << ". Nothing was run.\n";
+  return kExitRuntime;
+}
+
+std::map<std::string, Command>& commands() {
+  static std::map<std::string, Command> c = {
+      {"calibrate",
+       {"joinlab calibrate [--profile NAME]   measure every operator and link, write a hardware profile",
+        [](const std::vector<std::string>&) {
+          return not_built_yet("calibrate", "the simulation work (calibrated operator models)");
+        }}},
+      {"validate",
+       {"joinlab validate FILE [overrides]    run on the hardware and in simulation, print the error per phase",
+        [](const std::vector<std::string>&) {
+          return not_built_yet("validate", "the simulation work (sim backend and calibrated profiles)");
+        }}},
+  };
+  return c;
+}
+
+const char* const kRunUsage =
+    "joinlab run FILE [--backend cpu|cuda|sim] [--dry-run] [--quiet] [--section.key=value ...]\n"
+    "                                     run an experiment (every point of its sweep)";
+const char* const kListUsage =
+    "joinlab list [strategies|backends|profiles|experiments|keys]\n"
+    "                                     what this build and tree hold";
+
+void print_usage(std::ostream& out) {
+  out << "usage:\n  " << kRunUsage << "\n  " << kListUsage << "\n";
+  for (auto& [name, c] : commands()) out << "  " << c.usage << "\n";
+  out << "  joinlab help\n\n"
+         "Experiment files and keys: experiments/README.md. Exit codes: 0 ok, 2 bad input, 3 wrong join\n"
+         "result, 1 other failure.\n";
+}
+
+// Re-throws the exception being handled with `prefix` added, keeping its kind (exit code).
+[[noreturn]] void rethrow_with(const std::string& prefix) {
+  try {
+    throw;
+  } catch (const InputError& e) {
+    throw InputError(prefix + e.what());
+  } catch (const VerificationError& e) {
+    throw VerificationError(prefix + e.what());
+  } catch (const std::exception& e) {
+    throw RuntimeError(prefix + e.what());
+  }
+}
+
+std::string file_safe(const std::string& name) {
+  std::string s;
+  for (char c : name) s += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ? c : '_';
+  return s.empty() ? "experiment" : s;
+}
+
+void make_output_dir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir))
+    throw InputError("experiment.output_dir = " + dir + ": cannot create the folder (" +
+                     (ec ? ec.message() : std::string("exists and is not a folder")) + ")");
+}
+
+void print_plan(const ExperimentPlan& plan) {
+  std::cout << "experiment " << plan.name << " (" << plan.file << "): " << plan.points.size()
+            << " run point" << (plan.points.size() == 1 ? "" : "s") << ", all valid\n";
+  int i = 0;
+  for (auto& pp : plan.points) {
+    const RunPoint& p = pp.run;
+    std::cout << std::setw(5) << ++i << "  " << p.strategy << " on " << p.backend << ", "
+              << p.cluster.shape.size() << " rank(s), |R| = " << format_count(p.workload.r.rows)
+              << ", |S| = " << format_count(p.workload.s.rows) << ", repeat " << p.repeat
+              << (pp.label().empty() ? "" : "  " + pp.label()) << "\n";
+  }
+}
+
+int run_command(const std::vector<std::string>& args) {
+  RunArgs a = parse_run_args(args);
+  ExperimentPlan plan = plan_experiment(a.file, a.overrides);
+  if (a.dry_run) {
+    print_plan(plan);
+    return kExitOk;
+  }
+  // With ranks as processes (mpirun) every process runs the experiment; rank 0's reports it.
+  const bool reporting = reporting_process();
+  std::ostream muted(nullptr);
+  std::ostream& info = reporting ? std::cerr : muted;
+  if (reporting) make_output_dir(plan.output_dir);
+  const std::string base = plan.output_dir + "/" + file_safe(plan.name);
+  const std::string csv = base + ".csv";
+  const int n = int(plan.points.size());
+  const std::string commit = git_commit();
+
+  ResultsTable table(reporting ? std::cout : muted, !plan.swept_keys.empty());
+  {
+    std::lock_guard<std::mutex> g(console_mutex());
+    info << "joinlab: experiment " << plan.name << " (" << plan.file << "): " << n << " run point"
+         << (n == 1 ? "" : "s") << "\n";
+    table.print_header();
+  }
+  ProgressTicker ticker(std::cerr, !a.quiet && reporting);
+  std::vector<ResultRow> rows;
+  for (int i = 0; i < n; ++i) {
+    const PlannedPoint& pp = plan.points[size_t(i)];
+    ticker.point(i, n, pp.label());
+    ResultRow row;
+    try {
+      row.outcome = run_point(pp.run, [&](int r, int repeats) { ticker.repeat(r, repeats); });
+    } catch (...) {
+      rethrow_with(n == 1 ? "" : "point " + std::to_string(i + 1) + "/" + std::to_string(n) + " (" + pp.label() + "): ");
+    }
+    row.experiment = plan.name;
+    row.point = i + 1;
+    row.swept = pp.label();
+    row.hardware = describe_hardware(pp.run);
+    row.date = utc_timestamp();
+    row.git_commit = commit;
+    row.trace_file = n == 1 ? base + ".trace.json" : base + "-" + std::to_string(i + 1) + ".trace.json";
+    if (reporting)
+      write_chrome_trace_file(row.trace_file, row.outcome, plan.name + (row.swept.empty() ? "" : " " + row.swept));
+    row.outcome.trace.clear();  // written; the CSV does not need it
+    row.outcome.trace.shrink_to_fit();
+    {
+      std::lock_guard<std::mutex> g(console_mutex());
+      table.print_row(row);
+    }
+    rows.push_back(std::move(row));
+    if (reporting) write_csv(csv, rows);  // rewritten after each point: a failing sweep keeps its finished rows
+  }
+  std::lock_guard<std::mutex> g(console_mutex());
+  info << "joinlab: wrote " << csv << " and "
+       << (n == 1 ? rows.front().trace_file : base + "-{1.." + std::to_string(n) + "}.trace.json") << "\n";
+  return kExitOk;
+}
+
+// First '#' comment line of a file, for listings.
+std::string first_comment(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::string t = trim(line);
+    if (!t.empty() && t[0] == '#') return trim(t.substr(t.find_first_not_of('#')));
+    if (!t.empty()) break;
+  }
+  return "";
+}
+
+std::vector<std::string> ini_files(const std::string& dir) {
+  std::vector<std::string> files;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      std::string f = e->d_name;
+      if (f.size() > 4 && f.compare(f.size() - 4, 4, ".ini") == 0) files.push_back(f);
+    }
+    ::closedir(d);
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+void list_strategies(std::ostream& out) {
+  out << "strategies:\n";
+  for (auto& name : strategy_names()) {
+    const StrategyInfo& s = find_strategy(name);
+    std::string ranks = std::to_string(s.min_ranks);
+    if (s.max_ranks != s.min_ranks) ranks += ".." + (s.max_ranks > 0 ? std::to_string(s.max_ranks) : std::string("N"));
+    out << "  " << std::left << std::setw(10) << name << std::setw(14) << (ranks + " rank(s)") << s.description << "\n";
+    po::options_description desc;
+    if (s.add_options) s.add_options(desc);
+    for (auto& opt : desc.options()) {
+      std::string param = opt->format_parameter();  // "arg (=linear)"
+      auto eq = param.find("(=");
+      std::string def = eq == std::string::npos ? "" : " (default " + param.substr(eq + 2, param.size() - eq - 3) + ")";
+      out << "      [strategy] " << opt->long_name() << def << ": " << opt->description() << "\n";
+    }
+  }
+  if (strategy_names().empty()) out << "  (none registered in this build)\n";
+}
+
+void list_backends(std::ostream& out) {
+  out << "backends (this build):\n";
+  for (auto& b : backend_names()) out << "  " << b << "\n";
+  if (backend_names().empty()) out << "  (none registered in this build)\n";
+}
+
+void list_profiles(std::ostream& out) {
+  out << "profiles (" << profile_dir() << "):\n";
+  for (auto& p : profile_names())
+    out << "  " << std::left << std::setw(16) << p << first_comment(profile_dir() + "/" + p + ".ini") << "\n";
+  if (profile_names().empty()) out << "  (none yet)\n";
+}
+
+void list_experiments(std::ostream& out) {
+  std::string dir = joinlab_root() + "/experiments";
+  out << "experiments (" << dir << "):\n";
+  auto files = ini_files(dir);
+  for (auto& f : files) {
+    std::string desc;
+    try {
+      desc = describe_experiment(dir + "/" + f);
+    } catch (const std::exception& e) {
+      desc = e.what();
+    }
+    out << "  " << std::left << std::setw(20) << f << desc << "\n";
+  }
+  if (files.empty()) out << "  (none)\n";
+}
+
+void list_keys(std::ostream& out) {
+  out << "experiment keys (section.key; every one can be overridden as --section.key=value):\n";
+  for (auto& k : experiment_keys()) {
+    out << "  " << k.key << " = " << k.type;
+    if (!k.default_value.empty()) out << "   [default: " << k.default_value << "]";
+    out << "\n      " << k.help << "\n";
+  }
+}
+
+int list_command(const std::vector<std::string>& args) {
+  const std::map<std::string, void (*)(std::ostream&)> parts = {
+      {"strategies", list_strategies}, {"backends", list_backends}, {"profiles", list_profiles},
+      {"experiments", list_experiments}, {"keys", list_keys}};
+  if (args.size() > 1) throw InputError("list takes at most one argument (strategies, backends, profiles, experiments or keys)");
+  if (args.empty()) {
+    for (auto* part : {list_strategies, list_backends, list_profiles, list_experiments}) {
+      part(std::cout);
+      std::cout << "\n";
+    }
+    std::cout << "(`joinlab list keys` shows every experiment key)\n";
+    return kExitOk;
+  }
+  auto it = parts.find(args[0]);
+  if (it == parts.end())
+    throw InputError("list " + args[0] + ": unknown part (expected strategies, backends, profiles, experiments or keys)");
+  it->second(std::cout);
+  return kExitOk;
+}
+
+int guarded(const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const InputError& e) {
+    // Bad input is the same on every rank of an mpirun launch: rank 0 says it.
+    if (reporting_process()) std::cerr << "joinlab: error: " + std::string(e.what()) + "\n";
+    return kExitInput;
+  } catch (const VerificationError& e) {
+    std::cerr << "joinlab: error: " + std::string(e.what()) + "\n";  // one write: ranks under mpirun share stderr
+    return kExitVerification;
+  } catch (const std::exception& e) {
+    std::cerr << "joinlab: error: " + std::string(e.what()) + "\n";  // one write: ranks under mpirun share stderr
+    return kExitRuntime;
+  }
+}
+
+}  // namespace
+
+void register_command(const std::string& name, const std::string& usage, CommandFn fn) {
+  commands()[name] = {usage, std::move(fn)};
+}
+
+RunArgs parse_run_args(const std::vector<std::string>& args) {
+  RunArgs out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--dry-run") {
+      out.dry_run = true;
+    } else if (a == "--quiet" || a == "-q") {
+      out.quiet = true;
+    } else if (a.rfind("--", 0) == 0) {
+      std::string name = a.substr(2), value;
+      auto eq = name.find('=');
+      if (eq != std::string::npos) {
+        value = name.substr(eq + 1);
+        name = name.substr(0, eq);
+      } else if (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) {
+        value = args[++i];
+      } else {
+        throw InputError("command line: --" + name + " needs a value (--" + name + "=VALUE)");
+      }
+      if (name == "backend") name = "experiment.backend";
+      if (name.find('.') == std::string::npos)
+        throw InputError("command line: unknown option --" + name +
+                         " (options are --backend, --dry-run, --quiet and --section.key=value)");
+      out.overrides.push_back({name, value});
+    } else if (out.file.empty()) {
+      out.file = a;
+    } else {
+      throw InputError("command line: unexpected argument '" + a + "' (one experiment file only)");
+    }
+  }
+  if (out.file.empty()) throw InputError("no experiment file given (joinlab run FILE [options]; joinlab help)");
+  return out;
+}
+
+int cli_main(int argc, char** argv) {
+  std::vector<std::string> args(argv + (argc > 0 ? 1 : 0), argv + argc);
+  return guarded([&] {
+    register_builtin();
+    if (args.empty()) {
+      print_usage(std::cerr);
+      return int(kExitInput);
+    }
+    const std::string cmd = args.front();
+    std::vector<std::string> rest(args.begin() + 1, args.end());
+    bool wants_help = std::find_if(rest.begin(), rest.end(), [](const std::string& a) {
+                        return a == "--help" || a == "-h";
+                      }) != rest.end();
+    if (cmd == "help" || cmd == "--help" || cmd == "-h" || wants_help) {
+      print_usage(std::cout);
+      return int(kExitOk);
+    }
+    if (cmd == "run") return run_command(rest);
+    if (cmd == "list") return list_command(rest);
+    auto it = commands().find(cmd);
+    if (it == commands().end()) {
+      print_usage(std::cerr);
+      throw InputError("unknown command '" + cmd + "'");
+    }
+    return it->second.fn(rest);
+  });
+}
+
+}  // namespace joinlab

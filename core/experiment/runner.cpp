@@ -6,6 +6,7 @@
 
 #include "core/builtin.hpp"
 #include "core/common/error.hpp"
+#include "core/experiment/preflight.hpp"
 
 namespace joinlab {
 
@@ -53,7 +54,8 @@ void validate_point(const RunPoint& p) {
   }
   if (p.repeat <= 0) throw InputError("experiment.repeat = " + std::to_string(p.repeat) + ": must be positive");
   p.workload.validate();
-  make_job(p);
+  const JoinJob job = make_job(p);
+  if (info.check) info.check(job);
   if (p.verify && !can_verify(p.workload)) expected_result(p.workload);  // throws the explanation
 }
 
@@ -65,6 +67,7 @@ struct SingleRun {
   double total = 0;
   std::vector<PhaseTime> phases;
   std::vector<TraceSpan> trace;
+  std::vector<std::vector<PhaseRecord>> rank_phases;
   Bandwidths bw;
 };
 
@@ -91,11 +94,15 @@ SingleRun run_once(const RunPoint& p, const JoinJob& job, Backend& backend) {
         out.digest.checksum += r.checksum;
         out.has_checksum = out.has_checksum && r.has_checksum;
         for (auto& ph : rank.phases()) {
-          first = std::min(first, ph.begin);
-          last = std::max(last, ph.end);
+          if (ph.name != kGeneratePhase) {
+            first = std::min(first, ph.begin);
+            last = std::max(last, ph.end);
+          }
           if (!phase_max.count(ph.name)) order.push_back(ph.name);
           phase_max[ph.name] = std::max(phase_max[ph.name], ph.end - ph.begin);
         }
+        if (out.rank_phases.size() <= size_t(rank.id())) out.rank_phases.resize(size_t(rank.id()) + 1);
+        out.rank_phases[size_t(rank.id())] = rank.phases();
         auto spans = rank.trace().spans();
         out.trace.insert(out.trace.end(), spans.begin(), spans.end());
         if (first_rank) out.bw = rank.bandwidths();
@@ -108,7 +115,9 @@ SingleRun run_once(const RunPoint& p, const JoinJob& job, Backend& backend) {
 
 }  // namespace
 
-RunOutcome run_point(const RunPoint& p) {
+RunOutcome run_point(const RunPoint& p) { return run_point(p, {}); }
+
+RunOutcome run_point(const RunPoint& p, const RepeatCallback& on_repeat) {
   validate_point(p);
   JoinJob job = make_job(p);
   RunOutcome o;
@@ -116,8 +125,10 @@ RunOutcome run_point(const RunPoint& p) {
   ExpectedResult want;
   if (p.verify) want = expected_result(p.workload);
   auto backend = make_backend(p.backend);
+  check_device_memory(p, job, *backend);  // before any kernel runs
   std::vector<SingleRun> runs;
   for (int i = 0; i < p.repeat; ++i) {
+    if (on_repeat) on_repeat(i, p.repeat);
     runs.push_back(run_once(p, job, *backend));
     SingleRun& r = runs.back();
     if (p.verify) {
@@ -137,6 +148,7 @@ RunOutcome run_point(const RunPoint& p) {
   for (auto& r : runs) o.repeat_seconds.push_back(r.total);
   o.phases = med.phases;
   o.trace = std::move(med.trace);
+  o.rank_phases = std::move(med.rank_phases);
   o.bandwidths = med.bw;
   const StrategyInfo& info = find_strategy(p.strategy);
   if (info.bound) o.bound = info.bound(job, p.cluster.shape, o.bandwidths);

@@ -1,6 +1,7 @@
 // One run point: a strategy on a backend over a workload, executed, verified, and measured.
 // The experiment CLI expands files and sweeps into run points; tests call run_point directly.
 #pragma once
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -33,12 +34,14 @@ struct RunOutcome {
   JoinDigest digest;        // summed over ranks
   bool has_checksum = true;
   std::string verified;     // how it was verified ("closed form ...") or why not ("simulated")
-  double total_seconds = 0; // median over repeats: first phase begin to last phase end, over ranks
+  double total_seconds = 0; // median over repeats: first phase begin to last phase end, over
+                            // ranks, leaving out kGeneratePhase (strategy.hpp)
   std::vector<double> repeat_seconds;
   std::vector<PhaseTime> phases;  // of the median run
   Bound bound;
   Bandwidths bandwidths;
   std::vector<TraceSpan> trace;   // of the median run
+  std::vector<std::vector<PhaseRecord>> rank_phases;  // of the median run, indexed by rank
   double throughput() const;      // (|R| + |S|) / total_seconds, tuples per second
   double bound_fraction() const { return total_seconds > 0 ? bound.seconds / total_seconds : 0; }
 };
@@ -50,5 +53,8 @@ JoinJob make_job(const RunPoint& p);
 void validate_point(const RunPoint& p);
 // Runs, verifies (VerificationError on a wrong result) and measures the point.
 RunOutcome run_point(const RunPoint& p);
+// The same, calling on_repeat(i, repeats) before repeat i (0-based) starts (progress reports).
+using RepeatCallback = std::function<void(int repeat, int repeats)>;
+RunOutcome run_point(const RunPoint& p, const RepeatCallback& on_repeat);
 
 }  // namespace joinlab

@@ -1,0 +1,598 @@
+#include "core/experiment/config.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <regex>
+#include <sstream>
+
+#include <boost/program_options.hpp>
+
+#include "core/builtin.hpp"
+#include "core/common/error.hpp"
+#include "core/experiment/environment.hpp"
+#include "core/experiment/preflight.hpp"
+#include "core/experiment/values.hpp"
+
+namespace joinlab {
+
+namespace po = boost::program_options;
+
+namespace {
+
+constexpr size_t kMaxSweepPoints = 100000;
+const char* const kSections = "[experiment], [cluster], [workload], [strategy] and [sweep]";
+
+// A key's value and where it was written, for error messages.
+struct Setting {
+  std::string value;
+  std::string origin;  // "phj.ini:12", "command line", "phj.ini:30 ([sweep])"
+};
+using Settings = std::map<std::string, Setting>;
+
+// --- the key table -----------------------------------------------------------------------------
+
+struct PointBuilder {
+  RunPoint run;
+  int verify = -1;  // -1: decided by the backend (no data to verify in simulation)
+};
+
+struct KeyDef {
+  std::string key, type, default_value, help;
+  std::function<void(PointBuilder&, const std::string&)> apply;
+};
+
+uint8_t parse_width(const std::string& v, const char* what) {
+  int64_t w = parse_integer(v);
+  if (w != 4 && w != 8) throw InputError(std::string(what) + " must be 4 or 8 bytes");
+  return uint8_t(w);
+}
+
+std::vector<uint8_t> parse_widths(const std::string& v) {
+  std::vector<uint8_t> widths;
+  for (const auto& item : split_list(v)) widths.push_back(parse_width(item, "each payload column"));
+  if (widths.empty()) throw InputError("needs at least one payload column");
+  return widths;
+}
+
+int parse_positive_int(const std::string& v) {
+  int64_t n = parse_integer(v);
+  if (n <= 0 || n > (1 << 30)) throw InputError("must be a positive integer");
+  return int(n);
+}
+
+using Sides = std::vector<RelationSpec*> (*)(PointBuilder&);
+
+// Applies a relation setter to every side a key covers.
+std::function<void(PointBuilder&, const std::string&)> each(Sides sides, void (*set)(RelationSpec&, const std::string&)) {
+  return [sides, set](PointBuilder& b, const std::string& v) {
+    for (RelationSpec* r : sides(b)) set(*r, v);
+  };
+}
+
+// Sizes and widths of a side; also the workload.* shorthands that set both sides.
+std::vector<KeyDef> relation_keys(const std::string& prefix, const std::string& which, Sides sides) {
+  std::vector<KeyDef> d;
+  d.push_back({prefix + "rows", "size", "(required)", "rows of " + which + " (total over all ranks)",
+               each(sides, [](RelationSpec& r, const std::string& v) { r.rows = parse_size(v); })});
+  d.push_back({prefix + "key_bytes", "4|8", "4", "key width of " + which,
+               each(sides, [](RelationSpec& r, const std::string& v) { r.key_bytes = parse_width(v, "key width"); })});
+  d.push_back({prefix + "payload_bytes", "list of 4|8", "4",
+               "payload columns of " + which + ", one width per column (\"4\" or \"4,8\")",
+               each(sides, [](RelationSpec& r, const std::string& v) { r.payload_bytes = parse_widths(v); })});
+  return d;
+}
+
+std::vector<KeyDef> distribution_keys(const std::string& prefix, const std::string& which, Sides sides,
+                                      const std::string& default_dist) {
+  std::vector<KeyDef> d;
+  d.push_back({prefix + "dist", "unique_dense|unique_sparse|uniform|zipf|fk", default_dist,
+               "key distribution of " + which + " (fk: foreign key into R; S only)",
+               each(sides, [](RelationSpec& r, const std::string& v) { r.dist = key_dist_from_string(trim(v)); })});
+  d.push_back({prefix + "range_lo", "size", "1", "uniform: smallest key",
+               each(sides, [](RelationSpec& r, const std::string& v) { r.range_lo = parse_size(v, true); })});
+  d.push_back({prefix + "range_hi", "size", "(required for uniform)", "uniform: largest key",
+               each(sides, [](RelationSpec& r, const std::string& v) { r.range_hi = parse_size(v, true); })});
+  d.push_back({prefix + "zipf_z", "number in [0,2]", "0", "zipf: exponent; fk: skew of the references",
+               each(sides, [](RelationSpec& r, const std::string& v) { r.zipf_z = parse_number(v); })});
+  d.push_back({prefix + "zipf_domain", "size", "rows", "zipf: number of distinct keys",
+               each(sides, [](RelationSpec& r, const std::string& v) { r.zipf_domain = parse_size(v); })});
+  d.push_back({prefix + "match_rate", "number in [0,1]", "1", "fk: fraction of rows whose key is in R",
+               each(sides, [](RelationSpec& r, const std::string& v) { r.match_rate = parse_number(v); })});
+  return d;
+}
+
+std::vector<RelationSpec*> both_sides(PointBuilder& b) { return {&b.run.workload.r, &b.run.workload.s}; }
+std::vector<RelationSpec*> r_side(PointBuilder& b) { return {&b.run.workload.r}; }
+std::vector<RelationSpec*> s_side(PointBuilder& b) { return {&b.run.workload.s}; }
+
+// Applied in this order, so the side-specific workload keys override the both-sides shorthands.
+const std::vector<KeyDef>& key_defs() {
+  static const std::vector<KeyDef> defs = [] {
+    std::vector<KeyDef> d;
+    d.push_back({"experiment.name", "string", "file name without .ini", "names the CSV and trace files",
+                 [](PointBuilder& b, const std::string& v) { b.run.name = trim(v); }});
+    d.push_back({"experiment.description", "string", "", "one line shown by `joinlab list`",
+                 [](PointBuilder&, const std::string&) {}});
+    d.push_back({"experiment.strategy", "strategy name", "(required)", "join strategy (`joinlab list`)",
+                 [](PointBuilder& b, const std::string& v) { b.run.strategy = trim(v); }});
+    d.push_back({"experiment.backend", "cpu|cuda|sim", "cpu", "where it runs (`joinlab list`)",
+                 [](PointBuilder& b, const std::string& v) { b.run.backend = trim(v); }});
+    d.push_back({"experiment.repeat", "positive integer", "1", "runs per point; times are the median",
+                 [](PointBuilder& b, const std::string& v) { b.run.repeat = parse_positive_int(v); }});
+    d.push_back({"experiment.output_dir", "path", "results", "folder for the CSV and the traces",
+                 [](PointBuilder&, const std::string&) {}});
+    d.push_back({"experiment.verify", "bool", "true (false for sim)", "check count and checksum of every run",
+                 [](PointBuilder& b, const std::string& v) { b.verify = parse_bool(v) ? 1 : 0; }});
+    d.push_back({"cluster.nodes", "positive integer", "1", "nodes",
+                 [](PointBuilder& b, const std::string& v) { b.run.cluster.shape.nodes = parse_positive_int(v); }});
+    d.push_back({"cluster.gpus_per_node", "positive integer", "1", "ranks per node (GPUs, or CPU workers)",
+                 [](PointBuilder& b, const std::string& v) { b.run.cluster.shape.per_node = parse_positive_int(v); }});
+    d.push_back({"cluster.threads", "integer >= 0", "0", "CPU worker threads per rank (0: cores / ranks)",
+                 [](PointBuilder& b, const std::string& v) {
+                   int64_t t = parse_integer(v);
+                   if (t < 0 || t > 4096) throw InputError("must be between 0 and 4096");
+                   b.run.cluster.threads_per_rank = int(t);
+                 }});
+    d.push_back({"cluster.profile", "profile name or .ini path", "", "hardware profile (models/profiles)",
+                 [](PointBuilder& b, const std::string& v) { b.run.cluster.profile = trim(v); }});
+    d.push_back({"cluster.device_memory", "size", "backend default", "bytes of device memory per rank",
+                 [](PointBuilder& b, const std::string& v) { b.run.cluster.device_memory = parse_size(v); }});
+    d.push_back({"workload.seed", "integer >= 0", "42", "seed of both relations",
+                 [](PointBuilder& b, const std::string& v) {
+                   b.run.workload.r.seed = b.run.workload.s.seed = parse_size(v, true);
+                 }});
+    for (auto& k : relation_keys("workload.", "R and S", both_sides)) d.push_back(k);
+    for (auto& k : relation_keys("workload.r.", "R", r_side)) d.push_back(k);
+    for (auto& k : distribution_keys("workload.r.", "R", r_side, "unique_dense")) d.push_back(k);
+    for (auto& k : relation_keys("workload.s.", "S", s_side)) d.push_back(k);
+    for (auto& k : distribution_keys("workload.s.", "S", s_side, "fk")) d.push_back(k);
+    return d;
+  }();
+  return defs;
+}
+
+std::vector<KeyDoc>& cluster_extras() {
+  static std::vector<KeyDoc> extras;
+  return extras;
+}
+
+const KeyDef* find_def(const std::string& key) {
+  for (auto& d : key_defs())
+    if (d.key == key) return &d;
+  return nullptr;
+}
+
+bool is_cluster_extra(const std::string& key) {
+  for (auto& k : cluster_extras())
+    if (k.key == key) return true;
+  return false;
+}
+
+bool is_strategy_key(const std::string& key) { return key.rfind("strategy.", 0) == 0 && key.size() > 9; }
+
+bool is_known_key(const std::string& key) { return find_def(key) || is_cluster_extra(key) || is_strategy_key(key); }
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string unknown_key_message(const std::string& key, const std::string& value) {
+  std::string msg = "unknown key '" + key + "' (value '" + value + "')";
+  std::string best;
+  size_t best_d = 4;
+  for (auto& d : key_defs()) {
+    size_t dist = edit_distance(key, d.key);
+    if (dist < best_d) best_d = dist, best = d.key;
+  }
+  if (!best.empty()) return msg + "; did you mean '" + best + "'?";
+  if (key.find('.') == std::string::npos) return msg + ": keys belong in one of the sections " + kSections;
+  return msg + " (sections are " + kSections + "; `joinlab list keys` shows every key)";
+}
+
+// --- reading the file --------------------------------------------------------------------------
+
+std::string read_text(const std::string& file) {
+  struct stat st {};
+  if (::stat(file.c_str(), &st) != 0)
+    throw InputError("cannot read experiment file '" + file + "': " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) throw InputError("cannot read experiment file '" + file + "': not a regular file");
+  std::ifstream in(file);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in.good() && !in.eof()) throw InputError("cannot read experiment file '" + file + "': " + std::strerror(errno));
+  if (!in) throw InputError("cannot read experiment file '" + file + "': read failed");
+  return text.str();
+}
+
+// The line numbers at which each key is written, in order; the same grammar as Boost's config
+// file parser ('#' comments, [section] prefixes, key = value). Lines that are none of these are
+// rejected here with their number (Boost's own error would not say where).
+std::map<std::string, std::vector<int>> scan_key_lines(const std::string& text, const std::string& file) {
+  std::map<std::string, std::vector<int>> lines;
+  std::istringstream in(text);
+  std::string line, prefix;
+  for (int n = 1; std::getline(in, line); ++n) {
+    std::string s = trim(line.substr(0, line.find('#')));
+    if (s.empty()) continue;
+    if (s.front() == '[' && s.back() == ']') {
+      prefix = trim(s.substr(1, s.size() - 2));
+      if (!prefix.empty() && prefix.back() != '.') prefix += '.';
+      continue;
+    }
+    auto eq = s.find('=');
+    if (eq == std::string::npos || trim(s.substr(0, eq)).empty())
+      throw InputError(file + ":" + std::to_string(n) + ": '" + s + "' is neither [section] nor key = value");
+    lines[prefix + trim(s.substr(0, eq))].push_back(n);
+  }
+  return lines;
+}
+
+po::options_description known_options() {
+  po::options_description desc("experiment keys");
+  for (auto& d : key_defs()) desc.add_options()(d.key.c_str(), po::value<std::string>(), d.help.c_str());
+  for (auto& k : cluster_extras()) desc.add_options()(k.key.c_str(), po::value<std::string>(), k.help.c_str());
+  return desc;
+}
+
+struct SweepAxis {
+  std::string key;
+  std::string list;
+  std::string origin;
+  std::vector<std::string> values;
+};
+
+struct RawExperiment {
+  Settings settings;
+  std::vector<SweepAxis> axes;  // file order
+};
+
+RawExperiment read_experiment(const std::string& file) {
+  const std::string text = read_text(file);
+  auto lines = scan_key_lines(text, file);
+  po::parsed_options parsed(nullptr);
+  po::options_description desc = known_options();
+  try {
+    std::istringstream in(text);
+    parsed = po::parse_config_file(in, desc, /*allow_unregistered=*/true);
+  } catch (const po::error& e) {
+    throw InputError(file + ": " + e.what());
+  }
+  RawExperiment raw;
+  std::map<std::string, size_t> seen;
+  for (const po::option& o : parsed.options) {
+    const std::string& key = o.string_key;
+    const std::string value = o.value.empty() ? "" : o.value.front();
+    const auto& at = lines[key];
+    size_t nth = seen[key]++;
+    int line = nth < at.size() ? at[nth] : 0;
+    std::string origin = file + (line ? ":" + std::to_string(line) : "");
+    if (nth > 0)
+      throw InputError(origin + ": " + key + " is set again (first at line " + std::to_string(at.front()) + ")");
+    if (key.rfind("sweep.", 0) == 0) {
+      std::string swept = key.substr(6);
+      if (!is_known_key(swept)) throw InputError(origin + ": [sweep] " + unknown_key_message(swept, value));
+      raw.axes.push_back({swept, value, origin + " ([sweep])", {}});
+    } else if (is_known_key(key)) {
+      raw.settings[key] = {value, origin};
+    } else {
+      throw InputError(origin + ": " + unknown_key_message(key, value));
+    }
+  }
+  return raw;
+}
+
+void apply_overrides(RawExperiment& raw, const std::vector<Override>& overrides) {
+  for (const auto& o : overrides) {
+    std::string origin = "command line (--" + o.key + "=" + o.value + ")";
+    bool is_sweep = o.key.rfind("sweep.", 0) == 0;
+    std::string key = is_sweep ? o.key.substr(6) : o.key;
+    if (!is_known_key(key)) throw InputError("command line: " + unknown_key_message(o.key, o.value));
+    auto axis = std::find_if(raw.axes.begin(), raw.axes.end(), [&](const SweepAxis& a) { return a.key == key; });
+    if (is_sweep) {
+      if (axis != raw.axes.end()) *axis = {key, o.value, origin, {}};
+      else raw.axes.push_back({key, o.value, origin, {}});
+    } else {
+      if (axis != raw.axes.end()) raw.axes.erase(axis);  // a fixed value replaces the sweep
+      raw.settings[key] = {o.value, origin};
+      // A shorthand given here beats the file's side keys (which beat shorthands within a file).
+      static const std::regex shorthand("workload\\.(rows|key_bytes|payload_bytes)");
+      std::smatch m;
+      if (std::regex_match(key, m, shorthand))
+        for (const char* side : {"workload.r.", "workload.s."}) {
+          std::string side_key = side + m[1].str();
+          raw.settings.erase(side_key);
+          raw.axes.erase(std::remove_if(raw.axes.begin(), raw.axes.end(),
+                                        [&](const SweepAxis& a) { return a.key == side_key; }),
+                         raw.axes.end());
+        }
+    }
+  }
+}
+
+void parse_axes(RawExperiment& raw) {
+  size_t total = 1;
+  for (auto& a : raw.axes) {
+    if (a.key == "experiment.name" || a.key == "experiment.output_dir" || a.key == "experiment.description")
+      throw InputError(a.origin + ": " + a.key + " cannot be swept (it names the output of the whole experiment)");
+    try {
+      a.values = split_list(a.list);
+    } catch (const InputError& e) {
+      throw InputError(a.origin + ": " + a.key + " = " + a.list + ": " + e.what());
+    }
+    if (a.values.empty()) throw InputError(a.origin + ": sweep over " + a.key + " has an empty list of values");
+    total *= a.values.size();
+    if (total > kMaxSweepPoints)
+      throw InputError(a.origin + ": the sweep has more than " + std::to_string(kMaxSweepPoints) + " points");
+  }
+}
+
+std::string file_stem(const std::string& file) {
+  std::string base = file.substr(file.find_last_of('/') + 1);
+  if (base.size() > 4 && base.compare(base.size() - 4, 4, ".ini") == 0) base = base.substr(0, base.size() - 4);
+  return base;
+}
+
+// --- building and checking one point ------------------------------------------------------------
+
+// Turns an error about some key of one point into "origin: key = value: why (sweep point)".
+class PointContext {
+ public:
+  PointContext(const Settings& s, const std::string& file, std::string point)
+      : settings_(s), file_(file), point_(std::move(point)) {}
+
+  // The setting that gave `key` its value, including the workload.* shorthand of a side key.
+  const Setting* find(const std::string& key) const {
+    auto it = settings_.find(key);
+    if (it != settings_.end()) return &it->second;
+    static const std::regex side_key("workload\\.[rs]\\.(.*)");
+    std::smatch m;
+    if (std::regex_match(key, m, side_key)) return find("workload." + m[1].str());
+    return nullptr;
+  }
+  [[noreturn]] void fail(const std::string& key, const std::string& why) const {
+    const Setting* s = find(key);
+    std::string where = s ? s->origin + ": " + key + " = " + s->value : file_ + ": " + key + default_note(key);
+    throw InputError(where + ": " + why + point_);
+  }
+  [[noreturn]] void fail_here(const std::string& why) const { throw InputError(file_ + ": " + why + point_); }
+
+ private:
+  static std::string default_note(const std::string& key) {
+    const KeyDef* d = find_def(key);
+    return d && !d->default_value.empty() ? " (default " + d->default_value + ")" : " (not set)";
+  }
+  const Settings& settings_;
+  const std::string& file_;
+  std::string point_;
+};
+
+RunPoint build_point(const Settings& settings, const std::string& file, const PointContext& ctx) {
+  PointBuilder b;
+  b.run.name = file_stem(file);
+  b.run.workload.r.name = "R";
+  b.run.workload.r.dist = KeyDist::UniqueDense;
+  b.run.workload.s.name = "S";
+  b.run.workload.s.dist = KeyDist::ForeignKey;
+  b.run.workload.r.rows = b.run.workload.s.rows = 0;
+  b.run.cluster.profile_dir = profile_dir();
+  for (auto& d : key_defs()) {
+    auto it = settings.find(d.key);
+    if (it == settings.end()) continue;
+    try {
+      d.apply(b, it->second.value);
+    } catch (const InputError& e) {
+      ctx.fail(d.key, e.what());
+    }
+  }
+  for (auto& [key, s] : settings) {
+    if (is_strategy_key(key)) b.run.strategy_options[key.substr(9)] = trim(s.value);
+    if (is_cluster_extra(key)) b.run.cluster.options[key.substr(8)] = trim(s.value);
+  }
+  if (!settings.count("experiment.strategy")) ctx.fail_here("experiment.strategy is not set ([experiment] strategy = ...)");
+  for (const char* side : {"r", "s"}) {
+    std::string key = std::string("workload.") + side + ".rows";
+    if (!ctx.find(key)) ctx.fail_here(key + " is not set (nor workload.rows)");
+  }
+  b.run.verify = b.verify >= 0 ? b.verify == 1 : b.run.backend != "sim";
+  return b.run;
+}
+
+bool takes_integer(const po::option_description& opt) {
+  const po::value_semantic* s = opt.semantic().get();
+  return dynamic_cast<const po::typed_value<int64_t>*>(s) || dynamic_cast<const po::typed_value<uint64_t>*>(s) ||
+         dynamic_cast<const po::typed_value<int>*>(s) || dynamic_cast<const po::typed_value<unsigned>*>(s);
+}
+
+// Checks the [strategy] keys against the strategy's own options; integer options also take
+// sizes (4M, 2^22), rewritten here as plain numbers. The key whose value make_job rejects is
+// found by trying the keys one at a time.
+void check_strategy_options(RunPoint& p, const StrategyInfo& info, const PointContext& ctx) {
+  po::options_description desc("strategy " + p.strategy);
+  if (info.add_options) info.add_options(desc);
+  for (auto& [k, v] : p.strategy_options) {
+    if (const po::option_description* opt = desc.find_nothrow(k, false)) {
+      if (takes_integer(*opt) && v.find_first_not_of("0123456789") != std::string::npos && v.rfind("-", 0) != 0) {
+        try {
+          v = std::to_string(parse_size(v, true));
+        } catch (const InputError&) {
+          // not a size either: make_job reports the value as the strategy sees it
+        }
+      }
+      continue;
+    }
+    std::string known;
+    for (auto& opt : desc.options()) known += (known.empty() ? "" : ", ") + opt->long_name();
+    ctx.fail("strategy." + k, "strategy " + p.strategy + " has no option '" + k + "' (its options: " +
+                                  (known.empty() ? "none" : known) + ")");
+  }
+  try {
+    make_job(p);
+  } catch (const InputError& whole) {
+    for (auto& [k, v] : p.strategy_options) {
+      RunPoint one = p;
+      one.strategy_options = {{k, v}};
+      try {
+        make_job(one);
+      } catch (const InputError& e) {
+        ctx.fail("strategy." + k, e.what());
+      }
+    }
+    ctx.fail_here(whole.what());
+  }
+}
+
+// Workload errors say "relation S: match_rate = 1.5: why": point at workload.s.match_rate.
+[[noreturn]] void fail_workload(const std::string& message, const PointContext& ctx) {
+  static const std::regex field_error("relation ([RS]): ([a-z_]+) = .*?: (.*)");
+  std::smatch m;
+  if (std::regex_match(message, m, field_error)) {
+    std::string field = m[2].str() == "range" ? "range_lo" : m[2].str();
+    std::string side = m[1].str() == "R" ? "r" : "s";
+    ctx.fail("workload." + side + "." + field, m[3].str() + " (relation " + m[1].str() + ")");
+  }
+  static const std::regex any_field("relation ([RS]): ([a-z_]+) = .*");
+  if (std::regex_match(message, m, any_field))
+    ctx.fail("workload." + std::string(m[1].str() == "R" ? "r" : "s") + "." + m[2].str(), message);
+  if (message.find("key widths differ") != std::string::npos) ctx.fail("workload.s.key_bytes", message);
+  ctx.fail_here(message);
+}
+
+void check_point(RunPoint& p, const PointContext& ctx) {
+  const StrategyInfo* info = nullptr;
+  try {
+    info = &find_strategy(p.strategy);
+  } catch (const InputError& e) {
+    ctx.fail("experiment.strategy", e.what());
+  }
+  std::unique_ptr<Backend> backend;
+  try {
+    backend = make_backend(p.backend);
+  } catch (const InputError& e) {
+    ctx.fail("experiment.backend", e.what());
+  }
+  if (p.backend == "sim" && p.verify)
+    ctx.fail("experiment.verify", "the sim backend moves no data, so its results cannot be verified (verify = false)");
+  if (!p.cluster.profile.empty() && profile_path(p.cluster.profile).empty()) {
+    std::string known;
+    for (auto& n : profile_names()) known += (known.empty() ? "" : ", ") + n;
+    ctx.fail("cluster.profile", "no such profile in " + profile_dir() + " (available: " +
+                                    (known.empty() ? "none" : known) + ")");
+  }
+  int ranks = p.cluster.shape.size();
+  if (ranks < info->min_ranks || (info->max_ranks > 0 && ranks > info->max_ranks)) {
+    std::string range = std::to_string(info->min_ranks);
+    if (info->max_ranks != info->min_ranks)
+      range += ".." + (info->max_ranks > 0 ? std::to_string(info->max_ranks) : std::string("any"));
+    ctx.fail("cluster.gpus_per_node", "strategy " + p.strategy + " runs on " + range + " ranks, but " +
+                                          std::to_string(p.cluster.shape.nodes) + " nodes x " +
+                                          std::to_string(p.cluster.shape.per_node) + " = " +
+                                          std::to_string(ranks) + " ranks were asked for");
+  }
+  try {
+    p.workload.validate();
+  } catch (const InputError& e) {
+    fail_workload(e.what(), ctx);
+  }
+  check_strategy_options(p, *info, ctx);
+  try {
+    validate_point(p);  // whatever else the runner checks (verifiability)
+    check_device_memory(p, make_job(p), *backend);  // the working set fits
+  } catch (const InputError& e) {
+    ctx.fail_here(e.what());
+  }
+}
+
+}  // namespace
+
+std::string PlannedPoint::label() const {
+  std::string s;
+  for (auto& [k, v] : swept) s += (s.empty() ? "" : " ") + k + "=" + v;
+  return s;
+}
+
+ExperimentPlan plan_experiment(const std::string& file, const std::vector<Override>& overrides) {
+  register_builtin();
+  RawExperiment raw = read_experiment(file);
+  apply_overrides(raw, overrides);
+  parse_axes(raw);
+
+  ExperimentPlan plan;
+  plan.file = file;
+  for (auto& a : raw.axes) plan.swept_keys.push_back(a.key);
+  size_t total = 1;
+  for (auto& a : raw.axes) total *= a.values.size();
+  for (size_t i = 0; i < total; ++i) {
+    PlannedPoint pp;
+    Settings settings = raw.settings;
+    size_t rest = i;
+    for (size_t k = raw.axes.size(); k-- > 0;) {  // the last axis varies fastest
+      const SweepAxis& a = raw.axes[k];
+      const std::string& v = a.values[rest % a.values.size()];
+      rest /= a.values.size();
+      settings[a.key] = {v, a.origin};
+      pp.swept.insert(pp.swept.begin(), {a.key, v});
+    }
+    std::string where = raw.axes.empty() ? "" : " (sweep point " + std::to_string(i + 1) + " of " +
+                                                     std::to_string(total) + ": " + pp.label() + ")";
+    PointContext ctx(settings, file, where);
+    pp.run = build_point(settings, file, ctx);
+    check_point(pp.run, ctx);
+    plan.points.push_back(std::move(pp));
+  }
+  plan.name = plan.points.front().run.name;
+  auto out = raw.settings.find("experiment.output_dir");
+  plan.output_dir = out != raw.settings.end() ? trim(out->second.value) : "results";
+  if (plan.output_dir.empty()) throw InputError(out->second.origin + ": experiment.output_dir is empty");
+  return plan;
+}
+
+std::vector<KeyDoc> experiment_keys() {
+  std::vector<KeyDoc> docs;
+  for (auto& d : key_defs()) docs.push_back({d.key, d.type, d.default_value, d.help});
+  for (auto& k : cluster_extras()) docs.push_back(k);
+  docs.push_back({"strategy.<option>", "per strategy", "", "passed to the strategy, which validates it"});
+  docs.push_back({"sweep.<section.key>", "comma-separated list", "",
+                  "one run point per value; several sweeps form the cartesian product, first key slowest"});
+  return docs;
+}
+
+void register_cluster_key(const std::string& key, const std::string& help) {
+  std::string full = key.rfind("cluster.", 0) == 0 ? key : "cluster." + key;
+  if (!is_cluster_extra(full) && !find_def(full)) cluster_extras().push_back({full, "string", "", help});
+}
+
+std::string describe_experiment(const std::string& file) {
+  const std::string text = read_text(file);
+  std::istringstream in(text);
+  std::string line, section;
+  std::map<std::string, std::string> values;
+  while (std::getline(in, line)) {
+    std::string s = trim(line.substr(0, line.find('#')));
+    if (s.size() > 1 && s.front() == '[' && s.back() == ']') section = trim(s.substr(1, s.size() - 2));
+    auto eq = s.find('=');
+    if (section == "experiment" && eq != std::string::npos) values[trim(s.substr(0, eq))] = trim(s.substr(eq + 1));
+  }
+  std::string d = "strategy " + (values.count("strategy") ? values["strategy"] : std::string("?")) +
+                  ", backend " + (values.count("backend") ? values["backend"] : std::string("cpu"));
+  if (values.count("description")) d += ": " + values["description"];
+  return d;
+}
+
+}  // namespace joinlab

@@ -1,0 +1,54 @@
+// Experiment files: an .ini file (sections [experiment] [cluster] [workload] [strategy]
+// [sweep], read with Boost.Program_options) plus --section.key=value overrides, expanded into
+// run points (the cartesian product of the [sweep] lists, in file order) and validated before
+// anything runs. Every error names where the bad value came from: "phj.ini:12: key = value: why".
+// experiments/README.md documents every key; experiment_keys() is the same list in code.
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/experiment/runner.hpp"
+
+namespace joinlab {
+
+// A --section.key=value from the command line. Keys under sweep. replace (or add) a sweep list;
+// any other key fixes the value and drops a sweep over the same key.
+struct Override {
+  std::string key, value;
+};
+
+struct PlannedPoint {
+  RunPoint run;
+  std::vector<std::pair<std::string, std::string>> swept;  // this point's sweep values, file order
+  std::string label() const;  // "workload.r.rows=2^24 strategy.fanout=256", "" without a sweep
+};
+
+struct ExperimentPlan {
+  std::string file;         // as given
+  std::string name;         // [experiment] name
+  std::string output_dir;   // where the CSV and traces go
+  std::vector<std::string> swept_keys;  // file order; the first varies slowest
+  std::vector<PlannedPoint> points;
+};
+
+// Reads, overrides, expands and validates (validate_point on every point). Throws InputError
+// naming file:line (or "command line"), key and value.
+ExperimentPlan plan_experiment(const std::string& file, const std::vector<Override>& overrides = {});
+
+// Documented keys: name, type, default, meaning (`joinlab list keys`, experiments/README.md).
+struct KeyDoc {
+  std::string key, type, default_value, help;
+};
+std::vector<KeyDoc> experiment_keys();
+
+// Backend-specific [cluster] keys (e.g. the simulator's topology), passed through to
+// BackendConfig::options. Backends register theirs in their register_*_backend function; any
+// other [cluster] key is rejected as unknown.
+void register_cluster_key(const std::string& key, const std::string& help);
+
+// A short description of an experiment file for `joinlab list`: "strategy npj, backend cpu:
+// <description>". Throws InputError if the file cannot be read.
+std::string describe_experiment(const std::string& file);
+
+}  // namespace joinlab

@@ -1,0 +1,116 @@
+#include "core/experiment/preflight.hpp"
+
+#include <iomanip>
+#include <sstream>
+
+#include "core/common/error.hpp"
+#include "core/strategies/strategy_util.hpp"
+
+namespace joinlab {
+
+namespace {
+
+std::string gib(uint64_t bytes) {
+  std::ostringstream o;
+  o << bytes << " bytes (" << std::fixed << std::setprecision(2) << double(bytes) / double(1ull << 30) << " GiB)";
+  return o.str();
+}
+
+std::string option_text(const JoinJob& job, const char* key) {
+  auto it = job.options.find(key);
+  return it == job.options.end() ? "" : it->second.as<std::string>();
+}
+
+// Bytes of a rank's share of a relation as the strategies hold it (tuples + late payload).
+uint64_t relation_bytes(const RelationSpec& spec, int ranks) {
+  const uint64_t rows = (spec.rows + uint64_t(ranks) - 1) / uint64_t(ranks);
+  uint64_t b = rows * tuple_format(spec).tuple_bytes();
+  if (late_materialized(spec)) b += rows * payload_bytes_per_row(spec);
+  return b;
+}
+
+// Output rows a join emits when that is known from the specs (foreign key, or unique R).
+uint64_t output_bytes(const JoinJob& job, int ranks) {
+  const Workload& w = job.workload;
+  if (option_text(job, "output") == "count_only") return 0;
+  double rows = 0;
+  if (w.s.dist == KeyDist::ForeignKey) rows = double(w.s.rows) * w.s.match_rate;
+  else if (w.r.unique_keys()) rows = double(w.s.rows);
+  const double row_bytes = double(w.r.key_bytes) + tuple_format(w.r).val_bytes + tuple_format(w.s).val_bytes +
+                           double(payload_bytes_per_row(w.r) + payload_bytes_per_row(w.s)) *
+                               (late_materialized(w.r) || late_materialized(w.s) ? 1 : 0);
+  return uint64_t(rows / ranks * row_bytes);
+}
+
+uint64_t estimate(const std::string& name, const JoinJob& job, const ClusterShape& shape) {
+  const Workload& w = job.workload;
+  const int n = shape.size();
+  const uint64_t r = relation_bytes(w.r, n), s = relation_bytes(w.s, n);
+  const uint64_t r_rows = (w.r.rows + uint64_t(n) - 1) / uint64_t(n), s_rows = (w.s.rows + uint64_t(n) - 1) / uint64_t(n);
+  const TupleFormat rf = tuple_format(w.r), sf = tuple_format(w.s);
+  double lf = 0.5;
+  if (job.options.count("load_factor")) lf = job.options["load_factor"].as<double>();
+  const TableKind kind = option_text(job, "table") == "chained" ? TableKind::Chained : TableKind::LinearProbing;
+  const uint64_t out = output_bytes(job, n);
+  if (name == "npj") return r + s + hash_table_bytes(kind, rf, r_rows, lf) + out;
+  // phj: inputs and their partitioned copies; a pass above one kernel pass uses one more copy.
+  if (name == "phj") return 2 * (r + s) + std::max(r_rows * rf.tuple_bytes(), s_rows * sf.tuple_bytes()) + out;
+  // smj: inputs, sorted copies, the sort's alternate buffers, merge-join scratch (32 B per S row).
+  if (name == "smj") return 2 * (r + s) + std::max(r_rows * rf.tuple_bytes(), s_rows * sf.tuple_bytes()) + 32 * s_rows + out;
+  if (name == "chunked") {  // R and its table stay; S streams through two staging buffers
+    uint64_t chunk = uint64_t(1) << 22;
+    if (job.options.count("chunk_rows")) chunk = uint64_t(job.options["chunk_rows"].as<int64_t>());
+    const uint64_t device_out = option_text(job, "output_space") == "pinned" ? 0 : out;
+    return r + hash_table_bytes(kind, rf, r_rows, lf) + 2 * std::min(chunk, s_rows) * sf.tuple_bytes() + device_out;
+  }
+  return 0;
+}
+
+}  // namespace
+
+uint64_t working_set_bytes(const std::string& strategy, const JoinJob& job, const ClusterShape& shape) {
+  const StrategyInfo& info = find_strategy(strategy);
+  if (info.working_set_bytes) return info.working_set_bytes(job, shape);
+  return estimate(strategy, job, shape);
+}
+
+void check_device_memory(const RunPoint& p, const JoinJob& job, Backend& backend) {
+  const uint64_t avail = backend.device_memory_per_rank(p.cluster);
+  if (!avail) return;
+  const uint64_t need = working_set_bytes(p.strategy, job, p.cluster.shape);
+  if (!need || need <= avail) return;
+  std::ostringstream m;
+  m << "strategy " << p.strategy << " needs about " << gib(need) << " of device memory per rank for this workload (|R| = "
+    << p.workload.r.rows << ", |S| = " << p.workload.s.rows << " over " << p.cluster.shape.size()
+    << " rank(s)), but the " << p.backend << " backend has " << gib(avail) << " per rank.";
+  std::string fits;
+  for (const std::string& other : strategy_names()) {
+    if (other == p.strategy) continue;
+    const StrategyInfo& info = find_strategy(other);
+    const int ranks = p.cluster.shape.size();
+    if (ranks < info.min_ranks || (info.max_ranks > 0 && ranks > info.max_ranks)) continue;
+    // Its defaults, or with the output in pinned host memory where it has that option.
+    for (const std::map<std::string, std::string>& options :
+         {std::map<std::string, std::string>{}, std::map<std::string, std::string>{{"output_space", "pinned"}}}) {
+      RunPoint q = p;
+      q.strategy = other;
+      q.strategy_options = options;
+      uint64_t other_need = 0;
+      try {
+        other_need = working_set_bytes(other, make_job(q), p.cluster.shape);
+      } catch (const InputError&) {
+        continue;  // no such option
+      }
+      if (other_need && other_need <= avail) {
+        fits += (fits.empty() ? "" : ", ") + other + (options.empty() ? "" : " with output_space=pinned") + " (about " +
+                gib(other_need) + ")";
+        break;
+      }
+    }
+  }
+  if (!fits.empty()) m << " Strategies that fit: " << fits << ".";
+  else m << " No built-in strategy fits; use more ranks or smaller relations.";
+  throw InputError(m.str());
+}
+
+}  // namespace joinlab

@@ -1,0 +1,191 @@
+#include "core/experiment/report.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iomanip>
+#include <sstream>
+
+#include "core/common/error.hpp"
+#include "core/experiment/environment.hpp"
+#include "core/experiment/values.hpp"
+
+namespace joinlab {
+
+namespace {
+
+std::string fixed(double v, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+// Enough significant digits for measurements, without float noise.
+std::string number(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+std::string hex64(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%016" PRIx64, v);
+  return buf;
+}
+
+std::string widths(const std::vector<uint8_t>& w) {
+  std::string s;
+  for (auto b : w) s += (s.empty() ? "" : ";") + std::to_string(b);
+  return s;
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+// "phase_<name>_s" with anything but letters, digits and '_' turned into '_'.
+std::string phase_column(const std::string& name) {
+  std::string c = "phase_";
+  for (char ch : name) c += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+  return c + "_s";
+}
+
+const char* verified_word(const RunOutcome& o) { return o.point.verify ? "yes" : "no"; }
+
+struct Column {
+  const char* title;
+  int width;
+  bool left = false;
+};
+const Column kTableColumns[] = {
+    {"strategy", 9, true}, {"backend", 7, true}, {"ranks", 5}, {"|R|", 9}, {"|S|", 9},
+    {"total ms", 10}, {"M tuples/s", 11}, {"bound ms", 9}, {"of bound", 8}, {"matches", 12},
+    {"verified", 8}};
+
+}  // namespace
+
+std::string describe_hardware(const RunPoint& p) {
+  if (p.backend == "sim") return "simulated (profile " + (p.cluster.profile.empty() ? "default" : p.cluster.profile) + ")";
+  if (p.backend == "cuda") {
+    std::string gpu = gpu_model();
+    return gpu.empty() ? "unknown GPU" : gpu;
+  }
+  return host_cpu_model();
+}
+
+void ResultsTable::print_header() {
+  std::ostringstream line;
+  for (const Column& c : kTableColumns)
+    line << (c.left ? std::left : std::right) << std::setw(c.width) << c.title << "  ";
+  if (with_point_) line << "point";
+  std::string text = line.str();
+  out_ << text.substr(0, text.find_last_not_of(' ') + 1) << "\n";
+  out_ << std::string(text.find_last_not_of(' ') + 1, '-') << "\n" << std::flush;
+}
+
+void ResultsTable::print_row(const ResultRow& row) {
+  const RunOutcome& o = row.outcome;
+  const Workload& w = o.point.workload;
+  bool has_bound = o.bound.seconds > 0;
+  const std::string cells[] = {
+      o.point.strategy,
+      o.point.backend,
+      std::to_string(o.point.cluster.shape.size()),
+      format_count(w.r.rows),
+      format_count(w.s.rows),
+      fixed(o.total_seconds * 1e3, 3),
+      fixed(o.throughput() / 1e6, 1),
+      has_bound ? fixed(o.bound.seconds * 1e3, 3) : "-",
+      has_bound ? fixed(100.0 * o.bound_fraction(), 1) + "%" : "-",
+      std::to_string(o.digest.count),
+      verified_word(o)};
+  std::ostringstream line;
+  size_t i = 0;
+  for (const Column& c : kTableColumns)
+    line << (c.left ? std::left : std::right) << std::setw(c.width) << cells[i++] << "  ";
+  if (with_point_) line << row.swept;
+  std::string text = line.str();
+  out_ << text.substr(0, text.find_last_not_of(' ') + 1) << "\n" << std::flush;
+}
+
+std::string csv_text(const std::vector<ResultRow>& rows) {
+  std::vector<std::string> phase_names;
+  for (auto& r : rows)
+    for (auto& ph : r.outcome.phases)
+      if (std::find(phase_names.begin(), phase_names.end(), ph.name) == phase_names.end())
+        phase_names.push_back(ph.name);
+
+  std::vector<std::string> header = {
+      "experiment", "point", "swept", "strategy", "backend", "hardware", "profile", "bandwidth_source",
+      "nodes", "ranks_per_node", "ranks", "threads_per_rank", "r_rows", "s_rows", "key_bytes",
+      "r_payload_bytes", "s_payload_bytes"};
+  for (const char* side : {"r", "s"})
+    for (const char* f : {"dist", "range_lo", "range_hi", "zipf_z", "zipf_domain", "match_rate"})
+      header.push_back(std::string(side) + "_" + f);
+  for (const char* h : {"seed", "strategy_options", "repeat"}) header.push_back(h);
+  for (auto& n : phase_names) header.push_back(phase_column(n));
+  for (const char* h : {"total_s", "repeat_total_s", "throughput_tuples_per_s", "bound_s", "bound_resource",
+                        "fraction_of_bound", "count", "checksum", "verified", "trace_file", "date", "git_commit"})
+    header.push_back(h);
+
+  std::ostringstream out;
+  for (size_t i = 0; i < header.size(); ++i) out << (i ? "," : "") << header[i];
+  out << "\n";
+  for (auto& row : rows) {
+    const RunOutcome& o = row.outcome;
+    const RunPoint& p = o.point;
+    const Workload& w = p.workload;
+    std::vector<std::string> f = {
+        row.experiment, std::to_string(row.point), row.swept, p.strategy, p.backend, row.hardware,
+        p.cluster.profile, o.bandwidths.source, std::to_string(p.cluster.shape.nodes),
+        std::to_string(p.cluster.shape.per_node), std::to_string(p.cluster.shape.size()),
+        std::to_string(p.cluster.threads_per_rank), std::to_string(w.r.rows), std::to_string(w.s.rows),
+        std::to_string(w.r.key_bytes), widths(w.r.payload_bytes), widths(w.s.payload_bytes)};
+    for (const RelationSpec* r : {&w.r, &w.s}) {  // blank where the distribution has no such parameter
+      bool uniform = r->dist == KeyDist::Uniform, zipf = r->dist == KeyDist::Zipf, fk = r->dist == KeyDist::ForeignKey;
+      f.push_back(to_string(r->dist));
+      f.push_back(uniform ? std::to_string(r->range_lo) : "");
+      f.push_back(uniform ? std::to_string(r->range_hi) : "");
+      f.push_back(zipf || fk ? number(r->zipf_z) : "");
+      f.push_back(zipf ? std::to_string(r->zipf_domain ? r->zipf_domain : r->rows) : "");
+      f.push_back(fk ? number(r->match_rate) : "");
+    }
+    f.push_back(std::to_string(w.r.seed));
+    std::string options;
+    for (auto& [k, v] : p.strategy_options) options += (options.empty() ? "" : ";") + k + "=" + v;
+    f.push_back(options);
+    f.push_back(std::to_string(p.repeat));
+    for (auto& n : phase_names) {
+      std::string cell;
+      for (auto& ph : o.phases)
+        if (ph.name == n) cell = number(ph.seconds);
+      f.push_back(cell);
+    }
+    std::string repeats;
+    for (double s : o.repeat_seconds) repeats += (repeats.empty() ? "" : ";") + number(s);
+    bool has_bound = o.bound.seconds > 0;
+    for (const std::string& cell :
+         {number(o.total_seconds), repeats, number(o.throughput()), has_bound ? number(o.bound.seconds) : "",
+          o.bound.resource, has_bound ? number(o.bound_fraction()) : "", std::to_string(o.digest.count),
+          o.has_checksum ? hex64(o.digest.checksum) : "", o.verified, row.trace_file, row.date, row.git_commit})
+      f.push_back(cell);
+    for (size_t i = 0; i < f.size(); ++i) out << (i ? "," : "") << csv_field(f[i]);
+    out << "\n";
+  }
+  return out.str();
+}
+
+void write_csv(const std::string& path, const std::vector<ResultRow>& rows) {
+  std::ofstream out(path, std::ios::trunc);
+  if (out) out << csv_text(rows);
+  if (!out) throw RuntimeError("cannot write the results CSV '" + path + "': " + std::strerror(errno));
+}
+
+}  // namespace joinlab

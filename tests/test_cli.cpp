@@ -1,0 +1,699 @@
+// The experiment CLI: value parsing, experiment files, sweeps and overrides, bad input (exit 2
+// with file, line, key and value named), the results table, CSV and Chrome trace, progress.
+//
+// Runs that need no real backend use a scripted one registered here ("scripted"): its ranks
+// record fixed phase times and trace spans, so every number in the outputs is known exactly.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define BOOST_BIND_GLOBAL_PLACEHOLDERS  // Boost 1.74's JSON parser still includes the old boost/bind.hpp
+#include <boost/property_tree/json_parser.hpp>
+#include <boost/property_tree/ptree.hpp>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "core/builtin.hpp"
+#include "core/common/error.hpp"
+#include "core/experiment/cli.hpp"
+#include "core/experiment/config.hpp"
+#include "core/experiment/environment.hpp"
+#include "core/experiment/progress.hpp"
+#include "core/experiment/report.hpp"
+#include "core/experiment/trace_writer.hpp"
+#include "core/experiment/values.hpp"
+
+namespace joinlab {
+namespace {
+
+namespace fs = std::filesystem;
+
+// --- a scripted backend and strategy -----------------------------------------------------------
+
+class ScriptedRank : public Rank {
+ public:
+  using Rank::Rank;
+  std::string backend() const override { return "scripted"; }
+  int streams() const override { return 2; }
+  Buffer alloc(MemSpace, uint64_t, const std::string&) override { throw RuntimeError("scripted: no memory"); }
+  uint64_t capacity(MemSpace) const override { return 0; }
+  Launched launch(Stream, Op) override { throw RuntimeError("scripted: no operators"); }
+  Event copy(Stream, const Buffer&, uint64_t, const Buffer&, uint64_t, uint64_t) override { return {}; }
+  Event record(Stream) override { return {}; }
+  void stream_wait(Stream, const Event&) override {}
+  void sync(Stream) override {}
+  Event send(Stream, int, const Buffer&, uint64_t, uint64_t, int) override { return {}; }
+  Event recv(Stream, int, const Buffer&, uint64_t, uint64_t, int) override { return {}; }
+  int expose(const Buffer&, uint32_t) override { return 0; }
+  Event put(Stream, int, int, uint64_t, const Buffer&, uint64_t, uint64_t, uint32_t, uint64_t) override { return {}; }
+  uint64_t read_flag(int, uint32_t) override { return 0; }
+  std::vector<uint64_t> allgather(const std::vector<uint64_t>& mine) override { return mine; }
+  void barrier() override {}
+  double now() const override { return clock; }
+  Bandwidths bandwidths() const override {
+    Bandwidths b;
+    b.mem = 1e9;
+    b.source = "scripted";
+    return b;
+  }
+  void span(const std::string& track, OpKind kind, double begin, double end) {
+    OpParams p;
+    p.kind = kind;
+    p.rows_in = 1000;
+    p.detail = "scripted \"op\"";
+    trace_.add({id(), track, p, begin, end});
+  }
+  double clock = 100;  // seconds
+};
+
+class ScriptedBackend : public Backend {
+ public:
+  std::string name() const override { return "scripted"; }
+  uint64_t device_memory_per_rank(const BackendConfig& cfg) override { return cfg.device_memory; }
+  void run(const BackendConfig& cfg, const std::function<void(Rank&)>& body,
+           const std::function<void(Rank&)>& collect) override {
+    std::vector<std::unique_ptr<ScriptedRank>> ranks;
+    for (int r = 0; r < cfg.shape.size(); ++r) ranks.push_back(std::make_unique<ScriptedRank>(r, cfg.shape));
+    for (auto& r : ranks) body(*r);
+    for (auto& r : ranks) collect(*r);
+  }
+};
+
+// Phases: generate 5 s, build 1 s, probe 2 s (rank 1 probes 3 s): total 4 s without generate.
+// Rank 0 reports the expected result, or a wrong checksum when the option corrupt is set.
+class ScriptedJoin : public Strategy {
+ public:
+  void run(Rank& base, const JoinJob& job) override {
+    auto& rank = dynamic_cast<ScriptedRank&>(base);
+    rank.phase(kGeneratePhase);
+    rank.clock += 5;
+    rank.phase("build");
+    rank.span("stream 0", OpKind::Build, rank.clock, rank.clock + 1);
+    rank.clock += 1;
+    rank.phase("probe");
+    rank.span("stream 1", OpKind::Probe, rank.clock, rank.clock + 1.5);
+    rank.span("copy", OpKind::Copy, rank.clock, rank.clock + 0.5);
+    rank.clock += rank.id() == 1 ? 3 : 2;
+    rank.end_phases();
+    RankResult r;
+    if (rank.id() == 0) {
+      JoinDigest want = expected_result(job.workload).digest;
+      r.count = want.count;
+      r.checksum = want.checksum + (job.options["corrupt"].as<bool>() ? 1 : 0);
+    }
+    rank.report(r);
+  }
+};
+
+void register_scripted() {
+  register_builtin();
+  register_backend("scripted", [] { return std::make_unique<ScriptedBackend>(); });
+  StrategyInfo info;
+  info.name = "scripted";
+  info.description = "test strategy with fixed times";
+  info.min_ranks = 1;
+  info.max_ranks = 4;
+  info.add_options = [](po::options_description& d) {
+    d.add_options()("corrupt", po::value<bool>()->default_value(false), "report a wrong checksum")(
+        "fanout", po::value<int>()->default_value(16), "an integer option");
+  };
+  info.make = [] { return std::make_unique<ScriptedJoin>(); };
+  info.working_set_bytes = [](const JoinJob& job, const ClusterShape&) {
+    return (job.workload.r.rows + job.workload.s.rows) * 8;
+  };
+  info.bound = [](const JoinJob&, const ClusterShape&, const Bandwidths&) { return Bound{1.0, "scripted resource"}; };
+  register_strategy(info);
+}
+
+// --- helpers -----------------------------------------------------------------------------------
+
+struct CliResult {
+  int code;
+  std::string out, err;
+};
+
+CliResult cli(std::vector<std::string> args) {
+  args.insert(args.begin(), "joinlab");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  testing::internal::CaptureStdout();
+  testing::internal::CaptureStderr();
+  int code = cli_main(int(argv.size()), argv.data());
+  std::string out = testing::internal::GetCapturedStdout();
+  return {code, out, testing::internal::GetCapturedStderr()};
+}
+
+class CliTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    register_scripted();
+    dir_ = fs::path(testing::TempDir()) / ("joinlab_cli_" + std::to_string(::getpid()) + "_" +
+                                           testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string write(const std::string& name, const std::string& text) {
+    std::string path = (dir_ / name).string();
+    std::ofstream(path) << text;
+    return path;
+  }
+  // A valid experiment on the scripted backend; `extra` is appended (it may add sections).
+  std::string experiment(const std::string& extra = "", const std::string& name = "exp.ini") {
+    return write(name,
+                 "# scripted experiment\n"
+                 "[experiment]\n"
+                 "strategy = scripted\n"
+                 "backend = scripted\n"
+                 "output_dir = " + (dir_ / "out").string() + "\n"
+                 "\n"
+                 "[workload]\n"
+                 "r.rows = 1000\n"
+                 "s.rows = 2000\n" + extra);
+  }
+  std::string read(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  fs::path dir_;
+};
+
+// Rejected before any work: exit code 2, the message names everything given, no output written.
+void expect_rejected(const CliResult& r, const std::vector<std::string>& mentions) {
+  EXPECT_EQ(r.code, kExitInput) << r.err;
+  for (auto& m : mentions) EXPECT_NE(r.err.find(m), std::string::npos) << "missing '" << m << "' in: " << r.err;
+  EXPECT_EQ(r.out, "") << "a rejected experiment printed a table";
+}
+
+// --- values ------------------------------------------------------------------------------------
+
+TEST(Values, SizesInEveryNotation) {
+  EXPECT_EQ(parse_size("16777216"), 16777216u);
+  EXPECT_EQ(parse_size("2^24"), 1u << 24);
+  EXPECT_EQ(parse_size("16M"), 16000000u);
+  EXPECT_EQ(parse_size("16Mi"), 16u << 20);
+  EXPECT_EQ(parse_size("1G"), 1000000000u);
+  EXPECT_EQ(parse_size("1Gi"), 1u << 30);
+  EXPECT_EQ(parse_size("4Ki"), 4096u);
+  EXPECT_EQ(parse_size("2k"), 2000u);
+  EXPECT_EQ(parse_size("1.5K"), 1500u);
+  EXPECT_EQ(parse_size(" 48Gi "), 48ull << 30);
+  EXPECT_EQ(parse_size("0", true), 0u);
+}
+
+TEST(Values, BadSizesSayWhy) {
+  auto why = [](const std::string& text) {
+    try {
+      parse_size(text);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(why("-5").find("negative"), std::string::npos);
+  EXPECT_NE(why("0").find("must be positive"), std::string::npos);
+  EXPECT_NE(why("12Q").find("unknown unit"), std::string::npos);
+  EXPECT_NE(why("1.5").find("not a whole number"), std::string::npos);
+  EXPECT_NE(why("abc").find("not a size"), std::string::npos);
+  EXPECT_NE(why("2^80").find("too large"), std::string::npos);
+  EXPECT_NE(why("99999999999999999999").find("too large"), std::string::npos);
+  EXPECT_THROW(parse_integer("12x"), InputError);
+  EXPECT_THROW(parse_number("nan"), InputError);
+  EXPECT_THROW(parse_bool("maybe"), InputError);
+  EXPECT_TRUE(parse_bool("Yes"));
+  EXPECT_FALSE(parse_bool("off"));
+}
+
+TEST(Values, ListsGroupWithParentheses) {
+  EXPECT_EQ(split_list("1M, 2M ,4M"), (std::vector<std::string>{"1M", "2M", "4M"}));
+  EXPECT_EQ(split_list("(4,8), (4)"), (std::vector<std::string>{"4,8", "4"}));
+  EXPECT_TRUE(split_list("  ").empty());
+  EXPECT_THROW(split_list("1,,2"), InputError);
+  EXPECT_THROW(split_list("(4,8"), InputError);
+  EXPECT_EQ(format_count(1u << 24), "2^24");
+  EXPECT_EQ(format_count(16000000), "16M");
+  EXPECT_EQ(format_count(1000), "1000");
+}
+
+// --- planning: keys, sweeps, overrides ---------------------------------------------------------
+
+TEST_F(CliTest, PlanReadsEveryKind) {
+  auto plan = plan_experiment(experiment(
+      "seed = 7\n"
+      "r.key_bytes = 8\n"
+      "s.key_bytes = 8\n"
+      "s.payload_bytes = 4,8\n"
+      "s.zipf_z = 0.5\n"
+      "s.match_rate = 0.25\n"
+      "[cluster]\n"
+      "gpus_per_node = 2\n"
+      "threads = 3\n"
+      "device_memory = 1Gi\n"
+      "[strategy]\n"
+      "fanout = 2^6\n"));  // integer options take sizes too
+  ASSERT_EQ(plan.points.size(), 1u);
+  const RunPoint& p = plan.points[0].run;
+  EXPECT_EQ(plan.name, "exp");
+  EXPECT_EQ(p.name, "exp");
+  EXPECT_EQ(p.strategy, "scripted");
+  EXPECT_EQ(p.workload.r.rows, 1000u);
+  EXPECT_EQ(p.workload.s.rows, 2000u);
+  EXPECT_EQ(p.workload.r.key_bytes, 8);
+  EXPECT_EQ(p.workload.s.payload_bytes, (std::vector<uint8_t>{4, 8}));
+  EXPECT_EQ(p.workload.r.payload_bytes, (std::vector<uint8_t>{4}));
+  EXPECT_EQ(p.workload.s.dist, KeyDist::ForeignKey);
+  EXPECT_EQ(p.workload.r.dist, KeyDist::UniqueDense);
+  EXPECT_DOUBLE_EQ(p.workload.s.zipf_z, 0.5);
+  EXPECT_DOUBLE_EQ(p.workload.s.match_rate, 0.25);
+  EXPECT_EQ(p.workload.r.seed, 7u);
+  EXPECT_EQ(p.workload.s.seed, 7u);
+  EXPECT_EQ(p.workload.s.name, "S");
+  EXPECT_EQ(p.cluster.shape.size(), 2);
+  EXPECT_EQ(p.cluster.threads_per_rank, 3);
+  EXPECT_EQ(p.cluster.device_memory, 1ull << 30);
+  EXPECT_EQ(p.strategy_options.at("fanout"), "64");
+  EXPECT_TRUE(p.verify);
+}
+
+TEST_F(CliTest, SweepIsTheCartesianProductInFileOrder) {
+  auto plan = plan_experiment(experiment(
+      "[sweep]\n"
+      "workload.s.zipf_z = 0, 1\n"
+      "strategy.fanout = 8, 16, 32\n"));
+  ASSERT_EQ(plan.points.size(), 6u);
+  EXPECT_EQ(plan.swept_keys, (std::vector<std::string>{"workload.s.zipf_z", "strategy.fanout"}));
+  std::vector<std::string> labels;
+  for (auto& pp : plan.points) labels.push_back(pp.label());
+  EXPECT_EQ(labels.front(), "workload.s.zipf_z=0 strategy.fanout=8");
+  EXPECT_EQ(labels[1], "workload.s.zipf_z=0 strategy.fanout=16");
+  EXPECT_EQ(labels[3], "workload.s.zipf_z=1 strategy.fanout=8");
+  EXPECT_DOUBLE_EQ(plan.points[4].run.workload.s.zipf_z, 1.0);
+  EXPECT_EQ(plan.points[4].run.strategy_options.at("fanout"), "16");
+}
+
+TEST_F(CliTest, OverridesReplaceValuesAndSweeps) {
+  std::string file = experiment("[sweep]\nworkload.r.rows = 1000, 2000\n");
+  auto plan = plan_experiment(file, {{"workload.r.rows", "2^12"}, {"sweep.workload.s.rows", "1K,2K,3K"},
+                                     {"experiment.repeat", "3"}});
+  ASSERT_EQ(plan.points.size(), 3u);  // the r.rows sweep is replaced by the fixed value
+  for (auto& pp : plan.points) {
+    EXPECT_EQ(pp.run.workload.r.rows, 4096u);
+    EXPECT_EQ(pp.run.repeat, 3);
+  }
+  EXPECT_EQ(plan.points[2].run.workload.s.rows, 3000u);
+}
+
+TEST_F(CliTest, WorkloadShorthandsSetBothSidesAndSideKeysWin) {
+  auto plan = plan_experiment(write("short.ini",
+                                    "[experiment]\nstrategy = scripted\nbackend = scripted\n"
+                                    "[workload]\nrows = 2^10\nkey_bytes = 8\ns.rows = 3000\n"));
+  const RunPoint& p = plan.points[0].run;
+  EXPECT_EQ(p.workload.r.rows, 1024u);
+  EXPECT_EQ(p.workload.s.rows, 3000u);
+  EXPECT_EQ(p.workload.r.key_bytes, 8);
+  EXPECT_EQ(p.workload.s.key_bytes, 8);
+}
+
+TEST_F(CliTest, ShorthandOnTheCommandLineBeatsSideKeysOfTheFile) {
+  auto plan = plan_experiment(experiment(), {{"workload.rows", "64"}, {"workload.s.rows", "128"}});
+  EXPECT_EQ(plan.points[0].run.workload.r.rows, 64u);   // file's r.rows = 1000 overridden
+  EXPECT_EQ(plan.points[0].run.workload.s.rows, 128u);  // a later side override still wins
+}
+
+TEST_F(CliTest, PayloadListsCanBeSwept) {
+  auto plan = plan_experiment(experiment("[sweep]\nworkload.payload_bytes = (4), (4,8)\n"));
+  ASSERT_EQ(plan.points.size(), 2u);
+  EXPECT_EQ(plan.points[1].run.workload.r.payload_bytes, (std::vector<uint8_t>{4, 8}));
+}
+
+TEST_F(CliTest, CommandLineFormsOfOverrides) {
+  RunArgs a = parse_run_args({"x.ini", "--backend", "sim", "--workload.r.rows=5", "--cluster.nodes", "2", "--dry-run"});
+  EXPECT_EQ(a.file, "x.ini");
+  EXPECT_TRUE(a.dry_run);
+  ASSERT_EQ(a.overrides.size(), 3u);
+  EXPECT_EQ(a.overrides[0].key, "experiment.backend");
+  EXPECT_EQ(a.overrides[0].value, "sim");
+  EXPECT_EQ(a.overrides[1].value, "5");
+  EXPECT_EQ(a.overrides[2].key, "cluster.nodes");
+  EXPECT_THROW(parse_run_args({"x.ini", "--cluster.nodes"}), InputError);
+  EXPECT_THROW(parse_run_args({"x.ini", "y.ini"}), InputError);
+  EXPECT_THROW(parse_run_args({"x.ini", "--verbose"}), InputError);
+}
+
+TEST_F(CliTest, DryRunListsPointsAndRunsNothing) {
+  auto r = cli({"run", experiment("[sweep]\nworkload.r.rows = 1K, 2K\n"), "--dry-run"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("2 run points, all valid"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("workload.r.rows=2K"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(dir_ / "out"));
+}
+
+// --- bad input: one test each ------------------------------------------------------------------
+
+TEST_F(CliTest, RejectsUnknownKey) {
+  std::string f = experiment("s.zipf = 1.2\n");
+  expect_rejected(cli({"run", f}), {f + ":10", "unknown key 'workload.s.zipf'", "'1.2'", "did you mean 'workload.s.zipf_z'"});
+}
+
+TEST_F(CliTest, RejectsUnknownSection) {
+  std::string f = experiment("[machine]\ngpus = 8\n");
+  expect_rejected(cli({"run", f}), {f + ":11", "unknown key 'machine.gpus'", "'8'"});
+}
+
+TEST_F(CliTest, RejectsWrongType) {
+  std::string f = experiment("[cluster]\nnodes = two\n");
+  expect_rejected(cli({"run", f}), {f + ":11", "cluster.nodes = two", "not an integer"});
+}
+
+TEST_F(CliTest, RejectsNegativeSize) {
+  std::string f = experiment("", "neg.ini");
+  std::string text = read(f);
+  text.replace(text.find("r.rows = 1000"), 13, "r.rows = -16M");
+  write("neg.ini", text);
+  expect_rejected(cli({"run", f}), {f + ":8", "workload.r.rows = -16M", "negative size"});
+}
+
+TEST_F(CliTest, RejectsZeroSize) {
+  std::string f = experiment("[cluster]\ndevice_memory = 0\n");
+  expect_rejected(cli({"run", f}), {f + ":11", "cluster.device_memory = 0", "must be positive"});
+}
+
+TEST_F(CliTest, RejectsBadKeyWidth) {
+  std::string f = experiment("r.key_bytes = 260\n");
+  expect_rejected(cli({"run", f}), {f + ":10", "workload.r.key_bytes = 260", "4 or 8"});
+}
+
+TEST_F(CliTest, RejectsUnknownStrategy) {
+  std::string f = write("s.ini", "[experiment]\nstrategy = hashjoin\n[workload]\nrows = 1000\n");
+  expect_rejected(cli({"run", f}), {f + ":2", "experiment.strategy = hashjoin", "unknown strategy 'hashjoin'", "scripted"});
+}
+
+TEST_F(CliTest, RejectsUnknownBackend) {
+  std::string f = experiment();
+  expect_rejected(cli({"run", f, "--backend", "fpga"}),
+                  {"command line (--experiment.backend=fpga)", "unknown backend 'fpga'", "scripted"});
+}
+
+TEST_F(CliTest, RejectsVerifyingASimulation) {
+  auto backends = backend_names();
+  bool have_sim = std::find(backends.begin(), backends.end(), "sim") != backends.end();
+  auto r = cli({"run", experiment(), "--backend=sim", "--experiment.verify=true"});
+  if (have_sim)
+    expect_rejected(r, {"experiment.verify = true", "moves no data"});
+  else
+    expect_rejected(r, {"unknown backend 'sim'"});
+}
+
+TEST_F(CliTest, RejectsMissingFile) {
+  std::string f = (dir_ / "missing.ini").string();
+  expect_rejected(cli({"run", f}), {"cannot read experiment file '" + f + "'", "No such file"});
+}
+
+TEST_F(CliTest, RejectsUnreadableFile) {
+  // A folder in place of a file (permission bits do not stop root, which CI may be).
+  fs::create_directories(dir_ / "folder.ini");
+  std::string f = (dir_ / "folder.ini").string();
+  expect_rejected(cli({"run", f}), {"cannot read experiment file '" + f + "'", "not a regular file"});
+}
+
+TEST_F(CliTest, RejectsEmptySweepList) {
+  std::string f = experiment("[sweep]\nworkload.s.zipf_z =\n");
+  expect_rejected(cli({"run", f}), {f + ":11", "workload.s.zipf_z", "empty list"});
+}
+
+TEST_F(CliTest, RejectsMatchRateOutsideUnitInterval) {
+  std::string f = experiment("s.match_rate = 1.5\n");
+  expect_rejected(cli({"run", f}), {f + ":10", "workload.s.match_rate = 1.5", "[0, 1]"});
+}
+
+TEST_F(CliTest, RejectsZipfExponentOutsideRange) {
+  std::string f = experiment("s.dist = zipf\ns.zipf_z = 2.5\n");
+  expect_rejected(cli({"run", f}), {f + ":11", "workload.s.zipf_z = 2.5", "[0, 2]"});
+}
+
+TEST_F(CliTest, RejectsBadOverrideValue) {
+  expect_rejected(cli({"run", experiment(), "--workload.s.rows=lots"}),
+                  {"command line (--workload.s.rows=lots)", "workload.s.rows = lots", "not a size"});
+}
+
+TEST_F(CliTest, RejectsUnknownStrategyOption) {
+  std::string f = experiment("[strategy]\nfanuot = 4\n");
+  expect_rejected(cli({"run", f}), {f + ":11", "strategy.fanuot = 4", "has no option 'fanuot'", "fanout"});
+}
+
+TEST_F(CliTest, RejectsBadStrategyOptionValue) {
+  std::string f = experiment("[strategy]\ncorrupt = false\nfanout = many\n");
+  expect_rejected(cli({"run", f}), {f + ":12", "strategy.fanout = many"});
+}
+
+TEST_F(CliTest, RejectsTooManyRanks) {
+  std::string f = experiment("[cluster]\nnodes = 2\ngpus_per_node = 4\n");
+  expect_rejected(cli({"run", f}), {f + ":12", "runs on 1..4 ranks", "2 nodes x 4 = 8 ranks"});
+}
+
+TEST_F(CliTest, RejectsMalformedLineAndRepeatedKey) {
+  std::string f = experiment("s.rows 5\n");
+  expect_rejected(cli({"run", f}), {f + ":10", "'s.rows 5'"});
+  std::string g = experiment("r.rows = 5\n", "twice.ini");
+  expect_rejected(cli({"run", g}), {g + ":10", "workload.r.rows is set again (first at line 8)"});
+}
+
+TEST_F(CliTest, RejectsMissingRequiredKeys) {
+  std::string f = write("nostrat.ini", "[workload]\nrows = 10\n");
+  expect_rejected(cli({"run", f}), {f, "experiment.strategy is not set"});
+  std::string g = write("norows.ini", "[experiment]\nstrategy = scripted\nbackend = scripted\n[workload]\nr.rows = 10\n");
+  expect_rejected(cli({"run", g}), {g, "workload.s.rows is not set"});
+}
+
+TEST_F(CliTest, ValidatesEverySweepPointBeforeRunningAny) {
+  std::string f = experiment("s.dist = zipf\n[sweep]\nworkload.s.zipf_z = 0.5, 1, 3\n");
+  expect_rejected(cli({"run", f}), {f + ":12 ([sweep])", "workload.s.zipf_z = 3", "[0, 2]", "sweep point 3 of 3"});
+  EXPECT_FALSE(fs::exists(dir_ / "out" / "exp.csv")) << "a point ran before the sweep was validated";
+}
+
+TEST_F(CliTest, RejectsAWorkingSetBeyondDeviceMemoryBeforeRunningAny) {
+  std::string f = experiment("[cluster]\ndevice_memory = 64Ki\n[sweep]\nworkload.s.rows = 1000, 10000\n");
+  expect_rejected(cli({"run", f}), {f + ": ", "needs about", "sweep point 2 of 2"});
+  EXPECT_FALSE(fs::exists(dir_ / "out" / "exp.csv")) << "a point ran before the sweep was validated";
+}
+
+// --- runs and their outputs --------------------------------------------------------------------
+
+TEST_F(CliTest, RunPrintsTableWritesCsvAndTrace) {
+  std::string f = experiment("[cluster]\ngpus_per_node = 2\n[strategy]\nfanout = 32\n");
+  auto r = cli({"run", f, "--experiment.repeat=3"});
+  ASSERT_EQ(r.code, 0) << r.err;
+
+  // Table: header, rule, one row. Total 4 s (generate left out), bound 1 s = 25%.
+  std::istringstream table(r.out);
+  std::string header, rule, row, extra;
+  std::getline(table, header);
+  std::getline(table, rule);
+  std::getline(table, row);
+  EXPECT_FALSE(std::getline(table, extra)) << r.out;
+  for (const char* col : {"strategy", "backend", "ranks", "|R|", "|S|", "total ms", "M tuples/s", "bound ms",
+                          "of bound", "matches", "verified"})
+    EXPECT_NE(header.find(col), std::string::npos) << header;
+  std::istringstream cells(row);
+  std::vector<std::string> c{std::istream_iterator<std::string>(cells), {}};
+  ASSERT_EQ(c.size(), 11u) << row;
+  EXPECT_EQ(c[0], "scripted");
+  EXPECT_EQ(c[2], "2");
+  EXPECT_EQ(c[3], "1000");
+  EXPECT_EQ(c[4], "2000");
+  EXPECT_EQ(c[5], "4000.000");
+  EXPECT_EQ(c[6], "0.0");  // 3000 tuples in 4 s
+  EXPECT_EQ(c[7], "1000.000");
+  EXPECT_EQ(c[8], "25.0%");
+  EXPECT_EQ(c[9], "2000");  // every S row matches its R key
+  EXPECT_EQ(c[10], "yes");
+
+  // CSV: one row, the phase columns, the total without generate, bound and verification.
+  std::string csv = read((dir_ / "out" / "exp.csv").string());
+  std::istringstream lines(csv);
+  std::string head, values;
+  std::getline(lines, head);
+  std::getline(lines, values);
+  auto split = [](const std::string& s) {
+    std::vector<std::string> v;
+    std::stringstream in(s);
+    std::string cell;
+    while (std::getline(in, cell, ',')) v.push_back(cell);
+    return v;
+  };
+  auto h = split(head), v = split(values);
+  ASSERT_EQ(h.size(), v.size()) << csv;
+  auto col = [&](const std::string& name) {
+    auto it = std::find(h.begin(), h.end(), name);
+    EXPECT_NE(it, h.end()) << "no column " << name;
+    return it == h.end() ? std::string() : v[size_t(it - h.begin())];
+  };
+  EXPECT_EQ(col("experiment"), "exp");
+  EXPECT_EQ(col("strategy"), "scripted");
+  EXPECT_EQ(col("ranks"), "2");
+  EXPECT_EQ(col("r_rows"), "1000");
+  EXPECT_EQ(col("s_dist"), "fk");
+  EXPECT_EQ(col("strategy_options"), "fanout=32");
+  EXPECT_EQ(col("phase_generate_s"), "5");
+  EXPECT_EQ(col("phase_build_s"), "1");
+  EXPECT_EQ(col("phase_probe_s"), "3");  // max over ranks
+  EXPECT_EQ(col("total_s"), "4");
+  EXPECT_EQ(col("repeat_total_s"), "4;4;4");
+  EXPECT_EQ(col("bound_s"), "1");
+  EXPECT_EQ(col("bound_resource"), "scripted resource");
+  EXPECT_EQ(col("fraction_of_bound"), "0.25");
+  EXPECT_EQ(col("count"), "2000");
+  EXPECT_EQ(col("checksum").substr(0, 2), "0x");
+  EXPECT_NE(col("verified").find("closed form"), std::string::npos);
+  EXPECT_FALSE(col("date").empty());
+  EXPECT_FALSE(col("git_commit").empty());
+  EXPECT_EQ(col("trace_file"), (dir_ / "out" / "exp.trace.json").string());
+
+  // Trace: valid JSON; a process per rank; phase track plus one per recorded track.
+  boost::property_tree::ptree trace;
+  ASSERT_NO_THROW(boost::property_tree::read_json((dir_ / "out" / "exp.trace.json").string(), trace));
+  std::set<std::string> processes, threads;
+  int phases = 0, ops = 0;
+  for (auto& [_, e] : trace.get_child("traceEvents")) {
+    std::string ph = e.get<std::string>("ph"), name = e.get<std::string>("name");
+    if (ph == "M" && name == "process_name") processes.insert(e.get<std::string>("args.name"));
+    if (ph == "M" && name == "thread_name")
+      threads.insert(e.get<std::string>("pid") + "/" + e.get<std::string>("args.name"));
+    if (ph == "X" && e.get<std::string>("cat") == "phase") ++phases;
+    if (ph == "X" && e.get<std::string>("cat") != "phase") {
+      ++ops;
+      EXPECT_EQ(e.get<int>("args.rows_in"), 1000);
+      EXPECT_EQ(e.get<std::string>("args.detail"), "scripted \"op\"");
+    }
+    if (ph == "X" && name == "generate") {
+      EXPECT_DOUBLE_EQ(e.get<double>("ts"), 0.0);
+    }
+    if (ph == "X" && name == "probe" && e.get<std::string>("cat") == "phase" && e.get<int>("pid") == 1) {
+      EXPECT_DOUBLE_EQ(e.get<double>("dur"), 3e6);
+    }
+  }
+  EXPECT_EQ(processes, (std::set<std::string>{"rank 0 (node 0, local 0)", "rank 1 (node 0, local 1)"}));
+  EXPECT_EQ(threads, (std::set<std::string>{"0/phases", "0/copy", "0/stream 0", "0/stream 1", "1/phases", "1/copy",
+                                            "1/stream 0", "1/stream 1"}));
+  EXPECT_EQ(phases, 2 * 3);
+  EXPECT_EQ(ops, 2 * 3);
+}
+
+TEST_F(CliTest, SweepRunsEveryPointIntoOneCsvAndATraceEach) {
+  auto r = cli({"run", experiment("[sweep]\nworkload.s.rows = 1000, 3000\n")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("workload.s.rows=3000"), std::string::npos) << r.out;
+  std::string csv = read((dir_ / "out" / "exp.csv").string());
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 3) << csv;
+  EXPECT_TRUE(fs::exists(dir_ / "out" / "exp-1.trace.json"));
+  EXPECT_TRUE(fs::exists(dir_ / "out" / "exp-2.trace.json"));
+}
+
+TEST_F(CliTest, WrongResultFailsWithExitCode3AndNoRow) {
+  auto r = cli({"run", experiment("[strategy]\ncorrupt = true\n")});
+  EXPECT_EQ(r.code, kExitVerification) << r.err;
+  EXPECT_NE(r.err.find("checksum"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("scripted "), std::string::npos) << "a wrong result reached the table: " << r.out;
+  EXPECT_FALSE(fs::exists(dir_ / "out" / "exp.csv"));
+}
+
+// The example experiments stay valid as strategies change their options. A file for a backend
+// this build leaves out (sim without SimGrid) is checked up to that point only.
+TEST(Experiments, EveryExampleFileIsValid) {
+  register_builtin();
+  auto backends = backend_names();
+  int checked = 0;
+  for (auto& entry : fs::directory_iterator(fs::path(joinlab_root()) / "experiments")) {
+    if (entry.path().extension() != ".ini") continue;
+    try {
+      auto plan = plan_experiment(entry.path().string());
+      EXPECT_FALSE(plan.points.empty());
+      ++checked;
+    } catch (const InputError& e) {
+      std::string msg = e.what();
+      bool backend_left_out = msg.find("unknown backend") != std::string::npos;
+      EXPECT_TRUE(backend_left_out) << msg;
+      if (backend_left_out) std::cout << "[ note ] " << entry.path().filename() << ": " << msg << "\n";
+    }
+  }
+  EXPECT_GE(checked, 7);  // default + one per strategy (npj, phj, smj, chunked, shuffle) + zipf sweep
+}
+
+// The README's main job, scaled down: real joins on the CPU backend, verified.
+TEST_F(CliTest, DefaultExperimentRunsOnTheCpuBackend) {
+  auto r = cli({"run", joinlab_root() + "/experiments/default.ini", "--workload.rows=2^12",
+                "--experiment.output_dir=" + (dir_ / "out").string(), "--quiet"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* s : {"npj ", "phj ", "smj "}) {
+    auto at = r.out.find(std::string("\n") + s);
+    ASSERT_NE(at, std::string::npos) << r.out;
+    std::string row = r.out.substr(at + 1, r.out.find('\n', at + 1) - at - 1);
+    EXPECT_NE(row.find(" 4096  "), std::string::npos) << row;  // every S row matches
+    EXPECT_NE(row.find(" yes "), std::string::npos) << row;
+  }
+  std::string csv = read((dir_ / "out" / "default.csv").string());
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 4) << csv;
+  EXPECT_NE(csv.find("closed form"), std::string::npos) << csv;
+}
+
+TEST_F(CliTest, CsvQuotesFieldsWithCommas) {
+  RunOutcome o;
+  o.point.strategy = "s";
+  o.point.strategy_options = {{"a", "1"}, {"b", "x,y"}};
+  o.bound = {2.0, "memory, 3 passes"};
+  ResultRow row;
+  row.outcome = o;
+  std::string csv = csv_text({row});
+  EXPECT_NE(csv.find("\"a=1;b=x,y\""), std::string::npos) << csv;
+  EXPECT_NE(csv.find("\"memory, 3 passes\""), std::string::npos) << csv;
+}
+
+TEST(Progress, TickerReportsPointRepeatAndElapsed) {
+  std::ostringstream err;
+  {
+    ProgressTicker ticker(err, true, std::chrono::milliseconds(20), std::chrono::milliseconds(20));
+    ticker.point(1, 4, "workload.r.rows=2^20");
+    ticker.repeat(2, 3);
+    std::this_thread::sleep_for(std::chrono::milliseconds(120));
+  }
+  std::string text = err.str();
+  EXPECT_NE(text.find("point 2/4, repeat 3/3, elapsed"), std::string::npos) << text;
+  EXPECT_NE(text.find(": workload.r.rows=2^20\n"), std::string::npos) << text;
+  std::ostringstream silent;
+  { ProgressTicker off(silent, false, std::chrono::milliseconds(1), std::chrono::milliseconds(1)); }
+  EXPECT_EQ(silent.str(), "");
+}
+
+TEST_F(CliTest, ListShowsStrategiesBackendsAndKeys) {
+  auto r = cli({"list"});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("scripted"), std::string::npos);
+  EXPECT_NE(r.out.find("[strategy] fanout (default 16): an integer option"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("backends"), std::string::npos);
+  EXPECT_NE(r.out.find("profiles"), std::string::npos);
+  EXPECT_NE(r.out.find("experiments"), std::string::npos);
+  auto keys = cli({"list", "keys"});
+  EXPECT_NE(keys.out.find("workload.s.match_rate"), std::string::npos);
+  EXPECT_EQ(cli({"list", "everything"}).code, kExitInput);
+}
+
+TEST_F(CliTest, StubsAndUsage) {
+  auto cal = cli({"calibrate"});
+  EXPECT_EQ(cal.code, kExitRuntime);
+  EXPECT_NE(cal.err.find("not built yet"), std::string::npos);
+  auto val = cli({"validate", "x.ini"});
+  EXPECT_EQ(val.code, kExitRuntime);
+  EXPECT_NE(val.err.find("not built yet"), std::string::npos);
+  EXPECT_EQ(cli({}).code, kExitInput);
+  EXPECT_EQ(cli({"frobnicate"}).code, kExitInput);
+  EXPECT_EQ(cli({"help"}).code, 0);
+  EXPECT_EQ(cli({"run"}).code, kExitInput);
+}
+
+}  // namespace
+}  // namespace joinlab
