@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# What one device-machine call runs (bench_h100.sh is the benchmark part): GPU tests,
+# compute-sanitizer memcheck on a small run of each strategy, ncu counters of the main kernels,
+# and the benchmarks.
+#   experiments/h100/run_device.sh BIN_DIR OUT_DIR [steps...]   steps: smoke tests sanitize ncu bench
+set -uo pipefail
+bin=$1; out=$2; shift 2
+steps=${*:-smoke tests sanitize bench}
+here=$(cd "$(dirname "$0")/.." && pwd)
+nvidia-smi > "$out/nvidia-smi.txt" 2>&1
+for step in $steps; do
+  case $step in
+    smoke)
+      timeout ${JL_SMOKE_S:-60} "$bin/joinlab" run "$here/h100/w1-phj.ini" --experiment.repeat=2 --experiment.output_dir=/tmp/smoke 2>&1 | tail -15 ;;
+    tests)
+      for t in test_cuda_ops test_cuda_backend; do
+        timeout ${JL_TEST_S:-200} "$bin/$t" --gtest_brief=1 > "$out/$t.log" 2>&1; echo "$t exit $?"; grep -E "FAILED|Failure|error|Expected|Which is|differs" "$out/$t.log" | head -20
+      done ;;
+    sanitize)
+      timeout ${JL_SANITIZE_S:-120} compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/joinlab" run "$here/h100/sanitize.ini" \
+        --experiment.output_dir=/tmp/sanitize > "$out/sanitize.log" 2>&1; echo "sanitize exit $?"; tail -5 "$out/sanitize.log" ;;
+    ncu)  # hardware counters of the main kernels on a 2^25 run of phj and smj
+      for s in ${JL_NCU:-phj smj}; do
+        timeout ${JL_NCU_S:-120} ncu --clock-control none -c 12 \
+          -k regex:"partition_scatter|partition_histogram|partitioned_join_kernel|sorted_search|merge_output|checksum_kernel|Onesweep|probe_kernel" \
+          --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \
+          "$bin/joinlab" run "$here/h100/w1-$s.ini" --workload.rows=2^25 --experiment.repeat=1 \
+          --experiment.output_dir=/tmp/ncu-$s > "$out/ncu-$s.txt" 2>&1
+        echo "ncu $s exit $?"
+      done ;;
+    bench)
+      timeout ${JL_BENCH_S:-420} "$here/bench_h100.sh" "$bin/joinlab" "$out/results" > "$out/bench.log" 2>&1; echo "bench exit $?"; tail -40 "$out/bench.log" ;;
+  esac
+done

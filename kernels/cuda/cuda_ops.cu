@@ -1,0 +1,314 @@
+#include "kernels/cuda/cuda_ops.hpp"
+
+#include <sstream>
+#include <type_traits>
+
+#include "core/workload/generate.hpp"
+#include "kernels/cuda/cuda_check.hpp"
+
+namespace joinlab::cuda {
+
+namespace {
+
+// Calls f(K{}, V{}) with the unsigned types of the given widths.
+template <class F>
+void with_types(uint8_t a, uint8_t b, F&& f) {
+  auto bad = [](uint8_t w) {
+    if (w != 4 && w != 8) throw RuntimeError("column width " + std::to_string(w) + " bytes: must be 4 or 8");
+  };
+  bad(a);
+  bad(b);
+  if (a == 4 && b == 4) f(uint32_t{}, uint32_t{});
+  else if (a == 4) f(uint32_t{}, uint64_t{});
+  else if (b == 4) f(uint64_t{}, uint32_t{});
+  else f(uint64_t{}, uint64_t{});
+}
+template <class F>
+void with_types(uint8_t a, uint8_t b, uint8_t c, F&& f) {
+  with_types(a, b, [&](auto ta, auto tb) {
+    if (c == 4) f(ta, tb, uint32_t{});
+    else if (c == 8) f(ta, tb, uint64_t{});
+    else throw RuntimeError("column width " + std::to_string(c) + " bytes: must be 4 or 8");
+  });
+}
+
+std::string tag_of(const Buffer& b) { return b ? b->tag : "(none)"; }
+
+// A kernel reads or writes `elems` elements of `width` bytes from element `offset` of `b`.
+void need(const Buffer& b, uint64_t offset, uint64_t elems, uint32_t width, const char* op, const char* what) {
+  if (!elems) return;
+  if (!b || !b->ptr)
+    throw RuntimeError(std::string(op) + ": " + what + " has no memory (buffer " + tag_of(b) + ")");
+  if (b->space == MemSpace::Host)
+    throw RuntimeError(std::string(op) + ": " + what + " (buffer " + b->tag +
+                       ") is in pageable host memory, which CUDA kernels cannot read; allocate it as pinned or device");
+  if ((offset + elems) * width > b->bytes) {
+    std::ostringstream m;
+    m << op << ": " << what << " needs elements [" << offset << ", " << offset + elems << ") of " << width
+      << " bytes, but buffer " << b->tag << " holds " << b->bytes << " bytes";
+    throw RuntimeError(m.str());
+  }
+}
+void need_tuples(const Tuples& t, uint64_t rows, const char* op, const char* what) {
+  need(t.keys, t.offset, rows, t.fmt.key_bytes, op, (std::string(what) + " keys").c_str());
+  need(t.vals, t.offset, rows, t.fmt.val_bytes, op, (std::string(what) + " values").c_str());
+}
+void need_output(const JoinOutput& o, OutputMode mode, const char* op) {
+  if (mode == OutputMode::CountOnly) return;
+  need(o.keys, 0, o.capacity, o.r_fmt.key_bytes, op, "output keys");
+  need(o.rvals, 0, o.capacity, o.r_fmt.val_bytes, op, "output R values");
+  need(o.svals, 0, o.capacity, o.s_fmt.val_bytes, op, "output S values");
+}
+
+template <class K, class VR, class VS>
+JoinSinkRef<K, VR, VS> sink_of(const JoinOutput& o, uint64_t first, OutputMode mode) {
+  JoinSinkRef<K, VR, VS> s;
+  s.keys = data_of<K>(o.keys);
+  s.rvals = data_of<VR>(o.rvals);
+  s.svals = data_of<VS>(o.svals);
+  s.first = first;
+  s.capacity = o.capacity;
+  s.mode = mode;
+  return s;
+}
+
+template <class K, class V>
+LinearTableRef<K, V> linear_of(const HashTable& t) {
+  return {data_of<K>(t.keys), data_of<V>(t.vals), t.slots, t.hash_seed};
+}
+template <class K, class V>
+ChainedTableRef<K, V> chained_of(const HashTable& t) {
+  return {data_of<uint32_t>(t.heads), data_of<uint32_t>(t.next), data_of<K>(t.keys), data_of<V>(t.vals), t.slots,
+          t.hash_seed};
+}
+uint64_t chained_capacity(const HashTable& t) { return t.next ? t.next->bytes / sizeof(uint32_t) : 0; }
+
+void check_table(const HashTable& t, const char* op) {
+  if (!t.slots || (t.slots & (t.slots - 1)))
+    throw RuntimeError(std::string(op) + ": hash table slots = " + std::to_string(t.slots) + " is not a power of two");
+  if (t.kind == TableKind::LinearProbing) {
+    need(t.keys, 0, t.slots, t.fmt.key_bytes, op, "table keys");
+    need(t.vals, 0, t.slots, t.fmt.val_bytes, op, "table values");
+  } else {
+    need(t.heads, 0, t.slots, 4, op, "table heads");
+  }
+}
+
+void queue(KernelContext& ctx, const GenerateOp& o, uint64_t*) {
+  need_tuples(o.out, o.out.rows, "generate", "output");
+  const KeyGen gen = make_keygen(o.spec, o.referenced);
+  const uint64_t seed = relation_seed(o.spec);
+  with_types(o.out.fmt.key_bytes, o.out.fmt.val_bytes, [&](auto k, auto v) {
+    using K = decltype(k);
+    using V = decltype(v);
+    generate<K, V>(ctx, gen, seed, o.value_is_rowid, o.first_row, o.out.rows, o.out.key_ptr<K>(), o.out.val_ptr<V>());
+  });
+}
+
+void queue(KernelContext& ctx, const GeneratePayloadOp& o, uint64_t*) {
+  if (o.column < 0 || size_t(o.column) >= o.spec.payload_bytes.size())
+    throw RuntimeError("generate payload: relation " + o.spec.name + " has no payload column " + std::to_string(o.column));
+  const uint8_t width = o.spec.payload_bytes[size_t(o.column)];
+  need(o.out, 0, o.rows, width, "generate payload", "output");
+  if (width == 4)
+    generate_payload<uint32_t>(ctx, relation_seed(o.spec), o.column, o.first_row, o.rows, data_of<uint32_t>(o.out));
+  else
+    generate_payload<uint64_t>(ctx, relation_seed(o.spec), o.column, o.first_row, o.rows, data_of<uint64_t>(o.out));
+}
+
+void queue(KernelContext& ctx, const HistogramOp& o, uint64_t* d_words) {
+  need(o.in.keys, o.in.offset, o.in.rows, o.in.fmt.key_bytes, "histogram", "input keys");
+  if (o.in.fmt.key_bytes == 4)
+    histogram<uint32_t>(ctx, o.in.key_ptr<uint32_t>(), o.in.rows, o.fn, d_words + kFirstValueWord);
+  else
+    histogram<uint64_t>(ctx, o.in.key_ptr<uint64_t>(), o.in.rows, o.fn, d_words + kFirstValueWord);
+}
+
+std::vector<uint64_t> segments_of(const PartitionOp& o) {
+  return o.in_segments.empty() ? std::vector<uint64_t>{0, o.in.rows} : o.in_segments;
+}
+
+void queue(KernelContext& ctx, const PartitionOp& o, uint64_t* d_words) {
+  const std::vector<uint64_t> seg = segments_of(o);
+  if (seg.size() < 2 || seg.back() > o.in.rows)
+    throw RuntimeError("partition: segment offsets end at " + std::to_string(seg.back()) + " but the input has " +
+                       std::to_string(o.in.rows) + " rows");
+  const uint64_t rows = seg.back() - seg.front();
+  if (!(o.out.fmt == o.in.fmt)) throw RuntimeError("partition: input and output tuple formats differ");
+  if (o.out.capacity < rows)
+    throw RuntimeError("partition: output holds " + std::to_string(o.out.capacity) + " rows, the input has " +
+                       std::to_string(rows));
+  need_tuples(o.in, seg.back(), "partition", "input");
+  need_tuples(o.out, rows, "partition", "output");
+  with_types(o.in.fmt.key_bytes, o.in.fmt.val_bytes, [&](auto k, auto v) {
+    using K = decltype(k);
+    using V = decltype(v);
+    partition<K, V>(ctx, o.in.key_ptr<K>(), o.in.val_ptr<V>(), seg, o.fn, o.out.key_ptr<K>(), o.out.val_ptr<V>(),
+                    d_words + kFirstValueWord);
+  });
+}
+
+void queue(KernelContext& ctx, const BuildOp& o, uint64_t*) {
+  HashTable& t = *o.table;
+  check_table(t, "build");
+  need_tuples(o.in, o.in.rows, "build", "input");
+  if (!(o.in.fmt == t.fmt)) throw RuntimeError("build: input and table tuple formats differ");
+  const uint64_t room = t.kind == TableKind::LinearProbing ? t.slots : chained_capacity(t);
+  if (t.rows + o.in.rows > room)
+    throw RuntimeError("build: hash table full: " + std::to_string(t.rows) + " rows present + " +
+                       std::to_string(o.in.rows) + " to insert > " + std::to_string(room) +
+                       (t.kind == TableKind::LinearProbing ? " slots" : " rows of chain capacity"));
+  if (t.kind == TableKind::Chained && t.rows + o.in.rows >= ~0u)
+    throw RuntimeError("build: chained table rows must fit 32-bit chain indices");
+  with_types(t.fmt.key_bytes, t.fmt.val_bytes, [&](auto k, auto v) {
+    using K = decltype(k);
+    using V = decltype(v);
+    if (t.kind == TableKind::LinearProbing) {
+      const auto ref = linear_of<K, V>(t);
+      if (t.rows == 0) clear_table(ctx, ref);
+      build(ctx, ref, o.in.key_ptr<K>(), o.in.val_ptr<V>(), o.in.rows);
+    } else {
+      need(t.keys, 0, t.rows + o.in.rows, t.fmt.key_bytes, "build", "table keys");
+      need(t.vals, 0, t.rows + o.in.rows, t.fmt.val_bytes, "build", "table values");
+      const auto ref = chained_of<K, V>(t);
+      if (t.rows == 0) clear_table(ctx, ref);
+      build(ctx, ref, t.rows, o.in.key_ptr<K>(), o.in.val_ptr<V>(), o.in.rows);
+    }
+  });
+  t.rows += o.in.rows;
+}
+
+void queue(KernelContext& ctx, const ProbeOp& o, uint64_t* d_words) {
+  const HashTable& t = *o.table;
+  check_table(t, "probe");
+  need_tuples(o.probe, o.probe.rows, "probe", "probe input");
+  need_output(o.out, o.mode, "probe");
+  if (o.probe.fmt.key_bytes != t.fmt.key_bytes) throw RuntimeError("probe: probe and table key widths differ");
+  with_types(t.fmt.key_bytes, t.fmt.val_bytes, o.probe.fmt.val_bytes, [&](auto k, auto vr, auto vs) {
+    using K = decltype(k);
+    using VR = decltype(vr);
+    using VS = decltype(vs);
+    const auto sink = sink_of<K, VR, VS>(o.out, o.out_first, o.mode);
+    if (t.kind == TableKind::LinearProbing)
+      probe(ctx, linear_of<K, VR>(t), o.probe.key_ptr<K>(), o.probe.val_ptr<VS>(), o.probe.rows, sink, d_words);
+    else
+      probe(ctx, chained_of<K, VR>(t), o.probe.key_ptr<K>(), o.probe.val_ptr<VS>(), o.probe.rows, sink, d_words);
+  });
+}
+
+void queue(KernelContext& ctx, const PartitionedJoinOp& o, uint64_t* d_words) {
+  if (o.r.offsets.empty() || o.s.offsets.empty()) return;
+  need_tuples(o.r.all, o.r.offsets.back(), "partitioned join", "R");
+  need_tuples(o.s.all, o.s.offsets.back(), "partitioned join", "S");
+  need_output(o.out, o.mode, "partitioned join");
+  if (o.r.all.fmt.key_bytes != o.s.all.fmt.key_bytes) throw RuntimeError("partitioned join: R and S key widths differ");
+  with_types(o.r.all.fmt.key_bytes, o.r.all.fmt.val_bytes, o.s.all.fmt.val_bytes, [&](auto k, auto vr, auto vs) {
+    using K = decltype(k);
+    using VR = decltype(vr);
+    using VS = decltype(vs);
+    partitioned_join<K, VR, VS>(ctx, o.r.all.key_ptr<K>(), o.r.all.val_ptr<VR>(), o.r.offsets, o.s.all.key_ptr<K>(),
+                                o.s.all.val_ptr<VS>(), o.s.offsets, o.table, sink_of<K, VR, VS>(o.out, o.out_first, o.mode),
+                                d_words);
+  });
+}
+
+void queue(KernelContext& ctx, const SortOp& o, uint64_t*) {
+  need_tuples(o.in, o.in.rows, "sort", "input");
+  need_tuples(o.out, o.in.rows, "sort", "output");
+  if (!(o.in.fmt == o.out.fmt)) throw RuntimeError("sort: input and output tuple formats differ");
+  with_types(o.in.fmt.key_bytes, o.in.fmt.val_bytes, [&](auto k, auto v) {
+    using K = decltype(k);
+    using V = decltype(v);
+    sort_pairs<K, V>(ctx, o.in.key_ptr<K>(), o.in.val_ptr<V>(), o.in.rows, o.out.key_ptr<K>(), o.out.val_ptr<V>(), o.algo);
+  });
+}
+
+void queue(KernelContext& ctx, const MergeJoinOp& o, uint64_t* d_words) {
+  need_tuples(o.r, o.r.rows, "merge join", "R");
+  need_tuples(o.s, o.s.rows, "merge join", "S");
+  need_output(o.out, o.mode, "merge join");
+  if (o.r.fmt.key_bytes != o.s.fmt.key_bytes) throw RuntimeError("merge join: R and S key widths differ");
+  with_types(o.r.fmt.key_bytes, o.r.fmt.val_bytes, o.s.fmt.val_bytes, [&](auto k, auto vr, auto vs) {
+    using K = decltype(k);
+    using VR = decltype(vr);
+    using VS = decltype(vs);
+    merge_join<K, VR, VS>(ctx, o.r.key_ptr<K>(), o.r.val_ptr<VR>(), o.r.rows, o.s.key_ptr<K>(), o.s.val_ptr<VS>(),
+                          o.s.rows, sink_of<K, VR, VS>(o.out, o.out_first, o.mode), d_words);
+  });
+}
+
+void queue(KernelContext& ctx, const GatherOp& o, uint64_t* d_words) {
+  need(o.row_ids, 0, o.rows, o.id_bytes, "gather", "row ids");
+  need(o.out, 0, o.rows, o.col_bytes, "gather", "output");
+  const uint64_t column_rows = o.column && o.col_bytes ? o.column->bytes / o.col_bytes : 0;
+  need(o.column, 0, column_rows, o.col_bytes, "gather", "column");
+  with_types(o.id_bytes, o.col_bytes, [&](auto i, auto c) {
+    using I = decltype(i);
+    using C = decltype(c);
+    gather<I, C>(ctx, data_of<I>(o.row_ids), data_of<C>(o.column), column_rows, o.base_row, o.rows, data_of<C>(o.out),
+                 d_words);
+  });
+}
+
+void queue(KernelContext& ctx, const ChecksumOp& o, uint64_t* d_words) {
+  if (o.columns.size() != o.column_bytes.size())
+    throw RuntimeError("checksum: " + std::to_string(o.columns.size()) + " columns but " +
+                       std::to_string(o.column_bytes.size()) + " widths");
+  need(o.keys, o.first, o.rows, o.key_bytes, "checksum", "keys");
+  std::vector<ColumnPtr> cols;
+  for (size_t c = 0; c < o.columns.size(); ++c) {
+    need(o.columns[c], o.first, o.rows, o.column_bytes[c], "checksum", ("column " + std::to_string(c)).c_str());
+    cols.push_back({o.columns[c] ? o.columns[c]->ptr : nullptr, o.column_bytes[c]});
+  }
+  checksum(ctx, {o.keys ? o.keys->ptr : nullptr, o.key_bytes}, cols, o.first, o.rows, d_words);
+}
+
+void queue(KernelContext& ctx, const ScanOp& o, uint64_t*) {
+  need(o.in, 0, o.n, 8, "scan", "input");
+  need(o.out, 0, o.n, 8, "scan", "output");
+  exclusive_scan(ctx, data_of<uint64_t>(o.in), data_of<uint64_t>(o.out), o.n);
+}
+
+}  // namespace
+
+size_t result_value_count(const Op& op) {
+  if (auto* h = std::get_if<HistogramOp>(&op)) return h->fn.fanout();
+  if (auto* p = std::get_if<PartitionOp>(&op)) {
+    const size_t segments = p->in_segments.empty() ? 1 : p->in_segments.size() - 1;
+    return segments * p->fn.fanout() + 1;
+  }
+  return 0;
+}
+
+bool runs_on_host(const Op& op) {
+  if (auto* g = std::get_if<GenerateOp>(&op)) return g->out.keys && g->out.keys->space == MemSpace::Host;
+  if (auto* g = std::get_if<GeneratePayloadOp>(&op)) return g->out && g->out->space == MemSpace::Host;
+  return false;
+}
+
+void queue_op(KernelContext& ctx, const Op& op, uint64_t* d_words) {
+  std::visit([&](const auto& o) { queue(ctx, o, d_words); }, op);
+}
+
+void finish_op(const Op& op, const uint64_t* words, OpResult& result) {
+  result.count = words[kCountWord];
+  result.checksum = words[kChecksumWord];
+  const size_t nvalues = result_value_count(op);
+  result.values.assign(words + kFirstValueWord, words + kFirstValueWord + nvalues);
+  // CountOnly writes nothing, so it cannot overflow.
+  auto overflow = [&](const JoinOutput& out, uint64_t first, OutputMode mode) {
+    result.overflow = mode != OutputMode::CountOnly && first + result.count > out.capacity;
+  };
+  if (auto* p = std::get_if<ProbeOp>(&op)) overflow(p->out, p->out_first, p->mode);
+  if (auto* p = std::get_if<PartitionedJoinOp>(&op)) overflow(p->out, p->out_first, p->mode);
+  if (auto* p = std::get_if<MergeJoinOp>(&op)) overflow(p->out, p->out_first, p->mode);
+  if (auto* g = std::get_if<GatherOp>(&op)) {
+    if (result.count)
+      throw RuntimeError("gather: row id at output row " + std::to_string(result.count - 1) +
+                         " lies outside the column (base row " + std::to_string(g->base_row) + ", column buffer " +
+                         tag_of(g->column) + ")");
+    result.count = g->rows;
+  }
+}
+
+}  // namespace joinlab::cuda

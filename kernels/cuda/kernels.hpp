@@ -1,0 +1,179 @@
+// The CUDA kernel library: every operator of core/exec/ops.hpp as typed host functions over raw
+// device (or mapped pinned) pointers, queued on a stream. Like kernels/cpu it knows nothing of
+// ranks or strategies; cuda_ops.cu maps each Op onto these functions.
+//
+// Results that the host reads (counts, checksums, offsets) are written to a small device array
+// of 64-bit words the caller provides: word 0 = count, word 1 = checksum, words 2.. = values.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/common/hashing.hpp"
+#include "core/exec/ops.hpp"
+#include "core/workload/keygen.hpp"
+
+namespace joinlab::cuda {
+
+constexpr int kCountWord = 0, kChecksumWord = 1, kFirstValueWord = 2;
+
+struct DeviceInfo {
+  int device = 0;
+  std::string name;
+  int sm_count = 0;
+  size_t smem_per_block_optin = 0;  // bytes a block may use after cudaFuncSetAttribute
+  size_t l2_bytes = 0;
+  size_t total_memory = 0;
+};
+const DeviceInfo& device_info(int device);  // read once per device
+
+// What a kernel function needs besides its arguments: the stream, the device's limits and
+// stream-ordered temporary memory (cudaMallocAsync; freed on the stream when the context ends,
+// after every kernel it served has been queued).
+class KernelContext {
+ public:
+  KernelContext(cudaStream_t stream, const DeviceInfo& info) : stream_(stream), info_(info) {}
+  ~KernelContext();
+  KernelContext(const KernelContext&) = delete;
+  KernelContext& operator=(const KernelContext&) = delete;
+
+  cudaStream_t stream() const { return stream_; }
+  const DeviceInfo& info() const { return info_; }
+  void* scratch(size_t bytes);
+  template <class T>
+  T* scratch_array(size_t n) { return static_cast<T*>(scratch(n * sizeof(T))); }
+  // Copies a host vector into scratch memory (from pageable memory: the call returns once the
+  // bytes are staged, so `v` may die right after).
+  template <class T>
+  T* upload(const std::vector<T>& v) {
+    T* d = scratch_array<T>(v.size() ? v.size() : 1);
+    upload_bytes(d, v.data(), v.size() * sizeof(T));
+    return d;
+  }
+  // Blocks the host until the stream is idle (operators that choose launch parameters from a
+  // device-computed size do this once).
+  void sync();
+  uint64_t scratch_bytes() const { return scratch_bytes_; }
+  // Partition scatter variant: 128-byte-aligned windows with carry buffers (default), or
+  // direct unaligned runs (cluster option scatter=direct).
+  bool aligned_scatter = true;
+  // Records an event after the kernels queued so far: the time since the previous mark (or the
+  // operator's start) becomes a sub-span named `kernel` in the trace (per-kernel breakdown).
+  void mark(const char* kernel);
+  struct Mark {
+    const char* kernel;
+    cudaEvent_t event;
+  };
+  std::vector<Mark> take_marks() { return std::move(marks_); }
+
+ private:
+  void upload_bytes(void* d, const void* h, size_t bytes);
+  cudaStream_t stream_;
+  const DeviceInfo& info_;
+  std::vector<void*> scratch_;
+  std::vector<Mark> marks_;
+  uint64_t scratch_bytes_ = 0;
+};
+
+// Sets `words` device words to zero (result words before an operator runs).
+void zero_words(KernelContext& ctx, uint64_t* d_words, size_t n);
+
+// --- generation (KeyGen and payload_value from core/workload/keygen.hpp) -----------------------
+template <class K, class V>
+void generate(KernelContext& ctx, const KeyGen& gen, uint64_t rel_seed, bool value_is_rowid,
+              uint64_t first_row, uint64_t rows, K* keys, V* vals);
+template <class V>
+void generate_payload(KernelContext& ctx, uint64_t rel_seed, int column, uint64_t first_row,
+                      uint64_t rows, V* out);
+
+// --- partitioning ---------------------------------------------------------------------------
+// counts[p] (device, fanout words, zeroed by the caller) += rows of partition p.
+template <class K>
+void histogram(KernelContext& ctx, const K* keys, uint64_t rows, PartitionFn fn, uint64_t* d_counts);
+// Fanout bits one scatter pass handles with its shared-memory staging on this device.
+uint32_t max_one_pass_bits(const DeviceInfo& info, uint32_t key_bytes, uint32_t val_bytes);
+// Scatters rows [segments[0], segments.back()) of `in` (each segment on its own) to out row
+// segments[s] - segments[0] onwards. d_offsets (k * fanout + 1 words) receives the exclusive
+// offset of each (segment, partition), segment-major, then the total. Fanouts above
+// max_one_pass_bits run as two passes (high bits, then low bits) through scratch memory.
+template <class K, class V>
+void partition(KernelContext& ctx, const K* in_k, const V* in_v, const std::vector<uint64_t>& segments,
+               PartitionFn fn, K* out_k, V* out_v, uint64_t* d_offsets);
+
+// --- hash tables (layouts of HashTable in core/exec/ops.hpp) ---------------------------------
+template <class K, class V>
+struct LinearTableRef {
+  K* keys;
+  V* vals;
+  uint64_t slots;  // power of two
+  uint64_t seed;
+};
+template <class K, class V>
+struct ChainedTableRef {
+  uint32_t* heads;  // buckets entries, all-ones = none
+  uint32_t* next;   // one per row
+  K* keys;
+  V* vals;
+  uint64_t buckets;  // power of two
+  uint64_t seed;
+};
+template <class K, class V>
+void clear_table(KernelContext& ctx, const LinearTableRef<K, V>& t);
+template <class K, class V>
+void clear_table(KernelContext& ctx, const ChainedTableRef<K, V>& t);
+template <class K, class V>
+void build(KernelContext& ctx, const LinearTableRef<K, V>& t, const K* keys, const V* vals, uint64_t rows);
+// Rows land at present .. present + rows - 1 of the chained table's arrays.
+template <class K, class V>
+void build(KernelContext& ctx, const ChainedTableRef<K, V>& t, uint64_t present, const K* keys,
+           const V* vals, uint64_t rows);
+
+// Where join kernels write their (key, R value, S value) rows.
+template <class K, class VR, class VS>
+struct JoinSinkRef {
+  K* keys = nullptr;
+  VR* rvals = nullptr;
+  VS* svals = nullptr;
+  uint64_t first = 0, capacity = 0;
+  OutputMode mode = OutputMode::CountThenWrite;
+};
+// Every join writes the true match count to d_words[kCountWord].
+template <class K, class VR, class VS>
+void probe(KernelContext& ctx, const LinearTableRef<K, VR>& t, const K* keys, const VS* vals,
+           uint64_t rows, const JoinSinkRef<K, VR, VS>& sink, uint64_t* d_words);
+template <class K, class VR, class VS>
+void probe(KernelContext& ctx, const ChainedTableRef<K, VR>& t, const K* keys, const VS* vals,
+           uint64_t rows, const JoinSinkRef<K, VR, VS>& sink, uint64_t* d_words);
+template <class K, class VR, class VS>
+void partitioned_join(KernelContext& ctx, const K* r_keys, const VR* r_vals,
+                      const std::vector<uint64_t>& r_offsets, const K* s_keys, const VS* s_vals,
+                      const std::vector<uint64_t>& s_offsets, TableKind kind,
+                      const JoinSinkRef<K, VR, VS>& sink, uint64_t* d_words);
+
+// --- sorting and merge join -----------------------------------------------------------------
+template <class K, class V>
+void sort_pairs(KernelContext& ctx, const K* in_k, const V* in_v, uint64_t rows, K* out_k, V* out_v,
+                SortAlgo algo);
+template <class K, class VR, class VS>
+void merge_join(KernelContext& ctx, const K* r_keys, const VR* r_vals, uint64_t r_rows, const K* s_keys,
+                const VS* s_vals, uint64_t s_rows, const JoinSinkRef<K, VR, VS>& sink, uint64_t* d_words);
+
+// --- gather, checksum, scan -----------------------------------------------------------------
+// out[i] = column[ids[i] - base_row]; an id outside the column sets d_words[kCountWord] to 1 + the
+// index of a bad row (the caller reports it).
+template <class I, class C>
+void gather(KernelContext& ctx, const I* ids, const C* column, uint64_t column_rows, uint64_t base_row,
+            uint64_t rows, C* out, uint64_t* d_words);
+struct ColumnPtr {
+  const void* data = nullptr;  // element 0 of the column
+  uint8_t bytes = 4;
+};
+constexpr int kMaxChecksumColumns = 8;
+// d_words[kCountWord] = rows, d_words[kChecksumWord] = wrapping sum of row digests.
+void checksum(KernelContext& ctx, ColumnPtr keys, const std::vector<ColumnPtr>& columns, uint64_t first,
+              uint64_t rows, uint64_t* d_words);
+void exclusive_scan(KernelContext& ctx, const uint64_t* in, uint64_t* out, uint64_t n);
+
+}  // namespace joinlab::cuda

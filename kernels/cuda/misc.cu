@@ -1,0 +1,197 @@
+// Kernel context, generation, gather, checksum and scan.
+#include <cub/device/device_scan.cuh>
+
+#include <map>
+#include <mutex>
+
+#include "core/verify/checksum.hpp"
+#include "kernels/cuda/join_common.cuh"
+
+namespace joinlab::cuda {
+
+const DeviceInfo& device_info(int device) {
+  static std::mutex mu;
+  static std::map<int, DeviceInfo> cache;
+  std::lock_guard<std::mutex> g(mu);
+  auto it = cache.find(device);
+  if (it != cache.end()) return it->second;
+  cudaDeviceProp prop{};
+  JL_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  DeviceInfo d;
+  d.device = device;
+  d.name = prop.name;
+  d.sm_count = prop.multiProcessorCount;
+  d.smem_per_block_optin = prop.sharedMemPerBlockOptin;
+  d.l2_bytes = size_t(prop.l2CacheSize);
+  d.total_memory = prop.totalGlobalMem;
+  return cache.emplace(device, d).first->second;
+}
+
+KernelContext::~KernelContext() {
+  // Stream-ordered frees run after every kernel queued so far; errors here cannot be thrown
+  // from a destructor and would resurface at the next checked call.
+  for (void* p : scratch_) cudaFreeAsync(p, stream_);
+  for (auto& m : marks_) cudaEventDestroy(m.event);  // marks nobody took (an error path)
+}
+
+void* KernelContext::scratch(size_t bytes) {
+  void* p = nullptr;
+  JL_CUDA_CHECK(cudaMallocAsync(&p, std::max<size_t>(bytes, 16), stream_));
+  scratch_.push_back(p);
+  scratch_bytes_ += bytes;
+  return p;
+}
+
+void KernelContext::upload_bytes(void* d, const void* h, size_t bytes) {
+  if (bytes) JL_CUDA_CHECK(cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, stream_));
+}
+
+void KernelContext::mark(const char* kernel) {
+  cudaEvent_t e;
+  JL_CUDA_CHECK(cudaEventCreate(&e));
+  JL_CUDA_CHECK(cudaEventRecord(e, stream_));
+  marks_.push_back({kernel, e});
+}
+
+void KernelContext::sync() { JL_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+__global__ void total_of_counts_kernel(const uint64_t* counts, const uint64_t* offsets, uint64_t n, uint64_t* d_words) {
+  d_words[kCountWord] = offsets[n - 1] + counts[n - 1];
+}
+
+void zero_words(KernelContext& ctx, uint64_t* d_words, size_t n) {
+  JL_CUDA_CHECK(cudaMemsetAsync(d_words, 0, n * sizeof(uint64_t), ctx.stream()));
+}
+
+// --- generation -------------------------------------------------------------------------------
+
+template <class K, class V>
+__global__ void generate_kernel(KeyGen gen, uint64_t rel_seed, bool rowid, uint64_t first, uint64_t rows,
+                                K* keys, V* vals) {
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < rows;
+       i += uint64_t(gridDim.x) * blockDim.x) {
+    const uint64_t row = first + i;
+    keys[i] = K(gen.key(row));
+    vals[i] = V(rowid ? row : payload_value(rel_seed, 0, row, uint8_t(sizeof(V))));
+  }
+}
+
+template <class K, class V>
+void generate(KernelContext& ctx, const KeyGen& gen, uint64_t rel_seed, bool value_is_rowid,
+              uint64_t first_row, uint64_t rows, K* keys, V* vals) {
+  if (!rows) return;
+  generate_kernel<K, V><<<grid_for(rows, 256, ctx.info().sm_count * 16), 256, 0, ctx.stream()>>>(
+      gen, rel_seed, value_is_rowid, first_row, rows, keys, vals);
+  JL_CUDA_LAUNCHED("generate_kernel");
+  ctx.mark("generate_kernel");
+}
+
+template <class V>
+__global__ void generate_payload_kernel(uint64_t rel_seed, int column, uint64_t first, uint64_t rows, V* out) {
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < rows;
+       i += uint64_t(gridDim.x) * blockDim.x)
+    out[i] = V(payload_value(rel_seed, column, first + i, uint8_t(sizeof(V))));
+}
+
+template <class V>
+void generate_payload(KernelContext& ctx, uint64_t rel_seed, int column, uint64_t first_row, uint64_t rows,
+                      V* out) {
+  if (!rows) return;
+  generate_payload_kernel<V><<<grid_for(rows, 256, ctx.info().sm_count * 16), 256, 0, ctx.stream()>>>(
+      rel_seed, column, first_row, rows, out);
+  JL_CUDA_LAUNCHED("generate_payload_kernel");
+}
+
+template void generate<uint32_t, uint32_t>(KernelContext&, const KeyGen&, uint64_t, bool, uint64_t, uint64_t, uint32_t*, uint32_t*);
+template void generate<uint32_t, uint64_t>(KernelContext&, const KeyGen&, uint64_t, bool, uint64_t, uint64_t, uint32_t*, uint64_t*);
+template void generate<uint64_t, uint32_t>(KernelContext&, const KeyGen&, uint64_t, bool, uint64_t, uint64_t, uint64_t*, uint32_t*);
+template void generate<uint64_t, uint64_t>(KernelContext&, const KeyGen&, uint64_t, bool, uint64_t, uint64_t, uint64_t*, uint64_t*);
+template void generate_payload<uint32_t>(KernelContext&, uint64_t, int, uint64_t, uint64_t, uint32_t*);
+template void generate_payload<uint64_t>(KernelContext&, uint64_t, int, uint64_t, uint64_t, uint64_t*);
+
+// --- gather -----------------------------------------------------------------------------------
+
+template <class I, class C>
+__global__ void gather_kernel(const I* ids, const C* column, uint64_t column_rows, uint64_t base_row,
+                              uint64_t rows, C* out, uint64_t* d_words) {
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < rows;
+       i += uint64_t(gridDim.x) * blockDim.x) {
+    const uint64_t at = uint64_t(ids[i]) - base_row;  // wraps for ids below base_row
+    if (at < column_rows)
+      out[i] = column[at];
+    else
+      atomicMax(reinterpret_cast<ull*>(&d_words[kCountWord]), ull(i + 1));
+  }
+}
+
+template <class I, class C>
+void gather(KernelContext& ctx, const I* ids, const C* column, uint64_t column_rows, uint64_t base_row,
+            uint64_t rows, C* out, uint64_t* d_words) {
+  if (!rows) return;
+  gather_kernel<I, C><<<grid_for(rows, 256, ctx.info().sm_count * 16), 256, 0, ctx.stream()>>>(
+      ids, column, column_rows, base_row, rows, out, d_words);
+  JL_CUDA_LAUNCHED("gather_kernel");
+}
+template void gather<uint32_t, uint32_t>(KernelContext&, const uint32_t*, const uint32_t*, uint64_t, uint64_t, uint64_t, uint32_t*, uint64_t*);
+template void gather<uint32_t, uint64_t>(KernelContext&, const uint32_t*, const uint64_t*, uint64_t, uint64_t, uint64_t, uint64_t*, uint64_t*);
+template void gather<uint64_t, uint32_t>(KernelContext&, const uint64_t*, const uint32_t*, uint64_t, uint64_t, uint64_t, uint32_t*, uint64_t*);
+template void gather<uint64_t, uint64_t>(KernelContext&, const uint64_t*, const uint64_t*, uint64_t, uint64_t, uint64_t, uint64_t*, uint64_t*);
+
+// --- checksum -----------------------------------------------------------------------------------
+
+struct ChecksumColumns {
+  const void* data[kMaxChecksumColumns + 1];  // [0] = keys
+  uint8_t bytes[kMaxChecksumColumns + 1];
+  int columns;  // payload columns
+};
+
+__device__ __forceinline__ uint64_t load_word(const void* p, uint8_t bytes, uint64_t i) {
+  return bytes == 4 ? uint64_t(static_cast<const uint32_t*>(p)[i]) : static_cast<const uint64_t*>(p)[i];
+}
+
+__global__ void checksum_kernel(ChecksumColumns cols, uint64_t first, uint64_t rows, uint64_t* d_words) {
+  __shared__ uint64_t warp_sums[32];
+  uint64_t acc = 0;
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < rows;
+       i += uint64_t(gridDim.x) * blockDim.x) {
+    const uint64_t row = first + i;
+    uint64_t h = digest_begin(load_word(cols.data[0], cols.bytes[0], row));
+    for (int c = 0; c < cols.columns; ++c) h = digest_add(h, load_word(cols.data[c + 1], cols.bytes[c + 1], row), c);
+    acc += h;
+  }
+  const uint64_t total = block_sum(acc, warp_sums);
+  if (threadIdx.x == 0) atomic_add(&d_words[kChecksumWord], total);
+}
+
+void checksum(KernelContext& ctx, ColumnPtr keys, const std::vector<ColumnPtr>& columns, uint64_t first,
+              uint64_t rows, uint64_t* d_words) {
+  if (columns.size() > size_t(kMaxChecksumColumns))
+    throw RuntimeError("checksum: " + std::to_string(columns.size()) + " payload columns, the CUDA kernel takes at most " +
+                       std::to_string(kMaxChecksumColumns));
+  ChecksumColumns c{};
+  c.data[0] = keys.data;
+  c.bytes[0] = keys.bytes;
+  for (size_t i = 0; i < columns.size(); ++i) {
+    c.data[i + 1] = columns[i].data;
+    c.bytes[i + 1] = columns[i].bytes;
+  }
+  c.columns = int(columns.size());
+  JL_CUDA_CHECK(cudaMemcpyAsync(&d_words[kCountWord], &rows, sizeof(rows), cudaMemcpyHostToDevice, ctx.stream()));
+  if (!rows) return;
+  checksum_kernel<<<grid_for(rows, 256, ctx.info().sm_count * 8), 256, 0, ctx.stream()>>>(c, first, rows, d_words);
+  JL_CUDA_LAUNCHED("checksum_kernel");
+  ctx.mark("checksum_kernel");
+}
+
+// --- scan ---------------------------------------------------------------------------------------
+
+void exclusive_scan(KernelContext& ctx, const uint64_t* in, uint64_t* out, uint64_t n) {
+  if (!n) return;
+  size_t temp = 0;
+  JL_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, temp, in, out, int64_t(n), ctx.stream()));
+  void* d_temp = ctx.scratch(temp);
+  JL_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(d_temp, temp, in, out, int64_t(n), ctx.stream()));
+  ctx.mark("cub::DeviceScan::ExclusiveSum");
+}
+
+}  // namespace joinlab::cuda
