@@ -201,6 +201,11 @@ class StreamProgress {
   void release(size_t ring, uint64_t chunks);  // the consumer is done with the first `chunks`
   void cancel();                               // makes the consumer stop with an error
   bool cancelled() const;
+  // The words behind it, for backends whose consumer is not a host thread (a GPU kernel writes
+  // `consumed` and reads `cancel` through mapped host memory: cudaHostRegister them). Accessed
+  // atomically: 64-bit consumed counts, a 32-bit cancel word.
+  uint64_t* consumed_words() { return consumed_.get(); }
+  int* cancel_word() { return &cancelled_; }
 
  private:
   size_t n_;

@@ -7,14 +7,23 @@
 //    tag), so messages of one (source, tag) match in the order sent, as UCP guarantees.
 //  * expose registers the buffer and a flag array of its own (ucp_mem_map) and exchanges their
 //    addresses and packed remote keys through the control plane.
-//  * put is ucp_put_nbx of the data, ucp_worker_fence, then ucp_put_nbx of the 8-byte flag: the
-//    fence orders every operation issued before it (this put's data and every earlier put of
-//    this rank) before the flag write. put returns once both are locally complete.
+//  * put, to a peer that UCX reaches with an RDMA lane (InfiniBand, RoCE, ...): ucp_put_nbx of
+//    the data, ucp_worker_fence, then ucp_put_nbx of the 8-byte flag; the fence orders every
+//    operation issued before it (this put's data and every earlier put of this rank) before the
+//    flag write; put returns once both are locally complete. To a peer without one (TCP; shared
+//    memory under peer failure handling) UCX would emulate RMA itself, and UCX 1.13 aborts the
+//    process when a peer dies during that emulation: there the transport emulates the put itself
+//    (header, data and acknowledgement as tagged messages, landed in place by the target's
+//    progress thread), returning on the acknowledgement. JOINLAB_UCX_PUT=rma|emulated forces one.
 //  * collectives go through the control plane (MPI under mpirun).
 //  * failures: endpoints use UCP_ERR_HANDLING_MODE_PEER, so a peer that dies fails its endpoint
-//    and marks the job failed ("rank K is unreachable ..."); abort() sends its reason to every
-//    peer on a reserved tag that a progress thread always has a receive posted for. Every wait
-//    is bounded by timeout_s and polls the failure state, so no call hangs.
+//    ("rank K is unreachable ...", after a short grace in which the abort message of a peer that
+//    failed and exited may still arrive with the cause); every rank puts a heartbeat into its
+//    successor's memory, so a rank that hangs or is stopped is named by its successor once silent
+//    for timeout_s / 2 ("rank K stopped responding ..."); abort() sends its reason to every peer
+//    on a reserved tag that a progress thread always has a receive posted for. Every wait is
+//    bounded by timeout_s and polls the failure state, so no call hangs. Once the job failed,
+//    nothing lands in the rank's memory any more (its strategy is unwinding and freeing it).
 //  One UCP context and worker per rank, in UCS_THREAD_MODE_MULTI: stream worker threads post
 //  and progress concurrently, and a progress thread keeps remote puts landing (over TCP they
 //  are applied by the target's progress) while the rank computes.

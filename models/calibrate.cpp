@@ -1,0 +1,589 @@
+#include "models/calibrate.hpp"
+
+#include <boost/program_options.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <mutex>
+#include <sstream>
+#include <type_traits>
+#include <unistd.h>
+
+#include "core/builtin.hpp"
+#include "core/common/error.hpp"
+#include "core/exec/backend.hpp"
+#include "core/experiment/cli.hpp"
+#include "core/experiment/environment.hpp"
+
+namespace joinlab {
+
+namespace {
+
+// Every measurement is a phase of the calibration run named "cal <model> <segment> <x...>", so
+// it comes back through Rank::phases() whatever the backend (the sim backend runs its ranks in
+// another process). The phase's duration is the measured time.
+std::string sample_phase(const OpSample& s) {
+  std::ostringstream n;
+  n << std::setprecision(17) << "cal " << s.model << " " << s.segment;
+  for (double x : s.x) n << " " << x;
+  return n.str();
+}
+
+bool parse_sample_phase(const PhaseRecord& p, OpSample& s) {
+  std::istringstream in(p.name);
+  std::string tag;
+  if (!(in >> tag) || tag != "cal") return false;
+  in >> s.model >> s.segment;
+  s.x.clear();
+  for (double x; in >> x;) s.x.push_back(x);
+  s.seconds = p.end - p.begin;
+  return !s.x.empty();
+}
+
+RelationSpec relation(const char* name, uint64_t rows, KeyDist dist, uint8_t key_bytes, uint8_t val_bytes) {
+  RelationSpec r;
+  r.name = name;
+  r.rows = rows;
+  r.dist = dist;
+  r.key_bytes = key_bytes;
+  r.payload_bytes = {val_bytes};
+  return r;
+}
+
+// The micro-benchmarks of one rank, over sizes `sizes` (rows).
+class Bench {
+ public:
+  Bench(Rank& rank, const CalibrationOptions& opt, std::vector<uint64_t> sizes)
+      : rank_(rank), opt_(opt), sizes_(std::move(sizes)) {}
+
+  void run_operators() {
+    for (TupleFormat fmt : {TupleFormat{4, 4}, TupleFormat{8, 8}})
+      for (uint64_t n : sizes_) {
+        data(n, fmt);
+        generate_and_scan(n);
+        partitioning(n);
+        hash_joins(n);
+        partitioned_join(n);
+        sorting(n);
+        gather_and_checksum(n);
+        release();
+      }
+    links();
+    rank_.end_phases();
+  }
+
+  // Rank 0 sends `bytes` to rank 1 (run on 2 ranks): the peer link.
+  void run_peer() {
+    for (uint64_t bytes : link_sizes()) {
+      Buffer b = rank_.alloc(MemSpace::Device, bytes, "calibrate.p2p");
+      for (int r = 0; r < opt_.repeat; ++r) {
+        rank_.barrier();
+        if (rank_.id() == 1) {
+          untimed();
+          OpSample s;
+          s.model = "link.p2p";
+          s.x = {1.0, double(bytes)};
+          rank_.phase(sample_phase(s));
+          rank_.recv(Stream{0}, 0, b, 0, bytes, 1).wait();
+          untimed();
+        } else {
+          rank_.send(Stream{0}, 1, b, 0, bytes, 1).wait();
+        }
+      }
+    }
+    rank_.end_phases();
+  }
+
+ private:
+  void untimed() { rank_.phase("setup"); }
+
+  // The same operator writing into newly allocated outputs: a strategy's operators write into
+  // fresh memory (first touch included), never into a buffer still warm from the last run.
+  Op with_fresh_outputs(const Op& op) {
+    Op fresh = op;
+    std::visit(
+        [&](auto& o) {
+          using T = std::decay_t<decltype(o)>;
+          auto tuples = [&](Tuples& t) {
+            Tuples n = rank_.alloc_tuples(t.keys->space, t.capacity, t.fmt, "calibrate.fresh");
+            n.rows = t.rows;
+            t = n;
+          };
+          auto output = [&](JoinOutput& out, OutputMode mode) {
+            if (mode != OutputMode::CountOnly && out.capacity > 0)
+              out = rank_.alloc_output(out.keys->space, out.capacity, out.r_fmt, out.s_fmt, "calibrate.fresh");
+          };
+          if constexpr (std::is_same_v<T, GenerateOp> || std::is_same_v<T, PartitionOp> || std::is_same_v<T, SortOp>)
+            tuples(o.out);
+          else if constexpr (std::is_same_v<T, ProbeOp> || std::is_same_v<T, PartitionedJoinOp> ||
+                             std::is_same_v<T, MergeJoinOp>)
+            output(o.out, o.mode);
+          else if constexpr (std::is_same_v<T, GatherOp> || std::is_same_v<T, ScanOp>)
+            o.out = rank_.alloc(o.out->space, o.out->bytes, "calibrate.fresh");
+        },
+        fresh);
+    return fresh;
+  }
+
+  // Times `op`: one warm-up run (which also gives the result the features need), then one
+  // sample per repeat, each into fresh outputs.
+  OpResult timed(const Op& op) {
+    untimed();
+    OpResult result = rank_.launch(Stream{0}, op).get();
+    const std::string name = sample_phase(op_sample(op, result));
+    for (int r = 0; r < opt_.repeat; ++r) {
+      Op fresh = with_fresh_outputs(op);
+      rank_.sync_all();
+      rank_.phase(name);
+      rank_.launch(Stream{0}, fresh).get();
+      untimed();
+    }
+    return result;
+  }
+
+  // Builds fill their table, so each run gets a fresh one (allocated untimed).
+  HashTable timed_build(TableKind kind, uint64_t n) {
+    HashTable t;
+    for (int r = 0; r <= opt_.repeat; ++r) {
+      untimed();
+      t = rank_.alloc_table(MemSpace::Device, kind, fmt_, n, 0.5, 0x2545f4914f6cdd1dULL, "calibrate.table");
+      BuildOp b{r_, &t};
+      HashTable built = t;  // the features as the operator sees them once it ran
+      built.rows = n;
+      if (r > 0) rank_.phase(sample_phase(op_sample(BuildOp{r_, &built}, OpResult{})));
+      rank_.launch(Stream{0}, b).get();
+    }
+    untimed();
+    return t;
+  }
+
+  void data(uint64_t n, TupleFormat fmt) {
+    untimed();
+    fmt_ = fmt;
+    r_spec_ = relation("R", n, KeyDist::UniqueDense, fmt.key_bytes, fmt.val_bytes);
+    s_spec_ = relation("S", n, KeyDist::ForeignKey, fmt.key_bytes, fmt.val_bytes);
+    r_ = rank_.alloc_tuples(MemSpace::Device, n, fmt, "calibrate.R");
+    s_ = rank_.alloc_tuples(MemSpace::Device, n, fmt, "calibrate.S");
+    scratch_ = rank_.alloc_tuples(MemSpace::Device, n, fmt, "calibrate.scratch");
+    GenerateOp g;
+    g.spec = r_spec_;
+    g.out = r_;
+    g.value_is_rowid = true;
+    gen_r_ = g;
+    rank_.launch(Stream{0}, g);
+    g.spec = s_spec_;
+    g.referenced = &r_spec_;
+    g.out = s_;
+    g.value_is_rowid = false;
+    rank_.launch(Stream{0}, g).get();
+  }
+
+  void release() {
+    r_ = s_ = scratch_ = Tuples{};
+  }
+
+  void generate_and_scan(uint64_t n) {
+    timed(gen_r_);
+    Buffer in = rank_.alloc(MemSpace::Device, n * 8, "calibrate.scan.in"), out = rank_.alloc(MemSpace::Device, n * 8, "calibrate.scan.out");
+    timed(ScanOp{in, out, n});
+    // A device copy into fresh memory: the copy.device model.
+    for (int r = 0; r < opt_.repeat; ++r) {
+      Buffer dst = rank_.alloc(MemSpace::Device, n * 8, "calibrate.fresh");
+      rank_.sync_all();
+      rank_.phase(sample_phase(device_copy_sample(n * 8)));
+      rank_.copy(Stream{0}, dst, 0, in, 0, n * 8).wait();
+      untimed();
+    }
+  }
+
+  void partitioning(uint64_t n) {
+    for (uint32_t bits : {4u, 7u, 10u, 12u}) {
+      const PartitionFn fn{PartitionFn::Radix, bits, 0, 0};
+      timed(HistogramOp{r_, fn});
+      PartitionOp p;
+      p.in = r_;
+      p.fn = fn;
+      p.out = scratch_;
+      timed(p);
+    }
+  }
+
+  void hash_joins(uint64_t n) {
+    for (TableKind kind : {TableKind::LinearProbing, TableKind::Chained}) {
+      HashTable t = timed_build(kind, n);
+      JoinOutput out = rank_.alloc_output(MemSpace::Device, n, fmt_, fmt_, "calibrate.out");
+      JoinOutput none;
+      none.r_fmt = none.s_fmt = fmt_;
+      timed(ProbeOp{&t, s_, none, 0, OutputMode::CountOnly});
+      timed(ProbeOp{&t, s_, out, 0, OutputMode::CountThenWrite});
+    }
+  }
+
+  void partitioned_join(uint64_t n) {
+    // Partitions of R of ~8 KiB, 64 KiB and 512 KiB: in shared memory / L2, and beyond.
+    for (double target : {8192.0, 65536.0, 524288.0}) {
+      untimed();
+      const double parts = std::max(1.0, double(n) * fmt_.tuple_bytes() / target);
+      const uint32_t bits = std::min(12u, uint32_t(std::max(0.0, std::round(std::log2(parts)))));
+      const PartitionFn fn{PartitionFn::Radix, bits, 0, 0};
+      Tuples rp = rank_.alloc_tuples(MemSpace::Device, n, fmt_, "calibrate.Rp");
+      Tuples sp = rank_.alloc_tuples(MemSpace::Device, n, fmt_, "calibrate.Sp");
+      PartitionOp a{r_, {}, fn, rp}, b{s_, {}, fn, sp};
+      auto ra = rank_.launch(Stream{0}, a).get().values;
+      auto sb = rank_.launch(Stream{0}, b).get().values;
+      JoinOutput out = rank_.alloc_output(MemSpace::Device, n, fmt_, fmt_, "calibrate.out");
+      JoinOutput none;
+      none.r_fmt = none.s_fmt = fmt_;
+      // Counting and writing runs: output bytes vary apart from input bytes, so the fit can tell them apart.
+      for (TableKind kind : {TableKind::LinearProbing, TableKind::Chained}) {
+        timed(PartitionedJoinOp{Partitioned{rp, ra}, Partitioned{sp, sb}, none, 0, OutputMode::CountOnly, kind});
+        timed(PartitionedJoinOp{Partitioned{rp, ra}, Partitioned{sp, sb}, out, 0, OutputMode::CountThenWrite, kind});
+      }
+    }
+  }
+
+  void sorting(uint64_t n) {
+    Tuples rs = rank_.alloc_tuples(MemSpace::Device, n, fmt_, "calibrate.Rs");
+    Tuples ss = rank_.alloc_tuples(MemSpace::Device, n, fmt_, "calibrate.Ss");
+    timed(SortOp{r_, rs, SortAlgo::Radix});
+    timed(SortOp{s_, ss, SortAlgo::Radix});
+    timed(SortOp{s_, scratch_, SortAlgo::Merge});
+    JoinOutput out = rank_.alloc_output(MemSpace::Device, n, fmt_, fmt_, "calibrate.out");
+    JoinOutput none;
+    none.r_fmt = none.s_fmt = fmt_;
+    timed(MergeJoinOp{rs, ss, none, 0, OutputMode::CountOnly});
+    timed(MergeJoinOp{rs, ss, out, 0, OutputMode::CountThenWrite});
+  }
+
+  void gather_and_checksum(uint64_t n) {
+    // Row ids in scattered order: R's values are its row ids; a hash partition scatters them.
+    untimed();
+    PartitionOp p{r_, {}, PartitionFn{PartitionFn::Hash, 10, 0, 7}, scratch_};
+    rank_.launch(Stream{0}, p).get();
+    Buffer column = rank_.alloc(MemSpace::Device, n * 4, "calibrate.column");
+    Buffer gathered = rank_.alloc(MemSpace::Device, n * 4, "calibrate.gathered");
+    GatherOp g;
+    g.row_ids = scratch_.vals;
+    g.id_bytes = fmt_.val_bytes;
+    g.column = column;
+    g.col_bytes = 4;
+    g.rows = n;
+    g.out = gathered;
+    if (fmt_.val_bytes == 4 || fmt_.val_bytes == 8) timed(g);
+    ChecksumOp c;
+    c.keys = r_.keys;
+    c.key_bytes = fmt_.key_bytes;
+    c.columns = {r_.vals, s_.vals};
+    c.column_bytes = {fmt_.val_bytes, fmt_.val_bytes};
+    c.rows = n;
+    timed(c);
+  }
+
+  std::vector<uint64_t> link_sizes() const {
+    std::vector<uint64_t> v;
+    const uint64_t top = std::max<uint64_t>(sizes_.back() * 8, 1 << 20);
+    for (uint64_t b = 4096; b <= top; b *= 8) v.push_back(b);
+    return v;
+  }
+
+  void links() {
+    for (uint64_t bytes : link_sizes())
+      for (MemSpace space : {MemSpace::Device, MemSpace::Pinned})
+        for (int r = 0; r < opt_.repeat; ++r) {
+          rank_.sync_all();
+          rank_.phase(sample_phase(alloc_sample(space, bytes)));
+          Buffer b = rank_.alloc(space, bytes, "calibrate.alloc");
+          untimed();
+        }
+    for (uint64_t bytes : link_sizes()) {
+      untimed();
+      Buffer host = rank_.alloc(MemSpace::Pinned, bytes, "calibrate.pinned");
+      Buffer host2 = rank_.alloc(MemSpace::Host, bytes, "calibrate.host");
+      Buffer dev = rank_.alloc(MemSpace::Device, bytes, "calibrate.device");
+      const std::pair<const char*, std::pair<Buffer, Buffer>> cases[] = {
+          {"link.h2d", {dev, host}}, {"link.d2h", {host, dev}}, {"link.host_copy", {host2, host}}};
+      for (auto& [name, bufs] : cases)
+        for (int r = 0; r < opt_.repeat; ++r) {
+          rank_.sync_all();
+          OpSample s;
+          s.model = name;
+          s.x = {1.0, double(bytes)};
+          rank_.phase(sample_phase(s));
+          rank_.copy(Stream{0}, bufs.first, 0, bufs.second, 0, bytes).wait();
+          untimed();
+        }
+    }
+  }
+
+  Rank& rank_;
+  const CalibrationOptions& opt_;
+  std::vector<uint64_t> sizes_;
+  TupleFormat fmt_;
+  RelationSpec r_spec_, s_spec_;
+  Tuples r_, s_, scratch_;
+  GenerateOp gen_r_;
+};
+
+std::vector<uint64_t> size_range(const CalibrationOptions& opt) {
+  const bool gpu = opt.backend != "cpu";
+  uint64_t lo = opt.min_rows ? opt.min_rows : gpu ? (1ULL << 20) : (1ULL << 16);
+  uint64_t hi = opt.max_rows ? opt.max_rows : gpu ? (opt.quick ? 1ULL << 24 : 1ULL << 28) : (opt.quick ? 1ULL << 20 : 1ULL << 23);
+  if (lo > hi) throw InputError("calibrate: --min-rows " + std::to_string(lo) + " is above --max-rows " + std::to_string(hi));
+  std::vector<uint64_t> v;
+  const int step = opt.quick ? 2 : 1;
+  for (uint64_t n = lo; n <= hi; n <<= step) v.push_back(n);
+  if (v.back() != hi) v.push_back(hi);
+  if (v.size() < 2)
+    throw InputError("calibrate: --min-rows " + std::to_string(lo) + " and --max-rows " + std::to_string(hi) +
+                     " give one size; the fits need at least two (a constant and a slope)");
+  return v;
+}
+
+// Median of the repeats of each distinct sample.
+void add_samples(std::map<std::string, std::vector<OpSample>>& ops, std::map<std::string, std::vector<OpSample>>& links,
+                 const std::vector<PhaseRecord>& phases) {
+  std::map<std::string, std::vector<PhaseRecord>> by_name;
+  std::vector<std::string> order;
+  for (auto& p : phases) {
+    if (p.name.rfind("cal ", 0) != 0) continue;
+    if (!by_name.count(p.name)) order.push_back(p.name);
+    by_name[p.name].push_back(p);
+  }
+  for (auto& name : order) {
+    auto& runs = by_name[name];
+    std::vector<double> t;
+    for (auto& r : runs) t.push_back(r.end - r.begin);
+    std::sort(t.begin(), t.end());
+    OpSample s;
+    parse_sample_phase(runs.front(), s);
+    s.seconds = t[t.size() / 2];
+    if (s.seconds <= 0) continue;
+    (s.model.rfind("link.", 0) == 0 ? links[s.model.substr(5)] : ops[s.model]).push_back(s);
+  }
+}
+
+double cache_bytes(const Profile& base, const std::string& backend) {
+  if (backend != "cpu" && base.gpu.l2_bytes > 0) return base.gpu.l2_bytes;
+  long l3 = ::sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (l3 > 0) return double(l3);
+  return base.gpu.l2_bytes > 0 ? base.gpu.l2_bytes : 32e6;
+}
+
+// Fixed breaks of the models whose segment variable is a parameter rather than a size (cache
+// edges in sizes are found from the samples: fit_piecewise_auto).
+std::vector<double> breaks_for(const ModelSpec& spec) {
+  if (spec.segment == "fanout") return {128, 1024, 4096};
+  if (spec.segment == "key_bytes") return {8};
+  return {};
+}
+
+std::string pct(double x) {
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(1) << 100 * x << "%";
+  return o.str();
+}
+
+std::string today() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", std::gmtime(&t));
+  return buf;
+}
+
+}  // namespace
+
+Calibration measure(const CalibrationOptions& opt) {
+  register_builtin();
+  auto backend = make_backend(opt.backend);
+  Calibration c;
+  c.machine = host_cpu_model() + (gpu_model().empty() ? "" : ", " + gpu_model()) + ", backend " + opt.backend;
+  const std::vector<uint64_t> sizes = size_range(opt);
+  std::mutex mu;
+  auto collect = [&](Rank& r) {
+    std::lock_guard<std::mutex> g(mu);
+    add_samples(c.ops, c.links, r.phases());
+  };
+  BackendConfig cfg;
+  cfg.shape = {1, 1};
+  cfg.threads_per_rank = opt.threads;
+  cfg.profile = opt.base;
+  cfg.profile_dir = opt.profile_dir;
+  std::cerr << "calibrate: operators on " << opt.backend << ", " << sizes.size() << " sizes from " << sizes.front()
+            << " to " << sizes.back() << " rows, " << opt.repeat << " runs each\n";
+  backend->run(cfg, [&](Rank& r) { Bench(r, opt, sizes).run_operators(); }, collect);
+  cfg.shape = {1, 2};
+  std::cerr << "calibrate: peer link (2 ranks)\n";
+  backend->run(cfg, [&](Rank& r) { Bench(r, opt, sizes).run_peer(); }, collect);
+  return c;
+}
+
+Profile fit_profile(const Calibration& c, const Profile& base, const CalibrationOptions& opt) {
+  Profile p = base;
+  p.ops = OpModels{};
+  p.name = opt.name;
+  p.status = "calibrated " + today();
+  p.description = "measured by joinlab calibrate on " + c.machine;
+  p.source = "joinlab calibrate --backend " + opt.backend + (opt.quick ? " --quick" : "") +
+             (base.name.empty() ? "" : "; unmeasured figures from profile " + base.name);
+  for (auto& spec : model_specs()) {
+    auto it = c.ops.find(spec.name);
+    if (it == c.ops.end() || it->second.empty()) {
+      if (base.ops.has(spec.name)) {
+        p.ops.set(spec.name, base.ops.get(spec.name));
+        for (auto& piece : base.ops.get(spec.name).pieces()) {
+          std::ostringstream k;
+          k << std::setprecision(6) << "op." << spec.name << ".seg@" << piece.lower;
+          p.notes[k.str()] = "not measured by this backend: from profile " + base.name;
+        }
+      }
+      continue;
+    }
+    FitReport rep;
+    const bool cache_edge = spec.segment == "table_bytes" || spec.segment == "source_bytes" ||
+                            spec.segment == "partition_bytes";
+    PiecewiseModel m = cache_edge ? fit_piecewise_auto(it->second, &rep)
+                                  : fit_piecewise(it->second, breaks_for(spec), &rep);
+    p.ops.set(spec.name, m);
+    for (auto& piece : m.pieces()) {
+      std::ostringstream k;
+      k << std::setprecision(6) << "op." << spec.name << ".seg@" << piece.lower;
+      p.notes[k.str()] = "fitted " + today() + " from " + std::to_string(rep.samples) + " samples (" +
+                         std::to_string(it->second.size()) + " sizes x params), rms error " + pct(rep.rms_rel_error) +
+                         ", max " + pct(rep.max_rel_error);
+    }
+  }
+  // Links: t = latency + bytes / bw, fitted the same way (one piece, features {1, bytes}).
+  auto link_fit = [&](const char* name, LinkSpec& out, const std::string& key) {
+    auto it = c.links.find(name);
+    if (it == c.links.end() || it->second.size() < 2) return false;
+    std::vector<OpSample> s = it->second;
+    for (auto& x : s) x.model = name;
+    FitReport rep;
+    PiecewiseModel m = fit_piecewise(s, {}, &rep);
+    const auto& coef = m.pieces().front().coef;
+    if (coef.size() < 2 || coef[1] <= 0) return false;
+    out.latency = coef[0];
+    out.bw = 1.0 / coef[1];
+    const std::string note = "fitted " + today() + " from " + std::to_string(rep.samples) + " copies of " +
+                             std::to_string(uint64_t(s.front().x[1])) + ".." + std::to_string(uint64_t(s.back().x[1])) +
+                             " bytes, rms error " + pct(rep.rms_rel_error);
+    p.notes[key + ".bw"] = p.notes[key + ".latency"] = note;
+    return true;
+  };
+  link_fit("h2d", p.h2d, "link.h2d");
+  link_fit("d2h", p.d2h, "link.d2h");
+  link_fit("p2p", p.p2p, "link.p2p");
+  LinkSpec host_copy;
+  if (link_fit("host_copy", host_copy, "host.copy")) {
+    p.host.mem_bw = 2 * host_copy.bw;  // a copy reads and writes every byte
+    p.notes["host.mem_bw"] = "2 x pageable host copy bandwidth, " + p.notes["host.copy.bw"];
+  }
+  if (p.ops.has("copy.device")) {
+    const auto& coef = p.ops.get("copy.device").pieces().back().coef;
+    if (coef.size() > 1 && coef[1] > 0) {
+      p.gpu.mem_bw = 2.0 / coef[1];  // bytes read + written per second
+      p.notes["gpu.mem_bw"] = "2 / slope of the fitted copy.device model (" + today() + ")";
+    }
+  }
+  if (opt.backend == "cpu") {
+    p.gpu.l2_bytes = cache_bytes(base, opt.backend);
+    p.notes["gpu.l2_bytes"] = "last-level cache of this host as sysconf reports it (information only)";
+  }
+  return p;
+}
+
+namespace {
+
+namespace po = boost::program_options;
+
+Profile default_base(const CalibrationOptions& opt) {
+  if (!opt.base.empty()) return load_profile(resolve_profile_path(opt.base, opt.profile_dir));
+  // No base: a single-node machine; every figure calibrate cannot measure is marked so.
+  Profile p;
+  p.topology.gpus_per_node = 1;
+  p.topology.intra = IntraNode::PCIe;
+  p.topology.nics = NicPlacement::PerGpu;
+  p.topology.fabric = Fabric::Star;
+  p.gpu.memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE)) / 2;
+  p.host.memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
+  p.host.cores = double(sysconf(_SC_NPROCESSORS_ONLN));
+  p.gpu.streams = 4;
+  p.nic = {1e10, 1e-5};
+  p.notes["gpu.memory"] = "half of this host's memory (sysconf): what the cpu backend's ranks may use";
+  p.notes["host.memory"] = "this host's memory (sysconf)";
+  p.notes["host.cores"] = "this host's online cores (sysconf)";
+  p.notes["gpu.streams"] = "the cpu backend's default streams per rank";
+  p.notes["link.nic.bw"] = p.notes["link.nic.latency"] = "not measured (one machine): placeholder 10 GB/s, 10 us";
+  p.notes["host.poll_seconds"] = "not measured: 1 us";
+  for (const char* k : {"topology.gpus_per_node", "topology.nics_per_node", "topology.levels", "topology.leaf_nodes",
+                        "topology.oversubscription", "topology.spine_oversubscription", "topology.hop_latency",
+                        "gpu.sms", "gpu.clock_ghz"})
+    p.notes[k] = "one machine, no cluster: default, not measured";
+  return p;
+}
+
+}  // namespace
+
+int calibrate_main(const std::vector<std::string>& args) {
+  CalibrationOptions opt;
+  register_builtin();
+  for (auto& b : backend_names())  // a GPU build measures its GPU by default
+    if (b == "cuda") opt.backend = "cuda";
+  po::options_description d("joinlab calibrate");
+  d.add_options()("backend", po::value(&opt.backend), "backend to measure: cpu or cuda")(
+      "profile", po::value(&opt.name), "name of the profile written (default: h100 on cuda, cpu-<host> on cpu)")(
+      "out", po::value(&opt.out), "profile file to write (default: models/profiles/<profile>.ini)")(
+      "base", po::value(&opt.base), "profile whose unmeasured figures (network, topology) are kept (default: h100 on cuda)")(
+      "quick", po::bool_switch(&opt.quick), "few sizes (seconds, for CI)")(
+      "min-rows", po::value(&opt.min_rows), "smallest input rows")("max-rows", po::value(&opt.max_rows), "largest input rows")(
+      "repeat", po::value(&opt.repeat), "runs per sample (median kept)")(
+      "threads", po::value(&opt.threads), "cpu backend: threads per rank (0: all cores)");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(d).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::ostringstream help;
+    help << d;
+    throw InputError(std::string("calibrate: ") + e.what() + "\n" + help.str());
+  }
+  if (opt.repeat < 1) throw InputError("calibrate: --repeat " + std::to_string(opt.repeat) + ": must be at least 1");
+  opt.profile_dir = profile_dir();
+  if (opt.base.empty() && opt.backend == "cuda") opt.base = "h100";
+  if (opt.name.empty()) {
+    char host[64] = "host";
+    ::gethostname(host, sizeof host - 1);
+    opt.name = opt.backend == "cpu" ? std::string("cpu-") + host : "h100";
+  }
+  if (opt.out.empty()) opt.out = opt.profile_dir + "/" + opt.name + ".ini";
+  const Profile base = default_base(opt);
+  Calibration c = measure(opt);
+  Profile p = fit_profile(c, base, opt);
+  std::ofstream out(opt.out);
+  if (!out) throw InputError("calibrate: cannot write " + opt.out);
+  out << "# " << p.name << ": " << p.description << "\n# " << p.source << "\n";
+  write_profile(p, out);
+  out.close();
+  load_profile(opt.out);  // what was written must read back
+  std::cout << "calibrate: wrote " << opt.out << " (" << p.ops.all().size() << " operator models)\n";
+  return kExitOk;
+}
+
+void register_model_commands() {
+  register_command("calibrate",
+                   "joinlab calibrate [--backend cpu|cuda] [--profile NAME] [--out FILE] [--quick]\n"
+                   "                                     measure every operator and link, fit the cost models, write a "
+                   "profile",
+                   calibrate_main);
+  register_command("validate",
+                   "joinlab validate FILE [--backend cpu|cuda] [--profile P] [--section.key=value ...]\n"
+                   "                                     run on the hardware and in simulation; predicted vs measured per "
+                   "phase",
+                   validate_main);
+}
+
+}  // namespace joinlab

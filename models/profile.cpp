@@ -1,0 +1,348 @@
+#include "models/profile.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <dirent.h>
+#include <fstream>
+#include <functional>
+#include <iomanip>
+#include <set>
+#include <sstream>
+
+#include "core/common/error.hpp"
+
+namespace joinlab {
+
+const char* to_string(IntraNode v) {
+  switch (v) {
+    case IntraNode::NVSwitch: return "nvswitch";
+    case IntraNode::NVLinkMesh: return "nvlink_mesh";
+    case IntraNode::PCIe: return "pcie";
+  }
+  return "?";
+}
+const char* to_string(NicPlacement v) { return v == NicPlacement::PerGpu ? "per_gpu" : "per_node"; }
+const char* to_string(Fabric v) { return v == Fabric::Star ? "star" : "fat_tree"; }
+
+namespace {
+
+std::string trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t\r");
+  if (b == std::string::npos) return "";
+  size_t e = s.find_last_not_of(" \t\r");
+  return s.substr(b, e - b + 1);
+}
+
+enum class Kind { Number, Positive, Count, Text, Choice };
+
+struct Field {
+  std::string key;  // "section.key"
+  Kind kind;
+  bool required;
+  std::vector<std::string> choices;                       // Choice
+  std::function<void(Profile&, const std::string&, double)> set;
+  std::function<std::string(const Profile&)> get;         // for writing
+};
+
+std::string num(double v) {
+  std::ostringstream o;
+  o << std::setprecision(6) << v;
+  return o.str();
+}
+
+const std::vector<Field>& fields() {
+  using P = Profile;
+  auto number = [](std::string key, Kind kind, bool req, std::function<double&(P&)> ref) {
+    return Field{key, kind, req, {}, [ref](P& p, const std::string&, double v) { ref(p) = v; },
+                 [ref](const P& p) { return num(ref(const_cast<P&>(p))); }};
+  };
+  auto text = [](std::string key, bool req, std::function<std::string&(P&)> ref) {
+    return Field{key, Kind::Text, req, {}, [ref](P& p, const std::string& s, double) { ref(p) = s; },
+                 [ref](const P& p) { return ref(const_cast<P&>(p)); }};
+  };
+  static const std::vector<Field> f = [&] {
+    std::vector<Field> v;
+    v.push_back(text("profile.name", true, [](P& p) -> std::string& { return p.name; }));
+    v.push_back(text("profile.description", false, [](P& p) -> std::string& { return p.description; }));
+    v.push_back(text("profile.status", true, [](P& p) -> std::string& { return p.status; }));
+    v.push_back(text("profile.source", false, [](P& p) -> std::string& { return p.source; }));
+    v.push_back(number("gpu.memory", Kind::Positive, true, [](P& p) -> double& { return p.gpu.memory; }));
+    v.push_back(number("gpu.mem_bw", Kind::Positive, true, [](P& p) -> double& { return p.gpu.mem_bw; }));
+    v.push_back(number("gpu.l2_bytes", Kind::Number, false, [](P& p) -> double& { return p.gpu.l2_bytes; }));
+    v.push_back(number("gpu.sms", Kind::Number, false, [](P& p) -> double& { return p.gpu.sms; }));
+    v.push_back(number("gpu.clock_ghz", Kind::Number, false, [](P& p) -> double& { return p.gpu.clock_ghz; }));
+    v.push_back(Field{"gpu.streams", Kind::Count, false, {},
+                      [](P& p, const std::string&, double x) { p.gpu.streams = int(x); },
+                      [](const P& p) { return std::to_string(p.gpu.streams); }});
+    v.push_back(number("host.memory", Kind::Positive, true, [](P& p) -> double& { return p.host.memory; }));
+    v.push_back(number("host.mem_bw", Kind::Positive, true, [](P& p) -> double& { return p.host.mem_bw; }));
+    v.push_back(number("host.cores", Kind::Number, false, [](P& p) -> double& { return p.host.cores; }));
+    v.push_back(number("host.poll_seconds", Kind::Positive, false,
+                       [](P& p) -> double& { return p.host.poll_seconds; }));
+    const std::pair<const char*, LinkSpec P::*> links[] = {
+        {"h2d", &P::h2d}, {"d2h", &P::d2h}, {"p2p", &P::p2p}, {"nic", &P::nic}};
+    for (auto& [name, member] : links) {
+      auto m = member;
+      v.push_back(number(std::string("link.") + name + ".bw", Kind::Positive, true,
+                         [m](P& p) -> double& { return (p.*m).bw; }));
+      v.push_back(number(std::string("link.") + name + ".latency", Kind::Number, true,
+                         [m](P& p) -> double& { return (p.*m).latency; }));
+    }
+    v.push_back(Field{"topology.gpus_per_node", Kind::Count, true, {},
+                      [](P& p, const std::string&, double x) { p.topology.gpus_per_node = int(x); },
+                      [](const P& p) { return std::to_string(p.topology.gpus_per_node); }});
+    v.push_back(Field{"topology.intra", Kind::Choice, true, {"nvswitch", "nvlink_mesh", "pcie"},
+                      [](P& p, const std::string& s, double) {
+                        p.topology.intra = s == "nvswitch" ? IntraNode::NVSwitch
+                                           : s == "pcie"   ? IntraNode::PCIe
+                                                           : IntraNode::NVLinkMesh;
+                      },
+                      [](const P& p) { return std::string(to_string(p.topology.intra)); }});
+    v.push_back(Field{"topology.nics", Kind::Choice, true, {"per_gpu", "per_node"},
+                      [](P& p, const std::string& s, double) {
+                        p.topology.nics = s == "per_gpu" ? NicPlacement::PerGpu : NicPlacement::PerNode;
+                      },
+                      [](const P& p) { return std::string(to_string(p.topology.nics)); }});
+    v.push_back(Field{"topology.nics_per_node", Kind::Count, false, {},
+                      [](P& p, const std::string&, double x) { p.topology.nics_per_node = int(x); },
+                      [](const P& p) { return std::to_string(p.topology.nics_per_node); }});
+    v.push_back(Field{"topology.fabric", Kind::Choice, true, {"star", "fat_tree"},
+                      [](P& p, const std::string& s, double) {
+                        p.topology.fabric = s == "star" ? Fabric::Star : Fabric::FatTree;
+                      },
+                      [](const P& p) { return std::string(to_string(p.topology.fabric)); }});
+    v.push_back(Field{"topology.levels", Kind::Count, false, {},
+                      [](P& p, const std::string&, double x) { p.topology.levels = int(x); },
+                      [](const P& p) { return std::to_string(p.topology.levels); }});
+    v.push_back(Field{"topology.leaf_nodes", Kind::Count, false, {},
+                      [](P& p, const std::string&, double x) { p.topology.leaf_nodes = int(x); },
+                      [](const P& p) { return std::to_string(p.topology.leaf_nodes); }});
+    v.push_back(number("topology.oversubscription", Kind::Positive, false,
+                       [](P& p) -> double& { return p.topology.oversubscription; }));
+    v.push_back(number("topology.spine_oversubscription", Kind::Positive, false,
+                       [](P& p) -> double& { return p.topology.spine_oversubscription; }));
+    v.push_back(Field{"topology.rail_optimized", Kind::Choice, false, {"true", "false"},
+                      [](P& p, const std::string& s, double) { p.topology.rail_optimized = s == "true"; },
+                      [](const P& p) { return std::string(p.topology.rail_optimized ? "true" : "false"); }});
+    v.push_back(number("topology.hop_latency", Kind::Number, false,
+                       [](P& p) -> double& { return p.topology.hop_latency; }));
+    return v;
+  }();
+  return f;
+}
+
+const Field* find_field(const std::string& key) {
+  for (auto& f : fields())
+    if (f.key == key) return &f;
+  return nullptr;
+}
+
+std::set<std::string> known_sections() {
+  std::set<std::string> s;
+  for (auto& f : fields()) s.insert(f.key.substr(0, f.key.rfind('.')));
+  return s;
+}
+
+bool parse_double(const std::string& s, double& out) {
+  if (s.empty()) return false;
+  try {
+    size_t used = 0;
+    out = std::stod(s, &used);
+    return used == s.size() && std::isfinite(out);
+  } catch (...) {
+    return false;
+  }
+}
+
+struct Parser {
+  std::string file;
+  int line = 0;
+  [[noreturn]] void fail(const std::string& key, const std::string& value, const std::string& why) const {
+    std::ostringstream m;
+    m << file << ":" << line << ": ";
+    if (!key.empty()) m << key << " = " << value << ": ";
+    m << why;
+    throw InputError(m.str());
+  }
+};
+
+}  // namespace
+
+Profile parse_profile(std::istream& in, const std::string& file) {
+  Profile p;
+  Parser ps{file};
+  std::string section, raw;
+  std::set<std::string> seen;
+  std::map<std::string, std::vector<ModelPiece>> pieces;
+  const std::set<std::string> sections = known_sections();
+  while (std::getline(in, raw)) {
+    ps.line++;
+    std::string t = trim(raw);
+    if (t.empty() || t[0] == '#' || t[0] == ';') continue;
+    if (t.front() == '[') {
+      if (t.back() != ']') ps.fail("", "", "section header '" + t + "' lacks its closing ']'");
+      section = trim(t.substr(1, t.size() - 2));
+      const bool op = section.rfind("op.", 0) == 0;
+      if (op && !find_model_spec(section.substr(3))) {
+        std::string known;
+        for (auto& s : model_specs()) known += (known.empty() ? "" : ", ") + s.name;
+        ps.fail("", "", "unknown operator model [" + section + "] (known: " + known + ")");
+      }
+      if (!op && !sections.count(section))
+        ps.fail("", "", "unknown section [" + section + "] (known: profile, gpu, host, link.h2d, link.d2h, "
+                        "link.p2p, link.nic, topology, op.<model>)");
+      continue;
+    }
+    size_t eq = t.find('=');
+    if (eq == std::string::npos) ps.fail("", "", "expected 'key = value', got '" + t + "'");
+    if (section.empty()) ps.fail(trim(t.substr(0, eq)), "", "key outside any [section]");
+    std::string key = trim(t.substr(0, eq)), rest = t.substr(eq + 1), comment;
+    size_t hash = rest.find('#');
+    if (hash != std::string::npos) {
+      comment = trim(rest.substr(hash + 1));
+      rest = rest.substr(0, hash);
+    }
+    std::string value = trim(rest);
+    const std::string full = section + "." + key;
+    if (section.rfind("op.", 0) == 0) {
+      if (key != "seg") ps.fail(full, value, "operator sections hold only 'seg = LOWER C0 C1 ...' lines");
+      const ModelSpec& spec = *find_model_spec(section.substr(3));
+      std::istringstream vs(value);
+      std::vector<double> nums;
+      std::string tok;
+      while (vs >> tok) {
+        double d;
+        if (!parse_double(tok, d)) ps.fail(full, value, "'" + tok + "' is not a number");
+        if (d < 0) ps.fail(full, value, "'" + tok + "' is negative (times and bounds are >= 0)");
+        nums.push_back(d);
+      }
+      const size_t want = 2 + spec.features.size();
+      if (nums.size() != want) {
+        std::string feats = "constant";
+        for (auto& f : spec.features) feats += ", " + f;
+        ps.fail(full, value, "expected " + std::to_string(want) + " numbers (segment lower bound of " +
+                                 (spec.segment.empty() ? std::string("0") : spec.segment) + ", then seconds per " +
+                                 feats + "), got " + std::to_string(nums.size()));
+      }
+      if (comment.empty()) ps.fail(full, value, "a number without a source: add '# where it comes from'");
+      if (spec.segment.empty() && nums[0] != 0) ps.fail(full, value, "this model has one segment: its lower bound must be 0");
+      for (auto& piece : pieces[section.substr(3)])
+        if (piece.lower == nums[0]) ps.fail(full, value, "a second segment with the same lower bound");
+      pieces[section.substr(3)].push_back({nums[0], std::vector<double>(nums.begin() + 1, nums.end())});
+      p.notes[full + "@" + num(nums[0])] = comment;
+      continue;
+    }
+    const Field* f = find_field(full);
+    if (!f) {
+      std::string known;
+      for (auto& fl : fields())
+        if (fl.key.rfind(section + ".", 0) == 0) known += (known.empty() ? "" : ", ") + fl.key.substr(section.size() + 1);
+      ps.fail(full, value, "unknown key in [" + section + "] (known: " + known + ")");
+    }
+    if (seen.count(full)) ps.fail(full, value, "given twice");
+    seen.insert(full);
+    if (value.empty()) ps.fail(full, value, "empty value");
+    double d = 0;
+    switch (f->kind) {
+      case Kind::Number:
+      case Kind::Positive:
+      case Kind::Count:
+        if (!parse_double(value, d)) ps.fail(full, value, "not a number");
+        if (d < 0) ps.fail(full, value, "must not be negative");
+        if ((f->kind == Kind::Positive || f->kind == Kind::Count) && d <= 0) ps.fail(full, value, "must be positive");
+        if (f->kind == Kind::Count && (d != std::floor(d) || d > 1e9)) ps.fail(full, value, "must be a whole number");
+        if (comment.empty()) ps.fail(full, value, "a number without a source: add '# where it comes from'");
+        break;
+      case Kind::Choice:
+        if (std::find(f->choices.begin(), f->choices.end(), value) == f->choices.end()) {
+          std::string c;
+          for (auto& x : f->choices) c += (c.empty() ? "" : ", ") + x;
+          ps.fail(full, value, "expected one of " + c);
+        }
+        break;
+      case Kind::Text:
+        break;
+    }
+    f->set(p, value, d);
+    if (!comment.empty()) p.notes[full] = comment;
+  }
+  for (auto& f : fields())
+    if (f.required && !seen.count(f.key)) {
+      ps.line = 0;
+      throw InputError(file + ": [" + f.key.substr(0, f.key.rfind('.')) + "] " + f.key.substr(f.key.rfind('.') + 1) +
+                       " is missing (required)");
+    }
+  if (p.topology.levels < 1 || p.topology.levels > 3)
+    throw InputError(file + ": topology.levels = " + std::to_string(p.topology.levels) + ": must be 1, 2 or 3");
+  for (auto& [name, ps_] : pieces) p.ops.set(name, PiecewiseModel(ps_));
+  p.path = file;
+  return p;
+}
+
+Profile load_profile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError("profile " + path + ": cannot be read (missing or unreadable file)");
+  return parse_profile(in, path);
+}
+
+std::string resolve_profile_path(const std::string& name_or_path, const std::string& dir) {
+  if (name_or_path.find('/') != std::string::npos ||
+      (name_or_path.size() > 4 && name_or_path.compare(name_or_path.size() - 4, 4, ".ini") == 0)) {
+    if (std::ifstream(name_or_path)) return name_or_path;
+    throw InputError("profile " + name_or_path + ": no such file");
+  }
+  std::string path = dir + "/" + name_or_path + ".ini";
+  if (std::ifstream(path)) return path;
+  std::vector<std::string> names;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      std::string f = e->d_name;
+      if (f.size() > 4 && f.compare(f.size() - 4, 4, ".ini") == 0) names.push_back(f.substr(0, f.size() - 4));
+    }
+    ::closedir(d);
+  }
+  std::sort(names.begin(), names.end());
+  std::string known;
+  for (auto& n : names) known += (known.empty() ? "" : ", ") + n;
+  throw InputError("profile '" + name_or_path + "': no such profile in " + dir + " (available: " +
+                   (known.empty() ? "none" : known) + ")");
+}
+
+void write_profile(const Profile& p, std::ostream& out) {
+  auto note = [&](const std::string& key) {
+    auto it = p.notes.find(key);
+    return it == p.notes.end() ? std::string() : it->second;
+  };
+  std::string section;
+  for (auto& f : fields()) {
+    std::string sec = f.key.substr(0, f.key.rfind('.'));
+    std::string value = f.get(p);
+    if (f.kind == Kind::Text && value.empty()) continue;
+    if (sec != section) {
+      out << (section.empty() ? "" : "\n") << "[" << sec << "]\n";
+      section = sec;
+    }
+    std::string line = f.key.substr(sec.size() + 1) + " = " + value;
+    std::string n = note(f.key);
+    if (n.empty() && f.kind != Kind::Text && f.kind != Kind::Choice) n = "(no source recorded)";
+    out << line;
+    if (!n.empty()) out << std::string(line.size() < 40 ? 40 - line.size() : 1, ' ') << "# " << n;
+    out << "\n";
+  }
+  for (auto& spec : model_specs()) {
+    if (!p.ops.has(spec.name)) continue;
+    out << "\n[op." << spec.name << "]\n# seg = lower(" << (spec.segment.empty() ? "-" : spec.segment)
+        << ") constant";
+    for (auto& f : spec.features) out << " " << f;
+    out << "   (seconds, seconds per byte)\n";
+    for (auto& piece : p.ops.get(spec.name).pieces()) {
+      std::ostringstream line;
+      line << "seg = " << num(piece.lower);
+      for (double c : piece.coef) line << " " << std::setprecision(5) << c;
+      std::string n = note("op." + spec.name + ".seg@" + num(piece.lower));
+      out << line.str() << "   # " << (n.empty() ? "(no source recorded)" : n) << "\n";
+    }
+  }
+}
+
+}  // namespace joinlab

@@ -1,0 +1,90 @@
+// Hardware profiles (models/profiles/*.ini): what the simulator and the analytic bounds know
+// about a machine. A profile holds the GPU, host and link figures, the topology defaults, and
+// one cost model per operator (op_model.hpp). Every number in a profile file carries a comment
+// saying where it comes from (measured, fitted, datasheet, derived by a ratio); the parser
+// rejects a number without one, so an unsourced figure cannot slip in.
+//
+// Format (strict; any error names file, line, key and value):
+//   # comment lines, blank lines
+//   [section]
+//   key = value        # source of the number (required for numbers)
+//   seg = LOWER C0 C1 [C2]   # (op sections only, repeatable) one piece of a piecewise model
+#pragma once
+#include <cstdint>
+#include <iosfwd>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "models/op_model.hpp"
+
+namespace joinlab {
+
+struct LinkSpec {
+  double bw = 0;       // bytes/s in each direction
+  double latency = 0;  // seconds
+  double seconds(double bytes) const { return latency + (bw > 0 ? bytes / bw : 0); }
+};
+
+enum class IntraNode : uint8_t { NVSwitch, NVLinkMesh, PCIe };
+enum class NicPlacement : uint8_t { PerGpu, PerNode };
+enum class Fabric : uint8_t { Star, FatTree };
+const char* to_string(IntraNode v);
+const char* to_string(NicPlacement v);
+const char* to_string(Fabric v);
+
+// How nodes and GPUs are wired. Experiments may override each field ([cluster] keys).
+struct Topology {
+  int gpus_per_node = 8;
+  IntraNode intra = IntraNode::NVSwitch;
+  NicPlacement nics = NicPlacement::PerGpu;  // PerGpu: one NIC per GPU on its own rail
+  int nics_per_node = 1;                     // PerNode: NICs the node's GPUs share
+  Fabric fabric = Fabric::Star;              // Star: non-blocking (full bisection)
+  int levels = 2;                            // FatTree: switch levels (2 or 3)
+  int leaf_nodes = 32;                       // FatTree: nodes under one leaf switch (per rail)
+  double oversubscription = 1.0;             // FatTree: leaf down/up bandwidth ratio
+  double spine_oversubscription = 1.0;       // FatTree, 3 levels: spine down/up ratio
+  bool rail_optimized = true;                // FatTree, PerGpu: leaf switches per rail
+  double hop_latency = 0;                    // seconds added per switch level crossed
+};
+
+struct GpuSpec {
+  double memory = 0;      // bytes per GPU
+  double mem_bw = 0;      // device copy, bytes read + written per second
+  double l2_bytes = 0;
+  double sms = 0;
+  double clock_ghz = 0;
+  int streams = 16;       // streams a rank exposes
+};
+
+struct HostSpec {
+  double memory = 0;        // bytes per node
+  double mem_bw = 0;        // bytes read + written per second, per node
+  double cores = 0;         // per node
+  double poll_seconds = 1e-6;  // one read of a completion flag
+};
+
+struct Profile {
+  std::string name, description, status, source;
+  std::string path;  // file it was read from
+  GpuSpec gpu;
+  HostSpec host;
+  LinkSpec h2d, d2h, p2p, nic;
+  Topology topology;
+  OpModels ops;
+  // Comments of the numbers ("section.key" -> text), kept when a profile is written back.
+  std::map<std::string, std::string> notes;
+
+  bool provisional() const { return status.rfind("provisional", 0) == 0; }
+};
+
+// Reads and checks a profile; InputError "file:line: key = value: why" on any problem.
+Profile load_profile(const std::string& path);
+Profile parse_profile(std::istream& in, const std::string& file);
+// Name ("h100", looked up in `dir`) or path ("x/y.ini") to a file path; InputError listing the
+// profiles in `dir` when there is none.
+std::string resolve_profile_path(const std::string& name_or_path, const std::string& dir);
+// Writes a profile in the format above, every number followed by its note.
+void write_profile(const Profile& p, std::ostream& out);
+
+}  // namespace joinlab

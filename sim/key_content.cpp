@@ -1,0 +1,512 @@
+#include "sim/key_content.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <tuple>
+
+#include "core/workload/generate.hpp"
+
+namespace joinlab::sim {
+
+namespace {
+
+// Explicit keys kept per generated slice: the top of the distribution, where skew lives.
+constexpr uint64_t kMaxHeavyKeys = 4096;
+
+uint64_t max_key(uint8_t key_bytes) { return key_bytes == 4 ? 0xfffffffeULL : ~0ULL - 1; }
+
+auto fn_tuple(const PartitionFn& f) { return std::make_tuple(uint8_t(f.kind), f.shift, f.bits, f.seed); }
+bool same_fn(const PartitionFn& a, const PartitionFn& b) { return fn_tuple(a) == fn_tuple(b); }
+bool constraint_less(const Constraint& a, const Constraint& b) {
+  return std::make_tuple(fn_tuple(a.fn), a.part) < std::make_tuple(fn_tuple(b.fn), b.part);
+}
+
+// Adds c to a canonical list; false when it contradicts a constraint already there.
+bool add_constraint(std::vector<Constraint>& cs, const Constraint& c) {
+  for (auto& x : cs)
+    if (same_fn(x.fn, c.fn)) return x.part == c.part;
+  cs.insert(std::upper_bound(cs.begin(), cs.end(), c, constraint_less), c);
+  return true;
+}
+
+bool satisfies(uint64_t key, const std::vector<Constraint>& cs) {
+  for (auto& c : cs)
+    if (c.fn(key) != c.part) return false;
+  return true;
+}
+
+// #x in [0, n) with (x & mask) == value; n up to 2^64.
+unsigned __int128 count_below(unsigned __int128 n, uint64_t mask, uint64_t value) {
+  unsigned __int128 total = 0;
+  for (int b = 64; b-- > 0;) {
+    if (!((n >> b) & 1)) continue;
+    // x agrees with n above bit b, has 0 at bit b, anything below.
+    const uint64_t above = b == 63 ? 0 : ~((uint64_t(2) << b) - 1);
+    const uint64_t prefix = uint64_t(n >> 0) & above;  // n's bits above b (n < 2^64 here)
+    if ((prefix & mask & above) != (value & mask & above)) continue;
+    const uint64_t bit = uint64_t(1) << b;
+    if ((mask & bit) && (value & bit)) continue;
+    const uint64_t below = bit - 1;
+    total += (unsigned __int128)1 << (b - __builtin_popcountll(mask & below));
+  }
+  if (n >> 64) {  // n = 2^64: every x in [0, 2^64) counts once
+    total = (unsigned __int128)1 << (64 - __builtin_popcountll(mask));
+  }
+  return total;
+}
+
+// |universe ∩ constraints| (expected, for hash constraints and scattered sets).
+double universe_count(const KeyUniverse& u, const std::vector<Constraint>& cs) {
+  uint64_t mask = 0, value = 0;
+  double factor = 1;
+  for (size_t i = 0; i < cs.size(); ++i) {
+    const Constraint& c = cs[i];
+    for (size_t j = 0; j < i; ++j)
+      if (same_fn(cs[j].fn, c.fn) && cs[j].part != c.part) return 0;
+    if (c.fn.kind == PartitionFn::Radix) {
+      if (c.fn.bits == 0) continue;
+      const uint64_t m = (c.fn.bits >= 64 ? ~0ULL : ((1ULL << c.fn.bits) - 1)) << c.fn.shift;
+      const uint64_t v = (uint64_t(c.part) << c.fn.shift) & m;
+      if ((mask & m & value) != (mask & m & v)) return 0;
+      mask |= m;
+      value |= v;
+    } else {
+      factor /= double(c.fn.fanout());
+    }
+  }
+  if (u.kind == KeyUniverse::Interval) {
+    if (u.hi < u.lo) return 0;
+    unsigned __int128 hi = (unsigned __int128)u.hi + 1;
+    double n = double(count_below(hi, mask, value) - count_below(u.lo, mask, value));
+    return n * factor;
+  }
+  return u.size * std::ldexp(1.0, -__builtin_popcountll(mask)) * factor;
+}
+
+bool same_universe(const KeyUniverse& a, const KeyUniverse& b) {
+  if (&a == &b) return true;
+  if (a.id != 0 || b.id != 0) return a.id == b.id;
+  return a.kind == b.kind && a.lo == b.lo && a.hi == b.hi && a.size == b.size;
+}
+
+// Probability that `key` belongs to the universe (exact where the set is known).
+double member_weight(const KeyUniverse& u, uint64_t key) {
+  if (u.disjoint_from) return 0.0;  // heavy keys are hits of the referenced relation
+  if (u.kind == KeyUniverse::Interval) return key >= u.lo && key <= u.hi ? 1.0 : 0.0;
+  if (u.exact_members) return u.members.row_of_key(key) != ~0ULL ? 1.0 : 0.0;
+  return u.hi > 0 ? u.size / (double(u.hi) + 1.0) : 0.0;
+}
+
+// |a ∩ b ∩ cs|.
+double intersection_count(const KeyUniverse& a, const KeyUniverse& b, const std::vector<Constraint>& cs) {
+  if (same_universe(a, b)) return universe_count(a, cs);
+  if ((a.disjoint_from && a.disjoint_from == b.id) || (b.disjoint_from && b.disjoint_from == a.id)) return 0;
+  if (a.kind == KeyUniverse::Interval && b.kind == KeyUniverse::Interval) {
+    KeyUniverse i;
+    i.kind = KeyUniverse::Interval;
+    i.lo = std::max(a.lo, b.lo);
+    i.hi = std::min(a.hi, b.hi);
+    return i.hi < i.lo ? 0.0 : universe_count(i, cs);
+  }
+  // A scattered set meets the other independently within the key domain.
+  KeyUniverse domain;
+  domain.kind = KeyUniverse::Interval;
+  domain.lo = 0;
+  domain.hi = std::max(a.kind == KeyUniverse::Scattered ? a.hi : 0, b.kind == KeyUniverse::Scattered ? b.hi : 0);
+  const double d = universe_count(domain, cs);
+  return d > 0 ? universe_count(a, cs) * universe_count(b, cs) / d : 0.0;
+}
+
+std::shared_ptr<KeyContent> single(Component c) {
+  auto k = std::make_shared<KeyContent>();
+  if (c.rows() > 0) k->parts.push_back(std::move(c));
+  return k;
+}
+
+// Harmonic number H(n, z) = sum_{k<=n} k^-z: exact head, midpoint-integral tail.
+double harmonic(double z, uint64_t n) {
+  static std::mutex mu;
+  static std::map<std::pair<double, uint64_t>, double> cache;
+  std::lock_guard<std::mutex> g(mu);
+  auto it = cache.find({z, n});
+  if (it != cache.end()) return it->second;
+  const uint64_t head = std::min<uint64_t>(n, 1 << 20);
+  double h = 0;
+  for (uint64_t k = head; k >= 1; --k) h += std::pow(double(k), -z);
+  if (n > head) {
+    const double a = double(head) + 0.5, b = double(n) + 0.5;
+    h += std::fabs(z - 1.0) < 1e-12 ? std::log(b / a) : (std::pow(b, 1 - z) - std::pow(a, 1 - z)) / (1 - z);
+  }
+  cache[{z, n}] = h;
+  return h;
+}
+
+UniversePtr unique_universe(const RelationSpec& spec) {
+  auto u = std::make_shared<KeyUniverse>();
+  const KeyGen g = make_keygen(spec, nullptr);
+  u->id = mix64(relation_seed(spec) ^ 0x756e697175654b73ULL);
+  u->size = double(spec.rows);
+  u->what = spec.name + " keys";
+  if (spec.dist == KeyDist::UniqueDense) {
+    u->kind = KeyUniverse::Interval;
+    u->lo = 1;
+    u->hi = spec.rows;
+  } else {
+    u->kind = KeyUniverse::Scattered;
+    u->hi = max_key(spec.key_bytes);
+    u->exact_members = true;
+    u->members = g;
+  }
+  return u;
+}
+
+UniversePtr interval_universe(uint64_t lo, uint64_t hi, uint64_t id, std::string what) {
+  auto u = std::make_shared<KeyUniverse>();
+  u->kind = KeyUniverse::Interval;
+  u->lo = lo;
+  u->hi = hi;
+  u->size = double(hi - lo) + 1.0;
+  u->id = id;
+  u->what = std::move(what);
+  return u;
+}
+
+// Heavy keys (rank k -> key(k), probability pmf(k)) plus light rows over `light_universe`, for
+// `rows` rows of a distribution over `n` ranks.
+Component skewed_component(double z, uint64_t n, uint64_t rows, const std::function<uint64_t(uint64_t)>& key_of_rank,
+                           UniversePtr light_universe) {
+  Component c;
+  c.universe = std::move(light_universe);
+  std::vector<double> w;
+  std::vector<uint64_t> keys;
+  const uint64_t limit = std::min(n, kMaxHeavyKeys);
+  double heavy_mass = 0;
+  for (uint64_t k = 1; k <= limit; ++k) {
+    const double p = zipf_pmf(z, n, k);
+    if (n > kMaxHeavyKeys && p * double(rows) < 1.0) break;  // not heavy: leave it to the light rows
+    keys.push_back(key_of_rank(k));
+    w.push_back(p);
+    heavy_mass += p;
+  }
+  w.push_back(std::max(0.0, 1.0 - heavy_mass));  // the light rows
+  auto counts = apportion(w, rows);
+  for (size_t i = 0; i < keys.size(); ++i)
+    if (counts[i]) c.heavy.push_back({keys[i], counts[i]});
+  c.light = counts.back();
+  std::sort(c.heavy.begin(), c.heavy.end());
+  // Two ranks can map to one key only through a bug; merge to keep the list canonical.
+  for (size_t i = 1; i < c.heavy.size();)
+    if (c.heavy[i].first == c.heavy[i - 1].first) {
+      c.heavy[i - 1].second += c.heavy[i].second;
+      c.heavy.erase(c.heavy.begin() + long(i));
+    } else {
+      ++i;
+    }
+  return c;
+}
+
+}  // namespace
+
+uint64_t Component::rows() const {
+  uint64_t r = light;
+  for (auto& h : heavy) r += h.second;
+  return r;
+}
+
+uint64_t KeyContent::rows() const {
+  uint64_t r = 0;
+  for (auto& c : parts) r += c.rows();
+  return r;
+}
+
+std::vector<uint64_t> apportion(const std::vector<double>& weights, uint64_t total) {
+  std::vector<uint64_t> out(weights.size(), 0);
+  if (weights.empty()) return out;
+  long double sum = 0;
+  for (double w : weights) sum += std::max(0.0, w);
+  std::vector<long double> share(weights.size());
+  for (size_t i = 0; i < weights.size(); ++i)
+    share[i] = sum > 0 ? (long double)std::max(0.0, weights[i]) / sum * total : (long double)total / weights.size();
+  uint64_t given = 0;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    out[i] = uint64_t(std::floor(share[i]));
+    given += out[i];
+  }
+  if (given > total) {  // rounding of huge totals: take back from the last
+    for (size_t i = weights.size(); i-- > 0 && given > total;) {
+      uint64_t t = std::min(out[i], given - total);
+      out[i] -= t;
+      given -= t;
+    }
+  }
+  uint64_t left = total - given;
+  if (left == 0) return out;
+  std::vector<size_t> order(weights.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return share[a] - std::floor(share[a]) > share[b] - std::floor(share[b]);
+  });
+  for (size_t i = 0; left > 0; i = (i + 1) % order.size(), --left) out[order[i]]++;
+  return out;
+}
+
+double zipf_pmf(double z, uint64_t n, uint64_t k) {
+  if (z == 0.0) return 1.0 / double(n);
+  return std::pow(double(k), -z) / harmonic(z, n);
+}
+
+ContentPtr unknown_content(uint64_t rows) {
+  auto u = std::make_shared<KeyUniverse>();
+  u->kind = KeyUniverse::Scattered;
+  u->hi = ~0ULL - 1;
+  u->size = 0;  // matches nothing
+  u->id = 0x756e6b6e6f776eULL;
+  u->what = "unknown keys (buffer never written)";
+  Component c;
+  c.universe = u;
+  c.light = rows;
+  return single(std::move(c));
+}
+
+ContentPtr generated_content(const RelationSpec& spec, const RelationSpec* referenced, uint64_t first_row,
+                             uint64_t rows) {
+  (void)first_row;  // every slice of a generated relation has the same distribution
+  const KeyGen g = make_keygen(spec, referenced);
+  Component c;
+  switch (spec.dist) {
+    case KeyDist::UniqueDense:
+    case KeyDist::UniqueSparse:
+      c.universe = unique_universe(spec);
+      c.light = rows;
+      return single(std::move(c));
+    case KeyDist::Uniform: {
+      const uint64_t span = spec.range_hi - spec.range_lo + 1;
+      if (span != 0 && span <= kMaxHeavyKeys) {  // few keys: every one explicit
+        c.universe = interval_universe(spec.range_lo, spec.range_hi, 0, "uniform range");
+        auto per_key = apportion(std::vector<double>(span, 1.0), rows);
+        for (uint64_t k = 0; k < span; ++k)
+          if (per_key[k]) c.heavy.push_back({spec.range_lo + k, per_key[k]});
+        return single(std::move(c));
+      }
+      c.universe = interval_universe(spec.range_lo, spec.range_hi, 0, "uniform range");
+      c.light = rows;
+      return single(std::move(c));
+    }
+    case KeyDist::Zipf: {
+      const uint64_t domain = spec.zipf_domain ? spec.zipf_domain : spec.rows;
+      auto u = interval_universe(1, domain, mix64(relation_seed(spec) ^ 0x7a697066ULL), "zipf domain of " + spec.name);
+      return single(skewed_component(spec.zipf_z, domain, rows, [&](uint64_t k) { return 1 + g.perm(k - 1); }, u));
+    }
+    case KeyDist::ForeignKey: {
+      const RelationSpec& ref = *referenced;
+      const uint64_t hits = spec.match_rate >= 1.0 ? rows : apportion({spec.match_rate, 1.0 - spec.match_rate}, rows)[0];
+      auto out = std::make_shared<KeyContent>();
+      UniversePtr ru = unique_universe(ref);
+      Component h;
+      if (spec.zipf_z > 0) {
+        h = skewed_component(spec.zipf_z, ref.rows, hits,
+                             [&](uint64_t k) {
+                               return KeyGen::unique_key(g.ref_dist, k - 1, g.ref_perm, g.ref_seed, g.key_bytes);
+                             },
+                             ru);
+      } else {
+        h.universe = ru;
+        h.light = hits;
+      }
+      if (h.rows()) out->parts.push_back(std::move(h));
+      if (rows > hits) {
+        Component m;
+        const uint64_t miss_id = mix64(relation_seed(spec) ^ 0x6d697373ULL);
+        if (ref.dist == KeyDist::UniqueDense) {
+          m.universe = interval_universe(ref.rows + 1, ref.rows + g.span, miss_id, spec.name + " keys absent from " + ref.name);
+        } else {
+          auto u = std::make_shared<KeyUniverse>();
+          u->kind = KeyUniverse::Scattered;
+          u->hi = max_key(spec.key_bytes);
+          u->size = double(g.span);
+          u->id = miss_id;
+          u->disjoint_from = ru->id;
+          u->what = spec.name + " keys absent from " + ref.name;
+          m.universe = u;
+        }
+        m.light = rows - hits;
+        out->parts.push_back(std::move(m));
+      }
+      return out;
+    }
+  }
+  return unknown_content(rows);
+}
+
+namespace {
+
+// Light-row shares of one component over the partitions of fn.
+std::vector<double> light_fractions(const Component& c, const PartitionFn& fn) {
+  const uint32_t fanout = fn.fanout();
+  std::vector<double> w(fanout, 1.0);
+  for (auto& x : c.constraints)
+    if (same_fn(x.fn, fn)) {  // already partitioned by fn: everything stays in its partition
+      std::fill(w.begin(), w.end(), 0.0);
+      w[x.part] = 1.0;
+      return w;
+    }
+  const bool interval_radix = c.universe->kind == KeyUniverse::Interval && fn.kind == PartitionFn::Radix;
+  bool radix_overlap = false;
+  if (fn.kind == PartitionFn::Radix)
+    for (auto& x : c.constraints)
+      if (x.fn.kind == PartitionFn::Radix && x.fn.shift < fn.shift + fn.bits && fn.shift < x.fn.shift + x.fn.bits)
+        radix_overlap = true;
+  if (!interval_radix && !radix_overlap) return w;  // uniform
+  double base = 0;
+  for (uint32_t p = 0; p < fanout; ++p) {
+    std::vector<Constraint> cs = c.constraints;
+    if (!add_constraint(cs, {fn, p})) {
+      w[p] = 0;
+      continue;
+    }
+    w[p] = universe_count(*c.universe, cs);
+    base += w[p];
+  }
+  if (base <= 0) std::fill(w.begin(), w.end(), 1.0);
+  return w;
+}
+
+}  // namespace
+
+std::vector<uint64_t> split_counts(const KeyContent& c, const PartitionFn& fn) {
+  std::vector<uint64_t> counts(fn.fanout(), 0);
+  for (auto& comp : c.parts) {
+    for (auto& [key, n] : comp.heavy) counts[fn(key)] += n;
+    if (comp.light == 0) continue;
+    auto light = apportion(light_fractions(comp, fn), comp.light);
+    for (size_t p = 0; p < light.size(); ++p) counts[p] += light[p];
+  }
+  return counts;
+}
+
+std::vector<ContentPtr> split_content(const KeyContent& c, const PartitionFn& fn) {
+  const uint32_t fanout = fn.fanout();
+  std::vector<std::shared_ptr<KeyContent>> out(fanout);
+  for (auto& o : out) o = std::make_shared<KeyContent>();
+  for (auto& comp : c.parts) {
+    std::vector<Component> pieces(fanout);
+    for (uint32_t p = 0; p < fanout; ++p) {
+      pieces[p].universe = comp.universe;
+      pieces[p].constraints = comp.constraints;
+      add_constraint(pieces[p].constraints, {fn, p});
+    }
+    for (auto& h : comp.heavy) pieces[fn(h.first)].heavy.push_back(h);
+    if (comp.light) {
+      auto light = apportion(light_fractions(comp, fn), comp.light);
+      for (uint32_t p = 0; p < fanout; ++p) pieces[p].light = light[p];
+    }
+    for (uint32_t p = 0; p < fanout; ++p)
+      if (pieces[p].rows()) out[p]->parts.push_back(std::move(pieces[p]));
+  }
+  return std::vector<ContentPtr>(out.begin(), out.end());
+}
+
+ContentPtr scale_content(const ContentPtr& c, uint64_t rows) {
+  const uint64_t total = c->rows();
+  if (rows >= total) return c;
+  auto out = std::make_shared<KeyContent>();
+  if (rows == 0) return out;
+  std::vector<double> w;
+  for (auto& comp : c->parts) w.push_back(double(comp.rows()));
+  auto per = apportion(w, rows);
+  for (size_t i = 0; i < c->parts.size(); ++i) {
+    if (per[i] == 0) continue;
+    const Component& comp = c->parts[i];
+    std::vector<double> cw;
+    for (auto& h : comp.heavy) cw.push_back(double(h.second));
+    cw.push_back(double(comp.light));
+    auto n = apportion(cw, per[i]);
+    Component s;
+    s.universe = comp.universe;
+    s.constraints = comp.constraints;
+    for (size_t k = 0; k < comp.heavy.size(); ++k)
+      if (n[k]) s.heavy.push_back({comp.heavy[k].first, n[k]});
+    s.light = n.back();
+    out->parts.push_back(std::move(s));
+  }
+  return out;
+}
+
+ContentPtr merge_contents(const std::vector<ContentPtr>& parts) {
+  if (parts.size() == 1) return parts.front();
+  auto out = std::make_shared<KeyContent>();
+  for (auto& c : parts) {
+    if (!c) continue;
+    for (auto& comp : c->parts) {
+      Component* into = nullptr;
+      for (auto& o : out->parts)
+        if (same_universe(*o.universe, *comp.universe) && o.constraints.size() == comp.constraints.size() &&
+            std::equal(o.constraints.begin(), o.constraints.end(), comp.constraints.begin(),
+                       [](const Constraint& a, const Constraint& b) { return same_fn(a.fn, b.fn) && a.part == b.part; })) {
+          into = &o;
+          break;
+        }
+      if (!into) {
+        out->parts.push_back(comp);
+        continue;
+      }
+      into->light += comp.light;
+      if (comp.heavy.empty()) continue;
+      std::vector<std::pair<uint64_t, uint64_t>> merged;
+      merged.reserve(into->heavy.size() + comp.heavy.size());
+      size_t a = 0, b = 0;
+      while (a < into->heavy.size() || b < comp.heavy.size()) {
+        if (b == comp.heavy.size() || (a < into->heavy.size() && into->heavy[a].first < comp.heavy[b].first)) {
+          merged.push_back(into->heavy[a++]);
+        } else if (a == into->heavy.size() || comp.heavy[b].first < into->heavy[a].first) {
+          merged.push_back(comp.heavy[b++]);
+        } else {
+          merged.push_back({into->heavy[a].first, into->heavy[a].second + comp.heavy[b].second});
+          ++a;
+          ++b;
+        }
+      }
+      into->heavy = std::move(merged);
+    }
+  }
+  return out;
+}
+
+double expected_matches(const KeyContent& r, const KeyContent& s) {
+  double total = 0;
+  for (auto& a : r.parts) {
+    const double na = universe_count(*a.universe, a.constraints);
+    const double da = na > 0 ? double(a.light) / na : 0;
+    for (auto& b : s.parts) {
+      const double nb = universe_count(*b.universe, b.constraints);
+      const double db = nb > 0 ? double(b.light) / nb : 0;
+      std::vector<Constraint> both = a.constraints;
+      bool consistent = true;
+      for (auto& c : b.constraints) consistent = add_constraint(both, c) && consistent;
+      if (consistent && da > 0 && db > 0) total += da * db * intersection_count(*a.universe, *b.universe, both);
+      for (auto& [key, n] : a.heavy)
+        if (db > 0 && satisfies(key, b.constraints)) total += double(n) * db * member_weight(*b.universe, key);
+      for (auto& [key, n] : b.heavy)
+        if (da > 0 && satisfies(key, a.constraints)) total += double(n) * da * member_weight(*a.universe, key);
+      size_t i = 0, j = 0;  // heavy x heavy: both lists sorted by key
+      while (i < a.heavy.size() && j < b.heavy.size()) {
+        if (a.heavy[i].first < b.heavy[j].first) {
+          ++i;
+        } else if (b.heavy[j].first < a.heavy[i].first) {
+          ++j;
+        } else {
+          total += double(a.heavy[i].second) * double(b.heavy[j].second);
+          ++i;
+          ++j;
+        }
+      }
+    }
+  }
+  return total;
+}
+
+}  // namespace joinlab::sim

@@ -1,0 +1,85 @@
+// What a range of rows holds, without the rows: the simulator's stand-in for tuple data.
+//
+// Strategies decide from sizes (histograms, partition offsets, match counts), so SimRank must
+// answer those from the workload's distribution. A KeyContent describes a set of rows as
+// components, each:
+//  * heavy keys: explicit (key, rows) pairs, the top of a Zipf or skewed foreign-key
+//    distribution (key values from the same generator as the real data), partitioned exactly;
+//  * light rows: spread uniformly over a key universe (an interval such as 1..|R| for dense
+//    keys, or a scattered set such as sparse unique keys) restricted by the partitionings the
+//    rows went through (constraints: partition function + partition index).
+// Partitioning splits components exactly for heavy keys and in expectation for light rows, with
+// the expectations rounded to integers that sum to the rows (largest remainder, ties by index),
+// so histograms and partition offsets are exact integers and deterministic. Joins estimate
+// matches from two contents: heavy x heavy exactly, light x anything by density over the
+// shared universe (an R slice of unique keys has density = its share of R).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/common/hashing.hpp"
+#include "core/workload/keygen.hpp"
+#include "core/workload/relation.hpp"
+
+namespace joinlab::sim {
+
+struct KeyUniverse {
+  enum Kind : uint8_t { Interval, Scattered };
+  Kind kind = Interval;
+  uint64_t lo = 0, hi = 0;  // Interval: keys lo..hi. Scattered: keys drawn from 0..hi
+  double size = 0;          // number of distinct keys in the set
+  uint64_t id = 0;          // equal nonzero ids = the same key set (a relation's unique keys)
+  uint64_t disjoint_from = 0;  // id of a set it shares no key with (a foreign key's misses vs R)
+  bool exact_members = false;  // members.row_of_key() decides membership exactly
+  KeyGen members;
+  std::string what;         // "R keys", "zipf domain of S", ... (diagnostics)
+};
+using UniversePtr = std::shared_ptr<const KeyUniverse>;
+
+struct Constraint {
+  PartitionFn fn;
+  uint32_t part = 0;
+};
+
+struct Component {
+  UniversePtr universe;
+  std::vector<Constraint> constraints;             // canonical order
+  uint64_t light = 0;                              // rows spread over universe ∩ constraints
+  std::vector<std::pair<uint64_t, uint64_t>> heavy;  // (key, rows), sorted by key
+  uint64_t rows() const;
+};
+
+struct KeyContent {
+  std::vector<Component> parts;
+  uint64_t rows() const;
+};
+using ContentPtr = std::shared_ptr<const KeyContent>;
+
+// Rows [first_row, first_row + rows) of a generated relation.
+ContentPtr generated_content(const RelationSpec& spec, const RelationSpec* referenced, uint64_t first_row,
+                             uint64_t rows);
+// Rows of unknown keys (a buffer the strategy never filled): uniform, matching nothing.
+ContentPtr unknown_content(uint64_t rows);
+
+// Splits `c` by `fn`: per-partition contents whose rows sum to c's rows exactly.
+std::vector<ContentPtr> split_content(const KeyContent& c, const PartitionFn& fn);
+// Only the row counts of split_content (the same numbers, without building contents).
+std::vector<uint64_t> split_counts(const KeyContent& c, const PartitionFn& fn);
+// `rows` of c's rows (rows <= c.rows()), every component and key in proportion.
+ContentPtr scale_content(const ContentPtr& c, uint64_t rows);
+// The union of contents (components over the same keys and constraints are combined).
+ContentPtr merge_contents(const std::vector<ContentPtr>& parts);
+// Expected number of (r, s) row pairs with equal keys.
+double expected_matches(const KeyContent& r, const KeyContent& s);
+
+// Largest-remainder rounding of non-negative weights to integers summing to `total`, ties
+// going to the lower index. The one rounding rule used everywhere, so counts stay consistent.
+std::vector<uint64_t> apportion(const std::vector<double>& weights, uint64_t total);
+
+// Zipf(z) probability of rank k (1-based) over n ranks.
+double zipf_pmf(double z, uint64_t n, uint64_t k);
+
+}  // namespace joinlab::sim

@@ -1,0 +1,87 @@
+// SimRank's buffers: no memory behind them (ptr stays null), only the size (for capacity
+// accounting) and, for key columns, what the rows hold (KeyContent per byte range). Operators,
+// copies and messages read the content of the ranges they read and annotate the ranges they
+// write, so a partition written on one rank and sent to another keeps its key distribution.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "core/exec/buffer.hpp"
+#include "core/exec/tuples.hpp"
+#include "sim/key_content.hpp"
+
+namespace joinlab::sim {
+
+// A partition operator's output, kept whole: segment s, partition p occupies rows
+// [offsets[s*F+p], offsets[s*F+p+1]) and holds split_content(parents[s], fn)[p]. Pieces are
+// built only when a narrower range is read.
+struct SplitLayout {
+  std::vector<ContentPtr> parents;
+  PartitionFn fn;
+  std::vector<uint64_t> offsets;  // relative to the region's first row; segments * fanout + 1
+  ContentPtr piece(size_t index) const;
+  ContentPtr read(uint64_t first_row, uint64_t end_row) const;  // relative rows
+
+ private:
+  mutable std::vector<std::pair<size_t, std::vector<ContentPtr>>> cache_;  // recently split segments
+};
+
+class RegionMap {
+ public:
+  // Rows [first_row, first_row + content rows) of elements of key_bytes now hold `content`.
+  void write(uint64_t first_byte, uint32_t key_bytes, ContentPtr content);
+  void write_split(uint64_t first_byte, uint32_t key_bytes, std::shared_ptr<const SplitLayout> layout);
+  // Content of bytes [first, end): null when nothing in the range was ever annotated (not a key
+  // column); gaps between annotated regions read as unknown keys.
+  // key_bytes, if given, receives the element width of the annotated rows.
+  ContentPtr read(uint64_t first_byte, uint64_t end_byte, uint32_t* key_bytes = nullptr) const;
+  bool empty() const { return regions_.empty(); }
+
+ private:
+  struct Region {
+    uint64_t end = 0;
+    uint32_t key_bytes = 4;
+    ContentPtr content;                         // plain region
+    std::shared_ptr<const SplitLayout> split;  // or a partitioned one
+    uint64_t rows(uint64_t begin) const { return (end - begin) / key_bytes; }
+    ContentPtr read_rows(uint64_t begin, uint64_t first_row, uint64_t end_row) const;
+  };
+  void clear_range(uint64_t first, uint64_t end);
+  std::map<uint64_t, Region> regions_;  // by first byte
+};
+
+// Allocation budgets of one rank, per memory space; buffers give their bytes back when freed.
+class MemoryAccount {
+ public:
+  MemoryAccount(int rank, uint64_t device, uint64_t host) : rank_(rank), limit_{device, host, host} {}
+  // RuntimeError naming the tag, the size and the space left when it does not fit.
+  void reserve(MemSpace space, uint64_t bytes, const std::string& tag);
+  void release(MemSpace space, uint64_t bytes);
+  uint64_t left(MemSpace space) const;
+
+ private:
+  int pool(MemSpace s) const { return s == MemSpace::Device ? 0 : 1; }  // pinned and host share host memory
+  int rank_;
+  uint64_t limit_[3];
+  uint64_t used_[2] = {0, 0};
+};
+
+struct SimBuffer : BufferImpl {
+  std::shared_ptr<MemoryAccount> account;
+  RegionMap regions;   // key content, when this buffer holds a key column
+  ContentPtr table;    // a hash table's keys (set by Build on the table's key buffer)
+  ~SimBuffer() override {
+    if (account) account->release(space, bytes);
+  }
+};
+
+SimBuffer& sim_buffer(const Buffer& b);  // RuntimeError if b is not a SimRank buffer
+
+// Content of a Tuples view's rows (null when the keys were never annotated).
+ContentPtr read_keys(const Tuples& t);
+void write_keys(const Tuples& t, ContentPtr content);
+
+}  // namespace joinlab::sim

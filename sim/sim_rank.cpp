@@ -1,0 +1,1276 @@
+#include "sim/sim_rank.hpp"
+
+#include <simgrid/Exception.hpp>
+#include <simgrid/s4u.hpp>
+#include <xbt/log.h>
+
+#include <malloc.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <deque>
+#include <map>
+#include <sstream>
+#include <type_traits>
+#include <unordered_map>
+
+#include "core/common/error.hpp"
+#include "models/profile.hpp"
+#include "sim/key_content.hpp"
+#include "sim/platform.hpp"
+#include "sim/sim_buffer.hpp"
+
+namespace joinlab::sim {
+
+std::vector<std::pair<std::string, std::string>> sim_cluster_keys() {
+  return {
+      {"intra", "sim: GPUs inside a node: nvswitch | nvlink_mesh | pcie (default: the profile's)"},
+      {"nics", "sim: per_gpu (one NIC per GPU, on its rail) | per_node (default: the profile's)"},
+      {"nics_per_node", "sim: NICs a node's GPUs share when nics = per_node"},
+      {"fabric", "sim: star (non-blocking) | fat_tree (default: the profile's)"},
+      {"levels", "sim: fat tree switch levels, 1..3"},
+      {"leaf_nodes", "sim: nodes under one leaf switch (per rail when rail-optimized)"},
+      {"oversubscription", "sim: fat tree leaf down/up bandwidth ratio (>= 1 means oversubscribed)"},
+      {"sim_flows", "sim: pair (a flow per message) | node (messages between two nodes started together "
+                    "merged into one flow; exact for balanced traffic) | auto (node above 256 GPUs)"},
+      {"sim_precision", "sim: SimGrid time quantum (surf/precision) in seconds; 1e-4 speeds up skewed shuffles"},
+      {"sim_trace", "sim: ranks whose operators and transfers are traced: auto (the first 8) | all | none | N (the first N); "
+                   "phases are kept for every rank"},
+  };
+}
+
+namespace {
+
+namespace sg4 = simgrid::s4u;
+
+constexpr int kCollectiveTag = INT_MIN;
+constexpr size_t kMaxTraceSpans = 4000000;  // over all ranks; beyond it spans are dropped
+
+// --- options ---------------------------------------------------------------------------------
+
+struct Options {
+  enum Flows { Pair, Node } flows = Pair;
+  std::string flows_name;
+  double precision = 0;
+  int trace_ranks = 8;  // operators and transfers of the first node or so; phases are kept for all
+  Topology topo;
+};
+
+[[noreturn]] void bad_option(const std::string& key, const std::string& value, const std::string& why) {
+  throw InputError("cluster." + key + " = " + value + ": " + why);
+}
+
+long parse_int(const std::string& key, const std::string& v, long lo, long hi) {
+  try {
+    size_t used = 0;
+    long x = std::stol(v, &used);
+    if (used == v.size() && x >= lo && x <= hi) return x;
+  } catch (...) {
+  }
+  bad_option(key, v, "expected a whole number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+}
+
+double parse_real(const std::string& key, const std::string& v, double lo) {
+  try {
+    size_t used = 0;
+    double x = std::stod(v, &used);
+    if (used == v.size() && std::isfinite(x) && x >= lo) return x;
+  } catch (...) {
+  }
+  std::ostringstream m;
+  m << "expected a number >= " << lo;
+  bad_option(key, v, m.str());
+}
+
+Options parse_options(const BackendConfig& cfg, const Profile& prof) {
+  Options o;
+  o.topo = prof.topology;
+  std::string flows = "auto";
+  for (auto& [key, v] : cfg.options) {
+    if (key == "intra") {
+      if (v == "nvswitch") o.topo.intra = IntraNode::NVSwitch;
+      else if (v == "nvlink_mesh") o.topo.intra = IntraNode::NVLinkMesh;
+      else if (v == "pcie") o.topo.intra = IntraNode::PCIe;
+      else bad_option(key, v, "expected nvswitch, nvlink_mesh or pcie");
+    } else if (key == "nics") {
+      if (v == "per_gpu") o.topo.nics = NicPlacement::PerGpu;
+      else if (v == "per_node") o.topo.nics = NicPlacement::PerNode;
+      else bad_option(key, v, "expected per_gpu or per_node");
+    } else if (key == "nics_per_node") {
+      o.topo.nics_per_node = int(parse_int(key, v, 1, 64));
+    } else if (key == "fabric") {
+      if (v == "star") o.topo.fabric = Fabric::Star;
+      else if (v == "fat_tree") o.topo.fabric = Fabric::FatTree;
+      else bad_option(key, v, "expected star or fat_tree");
+    } else if (key == "levels") {
+      o.topo.levels = int(parse_int(key, v, 1, 3));
+    } else if (key == "leaf_nodes") {
+      o.topo.leaf_nodes = int(parse_int(key, v, 1, 1 << 20));
+    } else if (key == "oversubscription") {
+      o.topo.oversubscription = parse_real(key, v, 1e-3);
+    } else if (key == "sim_flows") {
+      if (v != "pair" && v != "node" && v != "auto") bad_option(key, v, "expected pair, node or auto");
+      flows = v;
+    } else if (key == "sim_precision") {
+      o.precision = parse_real(key, v, 0);
+      if (o.precision > 1e-2) bad_option(key, v, "a time quantum above 10 ms would distort every timing");
+    } else if (key == "sim_trace") {
+      if (v == "auto") o.trace_ranks = 8;
+      else if (v == "all") o.trace_ranks = INT_MAX;
+      else if (v == "none") o.trace_ranks = 0;
+      else o.trace_ranks = int(parse_int(key, v, 0, INT_MAX));
+    }
+  }
+  const int ranks = cfg.shape.size();
+  o.flows = flows == "node" || (flows == "auto" && ranks > 256) ? Options::Node : Options::Pair;
+  o.flows_name = o.flows == Options::Node ? "node" : "pair";
+  return o;
+}
+
+// --- events ----------------------------------------------------------------------------------
+
+// Thrown in a rank's actor when another rank failed: unwinds the strategy (not a std::exception,
+// so strategies do not catch it) and ends the actor.
+struct SimulationAborted {};
+
+class SimRank;
+
+// Completion of stream work. Only the rank that queued the work waits for it, and waiting runs
+// that rank's streams (SimRank::block_until), so an event needs no SimGrid object of its own.
+class SimEvent final : public EventImpl {
+ public:
+  explicit SimEvent(SimRank* owner) : owner_(owner) {}
+  void wait() override;
+  bool done() override { return done_; }
+  void complete() { done_ = true; }
+
+ private:
+  SimRank* owner_;
+  bool done_ = false;
+};
+using EventPtr = std::shared_ptr<SimEvent>;
+
+// --- messages --------------------------------------------------------------------------------
+
+struct Message {
+  uint64_t bytes = 0;
+  ContentPtr content;
+  uint32_t key_bytes = 0;
+  bool arrived = false;
+  SimRank* waiter = nullptr;  // the receiver blocked on it, woken when it arrives
+};
+using MessagePtr = std::shared_ptr<Message>;
+
+struct ChannelKey {
+  int src, dst, tag;
+  bool operator==(const ChannelKey& o) const { return src == o.src && dst == o.dst && tag == o.tag; }
+};
+struct ChannelHash {
+  size_t operator()(const ChannelKey& k) const {
+    return size_t(mix64((uint64_t(uint32_t(k.src)) << 32 | uint32_t(k.dst)) ^ mix64(uint64_t(uint32_t(k.tag)))));
+  }
+};
+struct Channel {
+  std::deque<MessagePtr> messages;  // posted, in the order their sends started
+  SimRank* waiter = nullptr;        // a receiver waiting for the next message to be posted
+};
+
+// A transfer in flight: a SimGrid flow of its own (pair mode), or a member of a merged
+// node-to-node flow (node mode), done when the flusher sees that flow end.
+struct Transfer {
+  bool done = false;
+  SimRank* rank = nullptr;  // woken when it is done
+  int src = 0, dst = 0;
+  uint64_t bytes = 0;
+};
+using TransferPtr = std::shared_ptr<Transfer>;
+
+// --- streams ---------------------------------------------------------------------------------
+
+struct Item {
+  enum Kind : uint8_t { Operator, Copy, Wait, Send, Recv, Put } kind = Operator;
+  EventPtr done;
+  std::shared_ptr<Op> op;  // Operator
+  std::shared_ptr<OpResult> result;
+  Buffer buf, other;       // Send/Put: source. Recv: destination. Copy: destination, source
+  uint64_t off = 0, other_off = 0, bytes = 0;
+  int peer = -1, tag = 0;  // Send/Recv/Put
+  int window = 0;          // Put
+  uint32_t flag = 0;
+  uint64_t value = 0;
+  EventPtr wait_for;       // Wait
+  std::string describe() const {
+    static const char* names[] = {"operator", "copy", "wait for an event", "send to", "recv from", "put to"};
+    if (kind == Operator) return std::string("operator ") + to_string(params_of(*op).kind);
+    if (peer < 0) return names[kind];
+    return std::string(names[kind]) + " rank " + std::to_string(peer) + " (tag " + std::to_string(tag) + ")";
+  }
+};
+
+struct SimStream {
+  enum State : uint8_t { Idle, Busy, AwaitMessage, AwaitEvent } state = Idle;
+  std::deque<Item> queue;
+  std::vector<Item> running;  // one item, or back-to-back sends to one peer
+  sg4::ActivityPtr activity;  // the SimGrid activity it waits for (Busy), if any
+  TransferPtr transfer;       // or a node-merged transfer (Busy)
+  std::vector<MessagePtr> outgoing;  // messages of the running sends or put
+  MessagePtr incoming;        // AwaitMessage: the message of the running recv, once posted
+  double begin = 0;
+  EventPtr last;
+  std::string track;          // link track of the running transfer
+};
+
+struct Window {
+  Buffer buf;
+  std::vector<uint64_t> flags;
+  std::vector<bool> changed;
+};
+
+// --- the node-aggregated network --------------------------------------------------------------
+
+// Messages between two nodes that start at the same simulated time travel as one flow between
+// the nodes' pooled end points, capped at the bandwidth of the GPU paths they stand for
+// (distinct senders or receivers times one GPU's path). With balanced traffic (every GPU one
+// message in flight per direction, as in round-based or uniform all-at-once shuffles) this is
+// the per-GPU result; under skew all messages of a merged flow end together.
+//
+// One flusher actor per node starts the merged flows (mailbox comms, whose rate cap SimGrid
+// honors; the destination's sink actor is their permanent receiver), waits for them and wakes
+// the ranks whose transfers they carried.
+class NodeNetwork {
+ public:
+  NodeNetwork(const Platform& p, uint64_t* flows);
+  void add(const TransferPtr& t);  // from a rank actor: starts with the next flush
+  void stop();  // the simulation is over: the flushers end (SimGrid cannot kill them cleanly)
+
+ private:
+  struct NodeState {
+    std::map<int, std::vector<TransferPtr>> pending;  // by destination node
+    sg4::ExecPtr bell;  // suspended while the flusher waits; resumed to wake it
+    bool rung = false;
+  };
+  void flush_loop(int node);
+
+  const Platform& platform_;
+  uint64_t* flows_;
+  std::vector<NodeState> nodes_;
+  std::vector<sg4::Mailbox*> inbox_;
+  bool stopping_ = false;
+};
+
+// --- ranks -----------------------------------------------------------------------------------
+
+class SimWorld;
+
+class SimRank final : public Rank {
+ public:
+  SimRank(SimWorld& w, int id, ClusterShape shape);
+
+  std::string backend() const override { return "sim"; }
+  bool has_data() const override { return false; }
+  int streams() const override;
+
+  Buffer alloc(MemSpace space, uint64_t bytes, const std::string& tag) override;
+  uint64_t capacity(MemSpace space) const override { return account_->left(space); }
+
+  Launched launch(Stream s, Op op) override;
+  Event copy(Stream s, const Buffer& dst, uint64_t dst_off, const Buffer& src, uint64_t src_off,
+             uint64_t bytes) override;
+  Event record(Stream s) override { return Event(stream(s.id).last); }
+  void stream_wait(Stream s, const Event& e) override;
+  void sync(Stream s) override { record(s).wait(); }
+
+  Event send(Stream s, int peer, const Buffer& src, uint64_t off, uint64_t bytes, int tag) override;
+  Event recv(Stream s, int peer, const Buffer& dst, uint64_t off, uint64_t bytes, int tag) override;
+  int expose(const Buffer& buf, uint32_t flags) override;
+  Event put(Stream s, int peer, int window, uint64_t remote_off, const Buffer& src, uint64_t off, uint64_t bytes,
+            uint32_t flag, uint64_t value) override;
+  uint64_t read_flag(int window, uint32_t flag) override;
+
+  std::vector<uint64_t> allgather(const std::vector<uint64_t>& mine) override;
+  void barrier() override { allgather({}); }
+
+  double now() const override { return sg4::Engine::get_clock(); }
+  Bandwidths bandwidths() const override;
+
+  // Runs this rank's streams until pred() holds; blocks the rank's actor (only) in SimGrid while
+  // nothing it can do makes progress.
+  // `extra`, if given, is waited for too and set to null once it completes.
+  void block_until(const std::function<bool()>& pred, const char* what, sg4::ActivityPtr* extra = nullptr);
+  // Another actor made progress possible here (a message arrived, a put landed, a merged flow
+  // ended): wake this rank if it is blocked.
+  void ring();
+  void land_put(int window, uint64_t remote_off, const ContentPtr& content, uint32_t key_bytes, uint32_t flag,
+                uint64_t value);
+  bool traced() const;
+  void span(const std::string& track, OpParams p, double begin, double end);
+  std::string waiting() const;
+  RankRecord record_of() const;
+  bool finished = false;
+  bool dirty = true;  // a message was posted to this rank or arrived since pump() last looked
+
+ private:
+  // Streams 0 .. streams()-1 are the strategy's; stream streams() carries collectives.
+  SimStream& stream(int s, bool internal = false);
+  Event enqueue(int s, Item item, bool internal = false);
+  void pump();                 // starts every stream's next items while they can start
+  void start(SimStream& st, int index);
+  void finish(SimStream& st, int index);  // the running item(s) of st are done
+  bool try_recv(SimStream& st);
+  void start_transfer(SimStream& st, int dst, uint64_t bytes);
+  void check_peer(int peer, const char* what) const;
+  void check_range(const Buffer& b, uint64_t off, uint64_t bytes, const char* what) const;
+
+  SimWorld& world_;
+  std::shared_ptr<MemoryAccount> account_;
+  std::vector<std::unique_ptr<SimStream>> streams_;
+  std::vector<int> active_;  // streams that exist
+  std::vector<sg4::ActivityPtr> wait_set_;  // block_until's, kept to spare allocations
+  std::vector<int> wait_who_;
+  std::vector<Window> windows_;
+  int collectives_ = 0;
+  bool blocked_ = false;      // in wait_any
+  sg4::ExecPtr bell_;         // suspended 0-flop execution that ring() resumes
+  bool rung_ = false;
+  const char* blocked_on_ = nullptr;
+  bool flag_changed_ = false;  // rung since block_until last looked
+};
+
+void SimEvent::wait() {
+  if (!done_) owner_->block_until([this] { return done_; }, "an event of its own streams");
+}
+
+// --- the world -------------------------------------------------------------------------------
+
+class SimWorld {
+ public:
+  SimWorld(const Profile& prof, Options opt, const ClusterShape& shape, uint64_t device_memory)
+      : profile(prof), options(std::move(opt)), shape(shape), device_memory(device_memory) {}
+
+  const Profile profile;
+  const Options options;
+  const ClusterShape shape;
+  const uint64_t device_memory;
+  Platform platform;
+  sg4::Host* timer = nullptr;  // bounded executions on it measure out waits
+  std::vector<std::unique_ptr<SimRank>> ranks;
+  std::unique_ptr<NodeNetwork> node_net;
+  SimStats stats;
+  size_t spans = 0;
+  int error_kind = 0;
+  std::string error;
+
+  // Stops the simulation with an error (the first one wins).
+  // Stops the simulation with an error (the first one wins): every rank ends at its next wait.
+  void fail(int kind, const std::string& why) {
+    if (error.empty()) {
+      error_kind = kind;
+      error = why;
+    }
+    aborting = true;
+    for (auto& r : ranks) r->ring();
+    if (node_net) node_net->stop();
+  }
+  bool aborting = false;
+  int running = 0;  // rank actors not yet ended
+  int blocked = 0;  // rank actors waiting in block_until
+  int busy = 0;     // streams with work in flight (an activity or a transfer), and timers
+  // Every rank still running waits and nothing is in flight: nothing can ever wake them.
+  bool deadlocked() const { return busy == 0 && blocked == running; }
+  std::string deadlock_report() const;
+
+  sg4::ExecPtr start_exec(sg4::Host* host, double seconds) {
+    auto e = sg4::Exec::init()->set_flops_amount(seconds * kWorkPerSecond)->set_host(host);
+    e->start();
+    return e;
+  }
+  // A wait of `seconds` that shares nothing: a bounded execution on a host of unlimited speed.
+  sg4::ExecPtr start_timer(double seconds) {
+    auto e = sg4::Exec::init()->set_flops_amount(seconds * kWorkPerSecond)->set_host(timer)->set_bound(kWorkPerSecond);
+    e->start();
+    return e;
+  }
+  const char* link_track(int src, int dst) const {
+    if (src == dst) return "link device";
+    return shape.node_of(src) == shape.node_of(dst) ? "link nvlink" : "link network";
+  }
+
+  Channel& channel(int src, int dst, int tag) { return channels_[ChannelKey{src, dst, tag}]; }
+  void post(int src, int dst, int tag, const MessagePtr& m) {
+    ranks[size_t(dst)]->dirty = true;
+    Channel& ch = channel(src, dst, tag);
+    ch.messages.push_back(m);
+    if (ch.waiter) {  // its receiver waits: it takes the message and is woken when it arrives
+      m->waiter = ch.waiter;
+      ch.waiter = nullptr;
+    }
+  }
+  // The next posted message of (src, dst, tag), or null (then `waiter` is told when one is).
+  MessagePtr take(int src, int dst, int tag, SimRank* waiter) {
+    const ChannelKey key{src, dst, tag};
+    auto it = channels_.find(key);
+    if (it == channels_.end() || it->second.messages.empty()) {
+      channels_[key].waiter = waiter;
+      return nullptr;
+    }
+    MessagePtr m = it->second.messages.front();
+    it->second.messages.pop_front();
+    if (it->second.messages.empty() && !it->second.waiter) channels_.erase(it);
+    m->waiter = waiter;
+    return m;
+  }
+  void arrived(const MessagePtr& m) {
+    m->arrived = true;
+    if (m->waiter) m->waiter->ring();
+  }
+
+  // --- collectives: contributions by call index ---
+  void deposit(int call, int rank, std::vector<uint64_t> mine) {
+    auto& c = collectives_[call];
+    if (c.parts.empty()) c.parts.resize(size_t(shape.size()));
+    c.parts[size_t(rank)] = std::move(mine);
+  }
+  std::vector<uint64_t> gathered(int call) {
+    auto& c = collectives_[call];
+    std::vector<uint64_t> all;
+    for (auto& v : c.parts) all.insert(all.end(), v.begin(), v.end());
+    if (++c.reads == shape.size()) collectives_.erase(call);
+    return all;
+  }
+
+ private:
+  struct Collective {
+    std::vector<std::vector<uint64_t>> parts;
+    int reads = 0;
+  };
+  std::unordered_map<ChannelKey, Channel, ChannelHash> channels_;
+  std::map<int, Collective> collectives_;
+};
+
+// --- node network ------------------------------------------------------------------------------
+
+NodeNetwork::NodeNetwork(const Platform& p, uint64_t* flows) : platform_(p), flows_(flows), nodes_(size_t(p.shape.nodes)) {
+  for (int n = 0; n < p.shape.nodes; ++n) {
+    auto* mb = sg4::Mailbox::by_name("node-in-" + std::to_string(n));
+    sg4::ActorPtr sink = sg4::Actor::create("sink" + std::to_string(n), p.nodes[size_t(n)], [mb] {
+      sg4::Actor::self()->daemonize();
+      for (;;) mb->get<void>();
+    });
+    mb->set_receiver(sink);
+    inbox_.push_back(mb);
+    // Not a daemon: SimGrid 3.32 cannot kill an actor waiting on a suspended execution, so
+    // the flushers end on their own once every rank has (stop()).
+    sg4::Actor::create("flusher" + std::to_string(n), p.nodes[size_t(n)], [this, n] { flush_loop(n); });
+  }
+}
+
+void NodeNetwork::add(const TransferPtr& t) {
+  NodeState& n = nodes_[size_t(platform_.shape.node_of(t->src))];
+  n.pending[platform_.shape.node_of(t->dst)].push_back(t);
+  if (n.bell && !n.rung) {
+    n.rung = true;
+    n.bell->resume();
+  }
+}
+
+void NodeNetwork::stop() {
+  stopping_ = true;
+  for (auto& n : nodes_)
+    if (n.bell && !n.rung) {
+      n.rung = true;
+      n.bell->resume();
+    }
+}
+
+void NodeNetwork::flush_loop(int node) {
+  NodeState& n = nodes_[size_t(node)];
+  std::vector<sg4::ActivityPtr> waiting;              // merged flows in flight, then the bell
+  std::vector<std::vector<TransferPtr>> carried;      // what each flow carries
+  for (;;) {
+    if (stopping_) return;
+    if (!n.pending.empty()) {
+      // Let every rank that acts at this instant add its transfers first.
+      sg4::this_actor::yield();
+      sg4::this_actor::yield();
+      auto batches = std::move(n.pending);
+      n.pending.clear();
+      for (auto& [dst_node, members] : batches) {
+        uint64_t total = 0;
+        std::vector<int> srcs, dsts;
+        for (auto& m : members) {
+          total += m->bytes;
+          srcs.push_back(m->src);
+          dsts.push_back(m->dst);
+        }
+        auto distinct = [](std::vector<int>& v) {
+          std::sort(v.begin(), v.end());
+          return double(std::unique(v.begin(), v.end()) - v.begin());
+        };
+        const double path = dst_node == node ? platform_.intra_node_bw : platform_.inter_node_bw;
+        static int payload;
+        sg4::CommPtr c = inbox_[size_t(dst_node)]->put_init(&payload, std::max<uint64_t>(total, 1));
+        c->set_rate(std::min(distinct(srcs), distinct(dsts)) * path);
+        c->start();
+        ++*flows_;
+        waiting.push_back(c);
+        carried.push_back(std::move(members));
+      }
+      continue;
+    }
+    if (!n.bell) {  // published only once suspended: a ring before that would be lost
+      sg4::ExecPtr bell = sg4::Exec::init()->set_flops_amount(0)->set_host(platform_.nodes[size_t(node)]);
+      bell->start();
+      bell->suspend();
+      n.rung = false;
+      n.bell = bell;
+    }
+    if (!n.pending.empty() || stopping_) continue;  // added while the bell was being set up
+    waiting.push_back(n.bell);
+    const ssize_t i = sg4::Activity::wait_any(waiting);
+    waiting.pop_back();
+    if (size_t(i) == waiting.size()) {  // the bell: new transfers
+      n.bell = nullptr;
+      continue;
+    }
+    for (auto& t : carried[size_t(i)]) {
+      t->done = true;
+      t->rank->ring();
+    }
+    waiting.erase(waiting.begin() + i);
+    carried.erase(carried.begin() + i);
+  }
+}
+
+// --- operator results from contents ------------------------------------------------------------
+
+ContentPtr content_or_unknown(const Tuples& t) {
+  ContentPtr c = read_keys(t);
+  return c ? c : unknown_content(t.rows);
+}
+
+uint64_t rounded(double x) { return x <= 0 ? 0 : uint64_t(std::llround(x)); }
+
+void join_result(OpResult& r, double expected, const JoinOutput& out, uint64_t out_first, OutputMode mode) {
+  r.count = rounded(expected);
+  r.overflow = mode != OutputMode::CountOnly && out_first + r.count > out.capacity;
+}
+
+void evaluate(const Op& op, OpResult& r) {
+  std::visit(
+      [&](const auto& o) {
+        using T = std::decay_t<decltype(o)>;
+        if constexpr (std::is_same_v<T, GenerateOp>) {
+          write_keys(o.out, generated_content(o.spec, o.referenced, o.first_row, o.out.rows));
+        } else if constexpr (std::is_same_v<T, HistogramOp>) {
+          r.values = split_counts(*content_or_unknown(o.in), o.fn);
+        } else if constexpr (std::is_same_v<T, PartitionOp>) {
+          if (o.out.capacity < o.in.rows)
+            throw RuntimeError("partition: output holds " + std::to_string(o.out.capacity) + " rows, input has " +
+                               std::to_string(o.in.rows));
+          std::vector<uint64_t> seg = o.in_segments.empty() ? std::vector<uint64_t>{0, o.in.rows} : o.in_segments;
+          auto layout = std::make_shared<SplitLayout>();
+          layout->fn = o.fn;
+          layout->offsets.push_back(0);
+          for (size_t s = 0; s + 1 < seg.size(); ++s) {
+            ContentPtr parent = content_or_unknown(o.in.slice(seg[s], seg[s + 1] - seg[s]));
+            for (uint64_t n : split_counts(*parent, o.fn)) layout->offsets.push_back(layout->offsets.back() + n);
+            layout->parents.push_back(std::move(parent));
+          }
+          r.values = layout->offsets;
+          if (o.out.keys)
+            sim_buffer(o.out.keys).regions.write_split(o.out.offset * o.out.fmt.key_bytes, o.out.fmt.key_bytes, layout);
+        } else if constexpr (std::is_same_v<T, BuildOp>) {
+          o.table->rows = o.in.rows;
+          if (o.table->keys) sim_buffer(o.table->keys).table = content_or_unknown(o.in);
+        } else if constexpr (std::is_same_v<T, ProbeOp>) {
+          ContentPtr t = o.table->keys ? sim_buffer(o.table->keys).table : nullptr;
+          join_result(r, t ? expected_matches(*t, *content_or_unknown(o.probe)) : 0.0, o.out, o.out_first, o.mode);
+        } else if constexpr (std::is_same_v<T, PartitionedJoinOp>) {
+          auto whole = [](const Partitioned& p) {
+            return p.offsets.empty() ? p.all : p.all.slice(p.offsets.front(), p.offsets.back() - p.offsets.front());
+          };
+          // Matching keys share a partition, so the sum over partition pairs is the whole join.
+          join_result(r, expected_matches(*content_or_unknown(whole(o.r)), *content_or_unknown(whole(o.s))), o.out,
+                      o.out_first, o.mode);
+        } else if constexpr (std::is_same_v<T, SortOp>) {
+          ContentPtr c = content_or_unknown(o.in);
+          Tuples out = o.out;
+          out.rows = o.in.rows;
+          write_keys(out, c);
+        } else if constexpr (std::is_same_v<T, MergeJoinOp>) {
+          join_result(r, expected_matches(*content_or_unknown(o.r), *content_or_unknown(o.s)), o.out, o.out_first, o.mode);
+        } else if constexpr (std::is_same_v<T, ChecksumOp>) {
+          r.count = o.rows;
+          r.checksum = 0;
+        }
+      },
+      op);
+}
+
+// Where an operator runs: on the node's CPU when the data it writes (or reads) is host memory.
+bool on_host(const Op& op) {
+  auto host_space = [](const Buffer& b) { return b && b->space != MemSpace::Device; };
+  return std::visit(
+      [&](const auto& o) -> bool {
+        using T = std::decay_t<decltype(o)>;
+        if constexpr (std::is_same_v<T, GenerateOp>) return host_space(o.out.keys);
+        else if constexpr (std::is_same_v<T, GeneratePayloadOp>) return host_space(o.out);
+        else if constexpr (std::is_same_v<T, HistogramOp> || std::is_same_v<T, PartitionOp> || std::is_same_v<T, BuildOp> ||
+                           std::is_same_v<T, SortOp>) return host_space(o.in.keys);
+        else if constexpr (std::is_same_v<T, ProbeOp>) return host_space(o.probe.keys);
+        else if constexpr (std::is_same_v<T, PartitionedJoinOp>) return host_space(o.s.all.keys);
+        else if constexpr (std::is_same_v<T, MergeJoinOp>) return host_space(o.s.keys);
+        else if constexpr (std::is_same_v<T, GatherOp>) return host_space(o.out);
+        else if constexpr (std::is_same_v<T, ChecksumOp>) return host_space(o.keys);
+        else return host_space(o.in);
+      },
+      op);
+}
+
+
+
+// --- SimRank ---------------------------------------------------------------------------------
+
+SimRank::SimRank(SimWorld& w, int id, ClusterShape shape) : Rank(id, shape), world_(w) {
+  const uint64_t device = w.device_memory ? w.device_memory : uint64_t(w.profile.gpu.memory);
+  const uint64_t host = uint64_t(w.profile.host.memory / std::max(1, shape.per_node));
+  account_ = std::make_shared<MemoryAccount>(id, device, host);
+}
+
+int SimRank::streams() const { return world_.profile.gpu.streams; }
+
+SimStream& SimRank::stream(int s, bool internal) {
+  if (s < 0 || s > streams() || (s == streams() && !internal))
+    throw RuntimeError("rank " + std::to_string(id()) + ": stream " + std::to_string(s) + " does not exist (the sim backend gives " +
+                       std::to_string(streams()) + " streams, 0.." + std::to_string(streams() - 1) + ")");
+  if (size_t(s) >= streams_.size()) streams_.resize(size_t(s) + 1);
+  if (!streams_[size_t(s)]) {
+    active_.push_back(s);
+    streams_[size_t(s)] = std::make_unique<SimStream>();
+    streams_[size_t(s)]->last = std::make_shared<SimEvent>(this);
+    streams_[size_t(s)]->last->complete();
+  }
+  return *streams_[size_t(s)];
+}
+
+// Work is only queued here; it starts when the rank next waits (at the same simulated time),
+// which lets back-to-back sends to one peer leave as one transfer.
+Event SimRank::enqueue(int s, Item item, bool internal) {
+  SimStream& st = stream(s, internal);
+  item.done = std::make_shared<SimEvent>(this);
+  st.last = item.done;
+  Event e(item.done);
+  st.queue.push_back(std::move(item));
+  return e;
+}
+
+void SimRank::ring() {
+  flag_changed_ = true;
+  dirty = true;
+  if (blocked_ && bell_ && !rung_) {
+    rung_ = true;
+    blocked_ = false;  // runnable from now on (deadlock accounting)
+    world_.blocked--;
+    bell_->resume();
+  }
+}
+
+void SimRank::block_until(const std::function<bool()>& pred, const char* what, sg4::ActivityPtr* extra) {
+  for (;;) {
+    if (world_.aborting) throw SimulationAborted{};
+    flag_changed_ = false;
+    pump();
+    if (pred()) return;
+    std::vector<sg4::ActivityPtr>& set = wait_set_;
+    std::vector<int>& who = wait_who_;  // stream index, or -1 for the bell, -2 for `extra`
+    set.clear();
+    who.clear();
+    for (int i : active_)
+      if (streams_[size_t(i)]->state == SimStream::Busy && streams_[size_t(i)]->activity) {
+        set.push_back(streams_[size_t(i)]->activity);
+        who.push_back(i);
+      }
+    if (!bell_) {  // published only once suspended: a ring before that would be lost
+      sg4::ExecPtr bell = sg4::Exec::init()->set_flops_amount(0)->set_host(world_.platform.gpus[size_t(id())]);
+      bell->start();
+      bell->suspend();
+      rung_ = false;
+      bell_ = bell;
+    }
+    if (flag_changed_) continue;  // rung while the bell was being set up
+    set.push_back(bell_);
+    who.push_back(-1);
+    if (extra && *extra) {
+      set.push_back(*extra);
+      who.push_back(-2);
+    }
+    blocked_ = true;
+    blocked_on_ = what;
+    world_.blocked++;
+    if (world_.deadlocked()) {
+      world_.fail(1, world_.deadlock_report());
+      throw SimulationAborted{};
+    }
+    const ssize_t i = sg4::Activity::wait_any(set);
+    if (blocked_) {
+      blocked_ = false;
+      world_.blocked--;
+    }
+    blocked_on_ = nullptr;
+    const int fired = who[size_t(i)];
+    set.clear();
+    if (fired == -1) {
+      bell_ = nullptr;
+    } else if (fired == -2) {
+      *extra = nullptr;
+    } else {
+      SimStream& st = *streams_[size_t(fired)];
+      st.activity = nullptr;
+      finish(st, fired);
+    }
+  }
+}
+
+void SimRank::pump() {
+  for (bool progress = true; progress || dirty;) {
+    progress = false;
+    // Receives wait for other ranks: look at them only when a message was posted or arrived.
+    const bool messages = dirty;
+    dirty = false;
+    for (int i : active_) {
+      SimStream* st = streams_[size_t(i)].get();
+      if ((st->state == SimStream::AwaitEvent && st->running.front().wait_for->done()) ||
+          (messages && st->state == SimStream::AwaitMessage && try_recv(*st)) ||
+          (st->state == SimStream::Busy && st->transfer && st->transfer->done)) {
+        finish(*st, i);
+        progress = true;
+      }
+      while (st->state == SimStream::Idle && !st->queue.empty()) {
+        start(*st, i);
+        progress = true;
+      }
+    }
+  }
+}
+
+void SimRank::start_transfer(SimStream& st, int dst, uint64_t bytes) {
+  world_.stats.transfers++;
+  st.state = SimStream::Busy;
+  world_.busy++;
+  st.track = world_.link_track(id(), dst);
+  if (dst == id()) {  // a rank's message to itself is a copy inside its memory
+    st.activity = world_.start_exec(world_.platform.gpus[size_t(id())],
+                                    world_.profile.ops.seconds(device_copy_sample(bytes)));
+  } else if (world_.node_net) {
+    st.transfer = std::make_shared<Transfer>();
+    st.transfer->rank = this;
+    st.transfer->src = id();
+    st.transfer->dst = dst;
+    st.transfer->bytes = bytes;
+    world_.node_net->add(st.transfer);
+  } else {
+    world_.stats.flows++;
+    st.activity = sg4::Comm::sendto_async(world_.platform.gpus[size_t(id())], world_.platform.gpus[size_t(dst)],
+                                          std::max<uint64_t>(bytes, 1));
+  }
+}
+
+void SimRank::start(SimStream& st, int index) {
+  st.running.clear();
+  st.running.push_back(std::move(st.queue.front()));
+  st.queue.pop_front();
+  st.begin = sg4::Engine::get_clock();
+  Item& it = st.running.front();
+  const Platform& pf = world_.platform;
+  switch (it.kind) {
+    case Item::Operator: {
+      try {
+        evaluate(*it.op, *it.result);
+      } catch (const std::exception& e) {
+        throw RuntimeError("rank " + std::to_string(id()) + ": " + it.describe() + ": " + e.what());
+      }
+      const OpSample sample = op_sample(*it.op, *it.result);
+      const bool host = on_host(*it.op);
+      const double seconds = host ? sample_bytes(sample) / world_.profile.host.mem_bw : world_.profile.ops.seconds(sample);
+      world_.stats.operators++;
+      if (seconds <= 0) return finish(st, index);
+      st.activity = world_.start_exec(host ? pf.cpus[size_t(node())] : pf.gpus[size_t(id())], seconds);
+      st.state = SimStream::Busy;
+      world_.busy++;
+      return;
+    }
+    case Item::Copy: {  // buf = destination, other = source
+      auto m = std::make_shared<Message>();
+      m->content = sim_buffer(it.other).regions.read(it.other_off, it.other_off + it.bytes, &m->key_bytes);
+      st.outgoing = {m};
+      const bool src_dev = it.other->space == MemSpace::Device, dst_dev = it.buf->space == MemSpace::Device;
+      sg4::Host* from = src_dev ? pf.gpus[size_t(it.other->owner)] : pf.cpus[size_t(shape().node_of(it.other->owner))];
+      sg4::Host* to = dst_dev ? pf.gpus[size_t(it.buf->owner)] : pf.cpus[size_t(shape().node_of(it.buf->owner))];
+      world_.stats.transfers++;
+      if (from == to) {  // inside one memory: the copy reads and writes it
+        st.track = src_dev ? "link device" : "link host memory";
+        const double seconds = src_dev ? world_.profile.ops.seconds(device_copy_sample(it.bytes))
+                                       : 2.0 * double(it.bytes) / world_.profile.host.mem_bw;
+        if (seconds <= 0) return finish(st, index);
+        st.activity = world_.start_exec(from, seconds);
+      } else {
+        if (it.bytes == 0) return finish(st, index);
+        st.track = !src_dev ? "link pcie h2d" : !dst_dev ? "link pcie d2h" : "link p2p";
+        world_.stats.flows++;
+        st.activity = sg4::Comm::sendto_async(from, to, it.bytes);
+      }
+      st.state = SimStream::Busy;
+      world_.busy++;
+      return;
+    }
+    case Item::Wait:
+      if (it.wait_for->done()) return finish(st, index);
+      st.state = SimStream::AwaitEvent;
+      return;
+    case Item::Send: {
+      // Back-to-back sends to one peer leave as one transfer of their sum.
+      while (!st.queue.empty() && st.queue.front().kind == Item::Send && st.queue.front().peer == it.peer &&
+             st.running.size() < 64) {
+        st.running.push_back(std::move(st.queue.front()));
+        st.queue.pop_front();
+      }
+      uint64_t total = 0;
+      st.outgoing.clear();
+      for (auto& s : st.running) {
+        auto m = std::make_shared<Message>();
+        m->bytes = s.bytes;
+        if (s.buf) m->content = sim_buffer(s.buf).regions.read(s.off, s.off + s.bytes, &m->key_bytes);
+        world_.post(id(), s.peer, s.tag, m);
+        st.outgoing.push_back(std::move(m));
+        total += s.bytes;
+      }
+      return start_transfer(st, st.running.front().peer, total);
+    }
+    case Item::Recv:
+      st.incoming = nullptr;
+      st.state = SimStream::AwaitMessage;
+      if (try_recv(st)) finish(st, index);
+      return;
+    case Item::Put: {
+      auto m = std::make_shared<Message>();
+      m->bytes = it.bytes;
+      m->content = sim_buffer(it.buf).regions.read(it.off, it.off + it.bytes, &m->key_bytes);
+      st.outgoing = {m};
+      return start_transfer(st, it.peer, it.bytes);
+    }
+  }
+}
+
+bool SimRank::try_recv(SimStream& st) {
+  const Item& it = st.running.front();
+  if (!st.incoming) st.incoming = world_.take(it.peer, id(), it.tag, this);
+  if (!st.incoming || !st.incoming->arrived) return false;
+  if (st.incoming->bytes != it.bytes)
+    throw RuntimeError("rank " + std::to_string(id()) + ": the message from rank " + std::to_string(it.peer) + " tag " +
+                       std::to_string(it.tag) + " has " + std::to_string(st.incoming->bytes) +
+                       " bytes but the receive expects " + std::to_string(it.bytes));
+  if (st.incoming->content) sim_buffer(it.buf).regions.write(it.off, st.incoming->key_bytes, st.incoming->content);
+  return true;
+}
+
+void SimRank::finish(SimStream& st, int index) {
+  const double end = sg4::Engine::get_clock();
+  Item& it = st.running.front();
+  const bool trace = traced();
+  const std::string track = trace ? "stream " + std::to_string(index) : std::string();
+  switch (it.kind) {
+    case Item::Operator:
+      if (trace) {
+        OpParams p = params_of(*it.op);
+        if (p.kind == OpKind::Probe || p.kind == OpKind::PartitionedJoin || p.kind == OpKind::MergeJoin)
+          p.rows_out = it.result->count;
+        if (on_host(*it.op)) p.detail += p.detail.empty() ? "on host" : ", on host";
+        span(track, std::move(p), st.begin, end);
+      }
+      break;
+    case Item::Copy: {
+      const MessagePtr& m = st.outgoing.front();
+      if (m->content) sim_buffer(it.buf).regions.write(it.off, m->key_bytes, m->content);
+      if (trace) {
+        OpParams p;
+        p.kind = OpKind::Copy;
+        p.bytes = it.bytes;
+        p.mem_src = int(it.other->space);
+        p.mem_dst = int(it.buf->space);
+        p.detail = std::string(to_string(it.other->space)) + " -> " + to_string(it.buf->space);
+        span(track, p, st.begin, end);
+        if (!st.track.empty()) span(st.track, p, st.begin, end);
+      }
+      break;
+    }
+    case Item::Send:
+      for (auto& m : st.outgoing) world_.arrived(m);
+      if (trace)
+        for (size_t i = 0; i < st.running.size(); ++i) {
+          OpParams p;
+          p.kind = OpKind::Send;
+          p.bytes = st.running[i].bytes;
+          p.detail = "to rank " + std::to_string(it.peer) + " tag " + std::to_string(st.running[i].tag);
+          if (st.running.size() > 1) p.detail += " (" + std::to_string(st.running.size()) + " sends in one transfer)";
+          span(track, p, st.begin, end);
+          if (i == 0) span(st.track, p, st.begin, end);
+        }
+      break;
+    case Item::Recv:
+      if (trace) {
+        OpParams p;
+        p.kind = OpKind::Recv;
+        p.bytes = it.bytes;
+        p.detail = "from rank " + std::to_string(it.peer) + " tag " + std::to_string(it.tag);
+        span(track, p, st.begin, end);
+      }
+      break;
+    case Item::Put: {
+      const MessagePtr& m = st.outgoing.front();
+      world_.ranks[size_t(it.peer)]->land_put(it.window, it.other_off, m->content, m->key_bytes, it.flag, it.value);
+      if (trace) {
+        OpParams p;
+        p.kind = OpKind::Put;
+        p.bytes = it.bytes;
+        p.detail = "to rank " + std::to_string(it.peer) + " flag " + std::to_string(it.flag);
+        span(track, p, st.begin, end);
+        span(st.track, p, st.begin, end);
+      }
+      break;
+    }
+    case Item::Wait:
+      break;
+  }
+  for (auto& r : st.running) r.done->complete();
+  if (st.state == SimStream::Busy) world_.busy--;
+  st.running.clear();
+  st.outgoing.clear();
+  st.incoming = nullptr;
+  st.transfer = nullptr;
+  st.activity = nullptr;
+  st.state = SimStream::Idle;
+}
+
+Buffer SimRank::alloc(MemSpace space, uint64_t bytes, const std::string& tag) {
+  account_->reserve(space, bytes, tag);
+  // The rank waits for its allocation (profiles without an allocation model: free); its
+  // streams keep running meanwhile.
+  const OpSample cost = alloc_sample(space, bytes);
+  if (world_.profile.ops.has(cost.model)) {
+    const double seconds = world_.profile.ops.seconds(cost);
+    if (seconds > 0) {
+      sg4::ActivityPtr timer = world_.start_timer(seconds);
+      world_.busy++;
+      block_until([&] { return !timer; }, "an allocation", &timer);
+      world_.busy--;
+    }
+  }
+  auto b = std::make_shared<SimBuffer>();
+  b->bytes = bytes;
+  b->space = space;
+  b->owner = id();
+  b->tag = tag;
+  b->account = account_;
+  return b;
+}
+
+void SimRank::check_peer(int peer, const char* what) const {
+  if (peer < 0 || peer >= size())
+    throw RuntimeError("rank " + std::to_string(id()) + ": " + what + " peer " + std::to_string(peer) +
+                       " does not exist (" + std::to_string(size()) + " ranks)");
+}
+
+void SimRank::check_range(const Buffer& b, uint64_t off, uint64_t bytes, const char* what) const {
+  if (!b || off + bytes > b->bytes)
+    throw RuntimeError("rank " + std::to_string(id()) + ": " + what + " of bytes [" + std::to_string(off) + ", " +
+                       std::to_string(off + bytes) + ") outside buffer '" + (b ? b->tag : "null") + "' of " +
+                       std::to_string(b ? b->bytes : 0) + " bytes");
+}
+
+Launched SimRank::launch(Stream s, Op op) {
+  Item it;
+  it.kind = Item::Operator;
+  it.op = std::make_shared<Op>(std::move(op));
+  it.result = std::make_shared<OpResult>();
+  auto result = it.result;
+  Event e = enqueue(s.id, std::move(it));
+  return {e, result};
+}
+
+Event SimRank::copy(Stream s, const Buffer& dst, uint64_t dst_off, const Buffer& src, uint64_t src_off, uint64_t bytes) {
+  check_range(src, src_off, bytes, "copy source");
+  check_range(dst, dst_off, bytes, "copy destination");
+  Item it;
+  it.kind = Item::Copy;
+  it.buf = dst;
+  it.off = dst_off;
+  it.other = src;
+  it.other_off = src_off;
+  it.bytes = bytes;
+  return enqueue(s.id, std::move(it));
+}
+
+void SimRank::stream_wait(Stream s, const Event& e) {
+  if (e.done()) return;
+  auto ev = std::dynamic_pointer_cast<SimEvent>(e.impl());
+  if (!ev) throw RuntimeError("stream_wait: an event that is not from the sim backend");
+  Item it;
+  it.kind = Item::Wait;
+  it.wait_for = ev;
+  enqueue(s.id, std::move(it));
+}
+
+Item message_item(Item::Kind kind, int peer, int tag, const Buffer& buf, uint64_t off, uint64_t bytes) {
+  Item it;
+  it.kind = kind;
+  it.peer = peer;
+  it.tag = tag;
+  it.buf = buf;
+  it.off = off;
+  it.bytes = bytes;
+  return it;
+}
+
+Event SimRank::send(Stream s, int peer, const Buffer& src, uint64_t off, uint64_t bytes, int tag) {
+  check_peer(peer, "send to");
+  check_range(src, off, bytes, "send");
+  return enqueue(s.id, message_item(Item::Send, peer, tag, src, off, bytes));
+}
+
+Event SimRank::recv(Stream s, int peer, const Buffer& dst, uint64_t off, uint64_t bytes, int tag) {
+  check_peer(peer, "receive from");
+  check_range(dst, off, bytes, "recv");
+  return enqueue(s.id, message_item(Item::Recv, peer, tag, dst, off, bytes));
+}
+
+int SimRank::expose(const Buffer& buf, uint32_t flags) {
+  Window win;
+  win.buf = buf;
+  win.flags.assign(flags, 0);
+  win.changed.assign(flags, false);
+  windows_.push_back(std::move(win));
+  barrier();  // every rank's window exists before anyone puts into it
+  return int(windows_.size()) - 1;
+}
+
+Event SimRank::put(Stream s, int peer, int window, uint64_t remote_off, const Buffer& src, uint64_t off, uint64_t bytes,
+                   uint32_t flag, uint64_t value) {
+  check_peer(peer, "put to");
+  check_range(src, off, bytes, "put");
+  if (window < 0 || window >= int(windows_.size()))
+    throw RuntimeError("rank " + std::to_string(id()) + ": put into window " + std::to_string(window) +
+                       ", which was never exposed");
+  Item it = message_item(Item::Put, peer, int(flag), src, off, bytes);
+  it.window = window;
+  it.other_off = remote_off;
+  it.flag = flag;
+  it.value = value;
+  return enqueue(s.id, std::move(it));
+}
+
+void SimRank::land_put(int window, uint64_t remote_off, const ContentPtr& content, uint32_t key_bytes, uint32_t flag,
+                       uint64_t value) {
+  Window& win = windows_[size_t(window)];
+  if (flag >= win.flags.size())
+    throw RuntimeError("put sets flag " + std::to_string(flag) + " of rank " + std::to_string(id()) + "'s window " +
+                       std::to_string(window) + ", which has " + std::to_string(win.flags.size()) + " flags");
+  if (remote_off > win.buf->bytes)
+    throw RuntimeError("put lands at byte " + std::to_string(remote_off) + " past rank " + std::to_string(id()) +
+                       "'s window of " + std::to_string(win.buf->bytes) + " bytes");
+  if (content) sim_buffer(win.buf).regions.write(remote_off, key_bytes, content);
+  win.flags[flag] = value;
+  win.changed[flag] = true;
+  ring();
+}
+
+uint64_t SimRank::read_flag(int window, uint32_t flag) {
+  if (window < 0 || window >= int(windows_.size()) || flag >= windows_[size_t(window)].flags.size())
+    throw RuntimeError("rank " + std::to_string(id()) + ": read_flag(" + std::to_string(window) + ", " +
+                       std::to_string(flag) + ") outside the exposed windows");
+  const double poll = world_.profile.host.poll_seconds;
+  // A read costs one poll; a read that finds nothing new waits (bounded) for the next put, so a
+  // polling loop advances simulated time instead of spinning at one instant.
+  const bool news = windows_[size_t(window)].changed[flag];
+  sg4::ActivityPtr timer = world_.start_timer(news ? poll : 100 * poll);
+  world_.busy++;  // the timer will wake this rank
+  bool landed = false;
+  block_until(
+      [&] {
+        landed = landed || flag_changed_;
+        return !timer || (!news && landed);
+      },
+      "a flag to change", &timer);
+  world_.busy--;
+  Window& win = windows_[size_t(window)];
+  win.changed[flag] = false;
+  return win.flags[flag];
+}
+
+std::vector<uint64_t> SimRank::allgather(const std::vector<uint64_t>& mine) {
+  const int call = collectives_++, n = size(), me = id();
+  world_.deposit(call, me, mine);
+  // Dissemination: in round k every rank forwards what it holds to rank + 2^k.
+  for (int k = 1; k < n; k <<= 1) {
+    const int to = (me + k) % n, from = (me - k + n) % n;
+    const uint64_t bytes = 8 * (mine.size() + 1) * uint64_t(std::min(k, n - k));
+    Event sent = enqueue(streams(), message_item(Item::Send, to, kCollectiveTag, nullptr, 0, bytes), true);
+    MessagePtr got;
+    block_until(
+        [&] {
+          if (!got) got = world_.take(from, me, kCollectiveTag, this);
+          return sent.done() && got && got->arrived;
+        },
+        "a collective (allgather or barrier) that another rank has not reached");
+  }
+  return world_.gathered(call);
+}
+
+Bandwidths SimRank::bandwidths() const {
+  const Profile& p = world_.profile;
+  Bandwidths b;
+  b.mem = p.gpu.mem_bw;
+  b.host_mem = p.host.mem_bw;
+  b.h2d = p.h2d.bw;
+  b.p2p = world_.platform.intra_node_bw;
+  b.net = world_.options.topo.nics == NicPlacement::PerGpu
+              ? p.nic.bw
+              : p.nic.bw * world_.options.topo.nics_per_node / std::max(1, shape().per_node);
+  b.source = "profile " + p.name + (p.status.empty() ? "" : " (" + p.status + ")");
+  return b;
+}
+
+bool SimRank::traced() const { return id() < world_.options.trace_ranks && world_.spans < kMaxTraceSpans; }
+
+void SimRank::span(const std::string& track, OpParams p, double begin, double end) {
+  if (id() >= world_.options.trace_ranks) return;
+  if (world_.spans >= kMaxTraceSpans) {
+    world_.stats.spans_dropped++;
+    return;
+  }
+  world_.spans++;
+  trace_.add({id(), track, std::move(p), begin, end});
+}
+
+std::string SimRank::waiting() const {
+  std::string s = blocked_on_ ? std::string("waits for ") + blocked_on_ : "";
+  for (size_t i = 0; i < streams_.size(); ++i) {
+    const SimStream* st = streams_[i].get();
+    if (!st || st->state == SimStream::Idle) continue;
+    s += (s.empty() ? "" : "; ") + std::string("stream ") + std::to_string(i) + " is at " +
+         st->running.front().describe();
+    if (st->state == SimStream::AwaitMessage)
+      s += st->incoming ? ", whose message is on its way" : ": that message was never sent";
+  }
+  return s.empty() ? "waits" : s;
+}
+
+std::string SimWorld::deadlock_report() const {
+  std::ostringstream m;
+  m << "simulation deadlocked at t = " << sg4::Engine::get_clock() << " s: every running rank waits and nothing is in "
+    << "flight (a receive, collective or event that can never complete):";
+  int shown = 0;
+  for (auto& r : ranks)
+    if (!r->finished && shown++ < 8) m << "\n  rank " << r->id() << " " << r->waiting();
+  if (shown > 8) m << "\n  ... (" << shown << " ranks)";
+  return m.str();
+}
+
+RankRecord SimRank::record_of() const {
+  RankRecord r;
+  r.id = id();
+  r.result = result();
+  r.result.has_checksum = false;
+  r.phases = phases();
+  r.spans = const_cast<SimRank*>(this)->trace().spans();
+  r.bandwidths = bandwidths();
+  return r;
+}
+
+}  // namespace
+
+SimOutcome simulate(const BackendConfig& cfg, const std::function<void(Rank&)>& body) {
+  SimOutcome out;
+  const auto wall0 = std::chrono::steady_clock::now();
+  Profile prof;
+  Options opt;
+  try {
+    prof = load_profile(resolve_profile_path(cfg.profile.empty() ? "h100" : cfg.profile, cfg.profile_dir));
+    opt = parse_options(cfg, prof);
+  } catch (const InputError& e) {
+    out.error_kind = 2;
+    out.error = e.what();
+    return out;
+  }
+  // Large blocks (collectives' tables, big vectors) from the heap rather than fresh mmaps: a
+  // simulation allocates and frees them by the thousand, and page faults would dominate.
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  xbt_log_control_set("root.thresh:critical");
+  int argc = 1;
+  char name[] = "joinlab-sim";
+  char* argv[] = {name, nullptr};
+  sg4::Engine engine(&argc, argv);
+  sg4::Engine::set_config("network/model:CM02");
+  sg4::Engine::set_config("network/crosstraffic:0");
+  // No TCP window bound: it would cap a flow at 4 MiB / (2 x latency), below NVLink and below
+  // merged node-to-node flows. Bandwidths come from the profile only.
+  sg4::Engine::set_config("network/TCP-gamma:0");
+  sg4::Engine::set_config("contexts/stack-size:256");
+  sg4::Engine::set_config("contexts/guard-size:0");
+  if (opt.precision > 0) sg4::Engine::set_config("surf/precision", opt.precision);
+
+  SimWorld world(prof, opt, cfg.shape, cfg.device_memory);
+  world.platform = build_platform(prof, cfg.shape, opt.topo);
+  world.timer = world.platform.timer;
+  world.stats.platform = world.platform.describe();
+  world.stats.flows_mode = opt.flows_name;
+  if (opt.flows == Options::Node) world.node_net = std::make_unique<NodeNetwork>(world.platform, &world.stats.flows);
+  for (int r = 0; r < cfg.shape.size(); ++r) world.ranks.push_back(std::make_unique<SimRank>(world, r, cfg.shape));
+  for (int r = 0; r < cfg.shape.size(); ++r) {
+    SimRank* rank = world.ranks[size_t(r)].get();
+    SimWorld* w = &world;
+    world.running++;
+    sg4::Actor::create("rank" + std::to_string(r), world.platform.gpus[size_t(r)], [rank, w, &body] {
+      try {
+        body(*rank);
+        rank->finished = true;
+      } catch (const SimulationAborted&) {
+      } catch (const InputError& e) {
+        w->fail(2, e.what());
+      } catch (const std::exception& e) {
+        w->fail(1, e.what());
+      }
+      if (--w->running == 0 && w->node_net) w->node_net->stop();
+    });
+  }
+  engine.run();
+
+  out.stats = world.stats;
+  out.stats.simulated_seconds = sg4::Engine::get_clock();
+  out.stats.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  if (!world.error.empty()) {
+    out.error_kind = world.error_kind;
+    out.error = world.error;
+    return out;
+  }
+  std::ostringstream stuck;
+  int n_stuck = 0;
+  for (auto& r : world.ranks)
+    if (!r->finished) {
+      if (n_stuck < 8) stuck << "\n  rank " << r->id() << " " << r->waiting();
+      ++n_stuck;
+    }
+  if (n_stuck) {
+    out.error_kind = 1;
+    out.error = "simulation deadlocked at t = " + std::to_string(out.stats.simulated_seconds) + " s: " +
+                std::to_string(n_stuck) + " rank(s) never finished (a send/recv or collective that never matched):" +
+                stuck.str() + (n_stuck > 8 ? "\n  ..." : "");
+    return out;
+  }
+  for (auto& r : world.ranks) out.ranks.push_back(r->record_of());
+  return out;
+}
+
+}  // namespace joinlab::sim

@@ -1,0 +1,554 @@
+// The distributed runtime on ranks as threads (in-process transport): gpj, gpj-b, gpj-h and crj
+// against the reference across rank counts, workloads and chunk geometries; the one-sided
+// exchange with both placements at once; and gpj's streaming operators (chunk packing, the
+// persistent consumer: checksums, stale slots, corruption, stalls, cancellation) on their own.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "core/builtin.hpp"
+#include "core/common/error.hpp"
+#include "core/exec/chunk.hpp"
+#include "core/experiment/runner.hpp"
+#include "core/runtime/cpu_streaming.hpp"
+#include "core/strategies/rank_joins.hpp"
+#include "core/strategies/rdma_exchange.hpp"
+#include "core/verify/checksum.hpp"
+
+using namespace joinlab;
+
+namespace {
+
+using Options = std::map<std::string, std::string>;
+
+const std::vector<std::string> kDistributed = {"gpj", "gpj-b", "gpj-h", "crj"};
+
+Workload pk_fk(uint64_t r_rows, uint64_t s_rows, uint8_t key_bytes = 4, double match = 1.0, double zipf = 0.0) {
+  Workload w;
+  w.r.name = "R";
+  w.r.rows = r_rows;
+  w.r.key_bytes = key_bytes;
+  w.r.payload_bytes = {key_bytes};
+  w.r.dist = KeyDist::UniqueDense;
+  w.s.name = "S";
+  w.s.rows = s_rows;
+  w.s.key_bytes = key_bytes;
+  w.s.payload_bytes = {4};
+  w.s.dist = KeyDist::ForeignKey;
+  w.s.match_rate = match;
+  w.s.zipf_z = zipf;
+  return w;
+}
+
+// Many-to-many: both sides uniform over a small range (the output outgrows |S|: gpj reruns).
+Workload many_to_many(uint64_t r_rows, uint64_t s_rows, uint64_t range) {
+  Workload w = pk_fk(r_rows, s_rows);
+  w.r.dist = w.s.dist = KeyDist::Uniform;
+  w.r.range_lo = w.s.range_lo = 1;
+  w.r.range_hi = w.s.range_hi = range;
+  return w;
+}
+
+RunPoint point(const std::string& strategy, const Workload& w, Options options, ClusterShape shape,
+               std::map<std::string, std::string> cluster = {}) {
+  RunPoint p;
+  p.name = "test";
+  p.strategy = strategy;
+  p.backend = "cpu";
+  p.cluster.shape = shape;
+  p.cluster.threads_per_rank = 1;
+  p.cluster.options = std::move(cluster);
+  p.workload = w;
+  p.strategy_options = std::move(options);
+  return p;
+}
+
+void expect_correct(const RunPoint& p) {
+  std::string what = p.strategy + " on " + std::to_string(p.cluster.shape.nodes) + "x" +
+                     std::to_string(p.cluster.shape.per_node);
+  for (auto& [k, v] : p.strategy_options) what += " " + k + "=" + v;
+  SCOPED_TRACE(what);
+  RunOutcome o;
+  ASSERT_NO_THROW(o = run_point(p));
+  const ExpectedResult want = expected_result(p.workload);
+  EXPECT_EQ(o.digest.count, want.digest.count);
+  if (o.has_checksum) {
+    EXPECT_EQ(o.digest.checksum, want.digest.checksum);
+  }
+}
+
+// Small chunks, rings and batches, so that slots are reused, batches overlap and partial chunks
+// occur.
+const Options kSmallGeometry = {{"chunk_bytes", "2048"}, {"slots", "2"}, {"batch_rows", "3000"}};
+
+class Distributed : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { register_builtin(); }
+};
+
+}  // namespace
+
+TEST_F(Distributed, AllAreRegisteredForAnyRankCount) {
+  for (auto& name : kDistributed) {
+    EXPECT_NO_THROW(find_strategy(name)) << name;
+    EXPECT_EQ(find_strategy(name).max_ranks, 0) << name;
+  }
+}
+
+TEST_F(Distributed, EveryStrategyOnOneToFourRanks) {
+  for (auto& s : kDistributed)
+    for (ClusterShape shape : {ClusterShape{1, 1}, ClusterShape{1, 2}, ClusterShape{1, 3}, ClusterShape{2, 2}})
+      expect_correct(point(s, pk_fk(20000, 50000), kSmallGeometry, shape));
+}
+
+TEST_F(Distributed, SkewMatchRatesKeyWidthsAndManyToMany) {
+  for (auto& s : kDistributed) {
+    expect_correct(point(s, pk_fk(20000, 40000, 4, 0.5, 1.2), kSmallGeometry, {1, 4}));
+    expect_correct(point(s, pk_fk(20000, 40000, 8), kSmallGeometry, {1, 3}));
+    expect_correct(point(s, many_to_many(3000, 5000, 400), kSmallGeometry, {1, 4}));
+  }
+}
+
+TEST_F(Distributed, DefaultGeometryAndCountOnly) {
+  const Workload w = pk_fk(30000, 60000, 4, 0.7);
+  for (auto& s : kDistributed) {
+    expect_correct(point(s, w, {}, {1, 4}));
+    // Nothing materialized: no checksum to verify, but the count is right.
+    RunPoint p = point(s, w, {{"output", "count_only"}}, {1, 2});
+    p.verify = false;
+    const RunOutcome o = run_point(p);
+    EXPECT_EQ(o.digest.count, expected_result(w).digest.count) << s;
+    EXPECT_FALSE(o.has_checksum) << s;
+  }
+}
+
+TEST_F(Distributed, GpjHybridPlacesWhatFitsAndJoinsTheRestOnTheCpu) {
+  // Rows the persistent consumers and the CPU radix join handled, from the run's trace.
+  auto split = [](const RunOutcome& o) {
+    std::pair<uint64_t, uint64_t> gpu_cpu{0, 0};
+    for (const TraceSpan& s : o.trace) {
+      if (s.params.kind == OpKind::StreamConsume) gpu_cpu.first += s.params.bytes;
+      if (s.params.kind == OpKind::PartitionedJoin) gpu_cpu.second += s.params.rows_in;
+    }
+    return gpu_cpu;
+  };
+  // 200 KB of device memory per rank: some partitions' tables and rings fit, most do not; 1 byte:
+  // none; 1 GB: all.
+  for (uint64_t memory : {uint64_t(200000), uint64_t(1), uint64_t(1) << 30}) {
+    SCOPED_TRACE(memory);
+    RunPoint p = point("gpj-h", pk_fk(40000, 80000), {{"chunk_bytes", "1024"}, {"slots", "2"}, {"staging_rows", "1024"}},
+                       {1, 4});
+    p.cluster.device_memory = memory;
+    expect_correct(p);
+    const auto [gpu, cpu] = split(run_point(p));
+    EXPECT_EQ(gpu > 0, memory > 1);
+    EXPECT_EQ(cpu > 0, memory < (uint64_t(1) << 30));
+  }
+}
+
+TEST_F(Distributed, GpjSaysWhenItsPartitionsDoNotFitTheGpu) {
+  RunPoint p = point("gpj", pk_fk(40000, 80000), {}, {1, 2});
+  p.cluster.device_memory = 100000;
+  try {
+    run_point(p);
+    FAIL() << "gpj ran in 100 KB of device memory";
+  } catch (const RuntimeError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("device memory"), std::string::npos) << m;
+    EXPECT_NE(m.find("gpj-h"), std::string::npos) << m;
+  }
+}
+
+TEST_F(Distributed, SeveralPayloadColumnsAreAnInputError) {
+  for (auto& s : kDistributed) {
+    Workload w = pk_fk(1000, 2000);
+    w.s.payload_bytes = {4, 8};
+    try {
+      run_point(point(s, w, {}, {1, 2}));
+      FAIL() << s << " accepted two payload columns";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("payload"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST_F(Distributed, BadOptionsAreInputErrors) {
+  for (const auto& [s, key, value] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"gpj", "slots", "0"},
+           {"gpj", "chunk_bytes", "8"},
+           {"gpj", "parts_per_receiver", "0"},
+           {"gpj-h", "gpu_fill", "1.5"},
+           {"crj", "chunk_timeout_s", "-1"},
+           {"gpj-b", "radix_bits", "99"}}) {
+    EXPECT_THROW(validate_point(point(s, pk_fk(100, 200), {{key, value}}, {1, 2})), InputError) << s << " " << key;
+  }
+}
+
+TEST_F(Distributed, PhasesNameThePipelineAndTheBlockingJoin) {
+  auto names = [](const RunOutcome& o) {
+    std::vector<std::string> v;
+    for (auto& p : o.phases) v.push_back(p.name);
+    return v;
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(names(run_point(point("gpj", pk_fk(1000, 2000), {}, {1, 2}))),
+            (V{"generate", "histogram", "setup", "stream", "checksum"}));
+  EXPECT_EQ(names(run_point(point("crj", pk_fk(1000, 2000), {}, {1, 2}))),
+            (V{"generate", "histogram", "setup", "exchange", "local_partition", "local_join", "checksum"}));
+}
+
+TEST_F(Distributed, BoundsCountTheExchangeAndTheJoin) {
+  Bandwidths bw;
+  bw.mem = 1e12;
+  bw.host_mem = 1e11;
+  bw.net = 1e10;
+  bw.p2p = 1e11;
+  JoinJob job;
+  job.workload = pk_fk(1 << 20, 1 << 20);
+  for (auto& s : kDistributed) {
+    const StrategyInfo& info = find_strategy(s);
+    RunPoint p = point(s, job.workload, {}, {2, 1});
+    const JoinJob j = make_job(p);
+    const Bound b = info.bound(j, {2, 1}, bw);
+    // Half of each rank's 8 MiB of R and S leaves its node at 10 GB/s.
+    const double net = double(8 << 20) / 2 / 1e10;
+    EXPECT_GE(b.seconds, net) << s << ": " << b.resource;
+    EXPECT_FALSE(b.resource.empty()) << s;
+  }
+}
+
+// --- the one-sided exchange with both placements ------------------------------------------------------
+
+TEST_F(Distributed, ExchangeStreamsAndMaterializesInOneRun) {
+  StrategyInfo info = find_strategy("gpj");
+  info.name = "exchange_mixed_for_test";
+  info.make = strategy_factory([](Rank& rank, const JoinJob& job) {
+    ExchangeConfig cfg = exchange_config(job.options);
+    Inputs in = generate_inputs(rank, job, MemSpace::Host, MemSpace::Host);
+    const auto parts = OverPartitioning::make(cfg.parts_per_receiver, rank.size(), cfg.seed);
+    // Every other partition of a receiver streams, the rest is materialized.
+    const PlacementFn alternate = [](const std::vector<uint64_t>& r, const std::vector<uint64_t>&) {
+      std::vector<Placement> p;
+      for (size_t i = 0; i < r.size(); ++i) p.push_back(i % 2 ? Placement::Materialize : Placement::Stream);
+      return p;
+    };
+    ExchangeResult res = run_exchange(rank, in, parts, cfg, alternate);
+    if (res.streamed_partitions == 0 || res.materialized_partitions == 0)
+      throw RuntimeError("expected both placements on rank " + std::to_string(rank.id()));
+    OutputSink out = res.streamed;
+    out.append(phj_join(rank, Stream{0}, res.r, res.s, PhjConfig{}, MemSpace::Host, "mat_"));
+    report_output(rank, Stream{0}, out, in.r, in.s, MemSpace::Host);
+  });
+  register_strategy(info);
+  for (ClusterShape shape : {ClusterShape{1, 1}, ClusterShape{1, 3}, ClusterShape{2, 2}})
+    expect_correct(point("exchange_mixed_for_test", pk_fk(20000, 30000), kSmallGeometry, shape));
+}
+
+TEST(OverPartitioning, ContiguousRunsCoverEveryPartitionOnce) {
+  for (int n : {1, 2, 3, 5, 8}) {
+    const auto p = OverPartitioning::make(16, n, 7);
+    EXPECT_GE(p.fanout(), 16u * uint64_t(n));
+    EXPECT_EQ(p.first_of(0), 0u);
+    EXPECT_EQ(p.first_of(n), p.fanout());
+    for (int j = 0; j < n; ++j) {
+      EXPECT_GE(p.first_of(j + 1) - p.first_of(j), 16u) << n << " " << j;
+      for (uint64_t q = p.first_of(j); q < p.first_of(j + 1); ++q) EXPECT_EQ(p.receiver_of(q), j);
+    }
+  }
+}
+
+// --- streaming operators on their own -------------------------------------------------------------------
+
+namespace {
+
+struct HostBuffer final : BufferImpl {
+  explicit HostBuffer(uint64_t n) {
+    bytes = n;
+    ptr = std::aligned_alloc(64, (std::max<uint64_t>(n, 1) + 63) / 64 * 64);
+    std::memset(ptr, 0, bytes);
+  }
+  ~HostBuffer() override { std::free(ptr); }
+};
+Buffer host_buffer(uint64_t bytes) { return std::make_shared<HostBuffer>(bytes); }
+
+Tuples host_tuples(const std::vector<uint32_t>& keys, const std::vector<uint32_t>& vals) {
+  Tuples t;
+  t.fmt = {4, 4};
+  t.rows = t.capacity = keys.size();
+  t.keys = host_buffer(keys.size() * 4);
+  t.vals = host_buffer(vals.size() * 4);
+  std::memcpy(t.keys->ptr, keys.data(), keys.size() * 4);
+  std::memcpy(t.vals->ptr, vals.data(), vals.size() * 4);
+  return t;
+}
+
+HashTable host_table(uint64_t rows) {
+  HashTable t;
+  t.kind = TableKind::Chained;
+  t.fmt = {4, 4};
+  t.slots = hash_table_slots(rows, 0.5);
+  t.hash_seed = 99;
+  t.heads = host_buffer(t.slots * 4);
+  t.next = host_buffer(std::max<uint64_t>(rows, 1) * 4);
+  t.keys = host_buffer(std::max<uint64_t>(rows, 1) * 4);
+  t.vals = host_buffer(std::max<uint64_t>(rows, 1) * 4);
+  return t;
+}
+
+// One sender, two partitions: R keys 1..r_rows (partition = key % 2), S keys 1..s_rows twice
+// each where they exist in R; images packed by PackChunksOp.
+struct StreamFixture {
+  static constexpr uint64_t kSlotRows = 50;
+  static constexpr uint32_t kSlots = 2, kEpoch = 77;
+  uint64_t r_rows = 400, s_rows = 300;
+  Tuples r, s;
+  std::vector<uint64_t> r_begin, r_count, s_begin, s_count;  // per partition
+  Buffer r_images, s_images;
+  uint64_t slot_bytes = chunk_slot_bytes(TupleFormat{4, 4}, kSlotRows);
+
+  StreamFixture() {
+    std::vector<uint32_t> rk, rv, sk, sv;
+    for (int p = 0; p < 2; ++p) {
+      r_begin.push_back(rk.size());
+      for (uint32_t k = 1; k <= r_rows; ++k)
+        if (k % 2 == uint32_t(p)) rk.push_back(k), rv.push_back(k * 3);
+      r_count.push_back(rk.size() - r_begin.back());
+      s_begin.push_back(sk.size());
+      for (uint32_t k = 1; k <= s_rows; ++k)
+        if (k % 2 == uint32_t(p)) sk.push_back(k), sv.push_back(k * 5), sk.push_back(k), sv.push_back(k * 7);
+      s_count.push_back(sk.size() - s_begin.back());
+    }
+    r = host_tuples(rk, rv);
+    s = host_tuples(sk, sv);
+    r_images = pack(r, r_begin, r_count, 0, {1, 1});
+    s_images = pack(s, s_begin, s_count, 1, {chunks(r_count[0]) + 1, chunks(r_count[1]) + 1});
+  }
+  static uint64_t chunks(uint64_t rows) { return (rows + kSlotRows - 1) / kSlotRows; }
+
+  Buffer pack(const Tuples& t, const std::vector<uint64_t>& begin, const std::vector<uint64_t>& rows, uint32_t rel,
+              std::vector<uint64_t> first_seq) {
+    PackChunksOp op;
+    op.in = t;
+    op.begin = begin;
+    op.rows = rows;
+    op.first_seq = std::move(first_seq);
+    op.relation = rel;
+    op.epoch = kEpoch;
+    op.slot_rows = kSlotRows;
+    op.out = host_buffer((chunks(rows[0]) + chunks(rows[1])) * slot_bytes);
+    OpResult res;
+    execute_cpu_streaming_op(op, 2, res);
+    EXPECT_EQ(res.count, chunks(rows[0]) + chunks(rows[1]));
+    return op.out;
+  }
+
+  // The images of ring (partition) p in order: R chunks, then S chunks.
+  std::vector<const char*> ring_images(int p) const {
+    std::vector<const char*> v;
+    const uint64_t r_first = p == 0 ? 0 : chunks(r_count[0]), s_first = p == 0 ? 0 : chunks(s_count[0]);
+    for (uint64_t c = 0; c < chunks(r_count[size_t(p)]); ++c)
+      v.push_back(static_cast<const char*>(r_images->ptr) + (r_first + c) * slot_bytes);
+    for (uint64_t c = 0; c < chunks(s_count[size_t(p)]); ++c)
+      v.push_back(static_cast<const char*>(s_images->ptr) + (s_first + c) * slot_bytes);
+    return v;
+  }
+
+  StreamConsumeOp consumer(const Buffer& rings, JoinOutput out, JoinOutput staging, uint64_t staging_rows) const {
+    StreamConsumeOp op;
+    op.rings = rings;
+    op.sources = 1;
+    op.parts = 2;
+    op.slots = kSlots;
+    op.slot_rows = kSlotRows;
+    op.slot_bytes = slot_bytes;
+    op.epoch = kEpoch;
+    op.r_fmt = op.s_fmt = {4, 4};
+    for (int p = 0; p < 2; ++p) {
+      op.r_chunks.push_back(chunks(r_count[size_t(p)]));
+      op.s_chunks.push_back(chunks(s_count[size_t(p)]));
+      op.partition_ids.push_back(uint32_t(p));
+      op.tables.push_back(host_table(r_count[size_t(p)]));
+      op.workers.push_back(1);
+    }
+    op.out = out;
+    op.staging = staging;
+    op.staging_rows = staging_rows;
+    op.progress = std::make_shared<StreamProgress>(2);
+    op.chunk_timeout_s = 0.5;
+    op.idle_timeout_s = 2;
+    return op;
+  }
+
+  // Matches: every S key k <= r_rows appears twice; checksum over (k, 3k, 5k) and (k, 3k, 7k).
+  JoinDigest expected() const {
+    JoinDigest d;
+    for (uint32_t k = 1; k <= std::min(r_rows, s_rows); ++k) {
+      d.count += 2;
+      d.checksum += row_digest(k, uint64_t(k) * 3, uint64_t(k) * 5) + row_digest(k, uint64_t(k) * 3, uint64_t(k) * 7);
+    }
+    return d;
+  }
+};
+
+JoinOutput host_output(uint64_t rows) {
+  JoinOutput o;
+  o.capacity = rows;
+  o.r_fmt = o.s_fmt = {4, 4};
+  o.keys = host_buffer(rows * 4);
+  o.rvals = host_buffer(rows * 4);
+  o.svals = host_buffer(rows * 4);
+  return o;
+}
+
+JoinDigest digest_of(const JoinOutput& o, uint64_t rows) {
+  JoinDigest d;
+  d.count = rows;
+  for (uint64_t i = 0; i < rows; ++i)
+    d.checksum += row_digest(data_of<uint32_t>(o.keys)[i], data_of<uint32_t>(o.rvals)[i], data_of<uint32_t>(o.svals)[i]);
+  return d;
+}
+
+// Plays the senders: writes every ring's chunks into its slots once the consumer released them,
+// through `deliver` (which may tamper with them).
+void send_all(const StreamFixture& f, const Buffer& rings, const std::shared_ptr<StreamProgress>& progress,
+              const std::function<void(char*, const char*, uint64_t, int, uint64_t)>& deliver) {
+  for (int p = 0; p < 2; ++p) {
+    const auto images = f.ring_images(p);
+    for (uint64_t k = 0; k < images.size(); ++k) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (k >= progress->consumed(size_t(p)) + StreamFixture::kSlots && std::chrono::steady_clock::now() < until) {
+        if (progress->cancelled()) return;
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+      char* slot = static_cast<char*>(rings->ptr) + (uint64_t(p) * StreamFixture::kSlots + k % StreamFixture::kSlots) * f.slot_bytes;
+      deliver(slot, images[k], f.slot_bytes, p, k);
+    }
+  }
+}
+
+}  // namespace
+
+TEST(StreamingOps, PackedChunksCarryTheirChecksum) {
+  StreamFixture f;
+  const char* image = f.ring_images(1)[0];
+  ChunkHeader h;
+  std::memcpy(&h, image, sizeof h);
+  EXPECT_EQ(h.seq, 1u);
+  EXPECT_EQ(h.partition, 1u);
+  EXPECT_EQ(h.rows, StreamFixture::kSlotRows);
+  EXPECT_EQ(h.relation, 0u);
+  EXPECT_EQ(h.epoch, StreamFixture::kEpoch);
+  const auto* keys = reinterpret_cast<const uint32_t*>(image + kChunkHeaderBytes);
+  const auto* vals = reinterpret_cast<const uint32_t*>(image + chunk_vals_offset(4, StreamFixture::kSlotRows));
+  EXPECT_EQ(keys[0], 1u);  // partition 1 holds the odd keys
+  EXPECT_EQ(vals[0], 3u);
+  EXPECT_EQ(chunk_checksum(h, keys, vals), h.checksum);
+  ChunkHeader other = h;
+  other.epoch += 1;
+  EXPECT_NE(chunk_checksum(other, keys, vals), h.checksum);
+}
+
+TEST(StreamingOps, ConsumerJoinsWhatArrivesInAnyOrderThroughTheDoubleBuffer) {
+  for (uint64_t staging_rows : {7, 64, 100000}) {
+    StreamFixture f;
+    Buffer rings = host_buffer(2 * StreamFixture::kSlots * f.slot_bytes);
+    StreamConsumeOp op = f.consumer(rings, host_output(1000), host_output(2 * staging_rows), staging_rows);
+    // Bytes land back to front, with pauses: the consumer must wait for the checksum to match.
+    std::thread sender([&] {
+      send_all(f, rings, op.progress, [](char* slot, const char* image, uint64_t bytes, int, uint64_t k) {
+        for (uint64_t at = bytes; at > 0;) {
+          const uint64_t piece = std::min<uint64_t>(at, 96);
+          at -= piece;
+          std::memcpy(slot + at, image + at, piece);
+          if (k % 3 == 0) std::this_thread::sleep_for(std::chrono::microseconds(20));
+        }
+      });
+    });
+    OpResult res;
+    EXPECT_NO_THROW(execute_cpu_streaming_op(op, 2, res));
+    sender.join();
+    EXPECT_FALSE(res.overflow);
+    EXPECT_EQ(digest_of(op.out, res.count), f.expected()) << "staging rows " << staging_rows;
+    EXPECT_EQ(op.progress->consumed(0), f.ring_images(0).size());
+  }
+}
+
+TEST(StreamingOps, ConsumerCountsPastAFullOutputAndSaysSo) {
+  StreamFixture f;
+  Buffer rings = host_buffer(2 * StreamFixture::kSlots * f.slot_bytes);
+  StreamConsumeOp op = f.consumer(rings, host_output(10), host_output(2 * 8), 8);
+  std::thread sender([&] {
+    send_all(f, rings, op.progress, [](char* slot, const char* image, uint64_t bytes, int, uint64_t) {
+      std::memcpy(slot, image, bytes);
+    });
+  });
+  OpResult res;
+  execute_cpu_streaming_op(op, 1, res);
+  sender.join();
+  EXPECT_TRUE(res.overflow);
+  EXPECT_EQ(res.count, f.expected().count);
+}
+
+TEST(StreamingOps, ACorruptedChunkIsNamedAfterTheChunkTimeout) {
+  StreamFixture f;
+  Buffer rings = host_buffer(2 * StreamFixture::kSlots * f.slot_bytes);
+  StreamConsumeOp op = f.consumer(rings, host_output(1000), host_output(128), 64);
+  std::thread sender([&] {
+    send_all(f, rings, op.progress, [](char* slot, const char* image, uint64_t bytes, int p, uint64_t k) {
+      std::memcpy(slot, image, bytes);
+      if (p == 1 && k == 2) slot[kChunkHeaderBytes + 5] ^= 0x10;  // a key byte of R chunk 2
+    });
+  });
+  OpResult res;
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    execute_cpu_streaming_op(op, 1, res);
+    ADD_FAILURE() << "a corrupted chunk was used";
+  } catch (const RuntimeError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("chunk 2 of R partition 1 from rank 0"), std::string::npos) << m;
+    EXPECT_NE(m.find("failed its checksum"), std::string::npos) << m;
+  }
+  EXPECT_GE(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), op.chunk_timeout_s);
+  op.progress->cancel();  // the sender waits for slots no more
+  sender.join();
+}
+
+TEST(StreamingOps, SlotsOfAnotherExchangeAreNotUsed) {
+  StreamFixture f;
+  Buffer rings = host_buffer(2 * StreamFixture::kSlots * f.slot_bytes);
+  // The first chunks are there, but from an exchange with another epoch.
+  for (int p = 0; p < 2; ++p) std::memcpy(static_cast<char*>(rings->ptr) + uint64_t(p) * StreamFixture::kSlots * f.slot_bytes, f.ring_images(p)[0], f.slot_bytes);
+  StreamConsumeOp op = f.consumer(rings, host_output(1000), host_output(128), 64);
+  op.epoch = StreamFixture::kEpoch + 1;
+  op.idle_timeout_s = 0.3;
+  OpResult res;
+  try {
+    execute_cpu_streaming_op(op, 1, res);
+    ADD_FAILURE() << "another exchange's chunk was used";
+  } catch (const RuntimeError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("nothing arrived"), std::string::npos) << m;
+    EXPECT_NE(m.find("chunk 0 of R partition 0 from rank 0"), std::string::npos) << m;
+  }
+  EXPECT_EQ(op.progress->consumed(0), 0u);
+}
+
+TEST(StreamingOps, ACancelledConsumerStopsWithAnError) {
+  StreamFixture f;
+  Buffer rings = host_buffer(2 * StreamFixture::kSlots * f.slot_bytes);
+  StreamConsumeOp op = f.consumer(rings, host_output(1000), host_output(128), 64);
+  op.idle_timeout_s = 60;
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    op.progress->cancel();
+  });
+  OpResult res;
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_THROW(execute_cpu_streaming_op(op, 1, res), RuntimeError);
+  canceller.join();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
+}

@@ -1,0 +1,558 @@
+// The simulation backend: simulated times against closed forms on small platforms, data-free
+// operator results against the workload's distribution, determinism, a 64-GPU experiment end to
+// end, and profile files (bad ones rejected with file, line, key and value).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <numeric>
+#include <sstream>
+
+#include "core/builtin.hpp"
+#include "core/common/error.hpp"
+#include "core/exec/backend.hpp"
+#include "core/experiment/runner.hpp"
+#include "models/calibrate.hpp"
+#include "models/profile.hpp"
+#include "sim/key_content.hpp"
+
+namespace joinlab {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Round numbers, so closed forms are easy to write down.
+const char* kTestProfile = R"(# synthetic profile for tests
+[profile]
+name = test
+status = synthetic (tests)
+[gpu]
+memory = 1e12        # test value
+mem_bw = 1e12        # test value
+streams = 16         # test value
+[host]
+memory = 1e12        # test value
+mem_bw = 1e11        # test value
+[link.h2d]
+bw = 1e10            # test value
+latency = 1e-5       # test value
+[link.d2h]
+bw = 1e10            # test value
+latency = 1e-5       # test value
+[link.p2p]
+bw = 1e11            # test value
+latency = 2e-6       # test value
+[link.nic]
+bw = 1e10            # test value
+latency = 4e-6       # test value
+[topology]
+gpus_per_node = 2    # test value
+intra = nvswitch
+nics = per_gpu
+fabric = star
+[op.generate]
+seg = 0 0 1e-12      # test value
+[op.histogram]
+seg = 0 1e-5 1e-12   # test value
+[op.partition]
+seg = 0 1e-5 2e-12   # test value
+[op.build.linear]
+seg = 0 1e-5 4e-12   # test value
+[op.probe.linear]
+seg = 0 1e-5 4e-12 1e-12   # test value
+[op.build.chained]
+seg = 0 1e-5 5e-12   # test value
+[op.probe.chained]
+seg = 0 1e-5 6e-12 1e-12   # test value
+[op.partitioned_join.linear]
+seg = 0 2e-5 3e-12 1e-12   # test value
+[op.partitioned_join.chained]
+seg = 0 2e-5 3.5e-12 1e-12   # test value
+[op.sort.radix]
+seg = 0 1e-5 8e-12   # test value
+seg = 8 1e-5 16e-12  # test value
+[op.sort.merge]
+seg = 0 1e-5 1e-12   # test value
+[op.merge_join]
+seg = 0 1e-5 2e-12 1e-12   # test value
+[op.gather]
+seg = 0 1e-5 3e-12   # test value
+[op.scan]
+seg = 0 1e-5 1e-12   # test value
+[op.checksum]
+seg = 0 1e-5 1e-12   # test value
+[op.copy.device]
+seg = 0 1e-6 2e-12   # test value
+)";
+
+class SimTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { register_builtin(); }
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("joinlab_test_sim_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    std::ofstream(dir_ / "test.ini") << kTestProfile;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  BackendConfig cluster(int nodes, int per_node) const {
+    BackendConfig c;
+    c.shape = {nodes, per_node};
+    c.profile = (dir_ / "test.ini").string();
+    c.profile_dir = dir_.string();
+    return c;
+  }
+  // Runs body on every simulated rank; returns each rank's phases.
+  std::vector<std::vector<PhaseRecord>> simulate(const BackendConfig& c, const std::function<void(Rank&)>& body) {
+    std::vector<std::vector<PhaseRecord>> phases(size_t(c.shape.size()));
+    make_backend("sim")->run(c, body, [&](Rank& r) { phases[size_t(r.id())] = r.phases(); });
+    return phases;
+  }
+  static double seconds(const std::vector<PhaseRecord>& ph, const std::string& name) {
+    for (auto& p : ph)
+      if (p.name == name) return p.end - p.begin;
+    ADD_FAILURE() << "no phase " << name;
+    return -1;
+  }
+  fs::path dir_;
+};
+
+// --- closed forms ------------------------------------------------------------------------------
+
+TEST_F(SimTest, OneTransferTakesLatencyPlusBytesOverBandwidth) {
+  const uint64_t bytes = 1000000000;
+  for (bool same_node : {false, true}) {
+    auto ph = simulate(same_node ? cluster(1, 2) : cluster(2, 1), [&](Rank& r) {
+      Buffer b = r.alloc(MemSpace::Device, bytes, "b");
+      r.phase("transfer");
+      if (r.id() == 0) r.send(Stream{0}, 1, b, 0, bytes, 7).wait();
+      else r.recv(Stream{0}, 0, b, 0, bytes, 7).wait();
+      r.end_phases();
+    });
+    // NIC: 4 us + 1e9 / 1e10; NVSwitch: 2 us + 1e9 / 1e11.
+    const double want = same_node ? 2e-6 + 1e-2 : 4e-6 + 1e-1;
+    EXPECT_NEAR(seconds(ph[1], "transfer"), want, want * 1e-9) << (same_node ? "NVLink" : "network");
+  }
+}
+
+TEST_F(SimTest, HostToDeviceCopyUsesPcie) {
+  auto ph = simulate(cluster(1, 1), [](Rank& r) {
+    Buffer h = r.alloc(MemSpace::Pinned, 500000000, "h"), d = r.alloc(MemSpace::Device, 500000000, "d");
+    r.phase("copy");
+    r.copy(Stream{0}, d, 0, h, 0, 500000000).wait();
+    r.end_phases();
+  });
+  EXPECT_NEAR(seconds(ph[0], "copy"), 1e-5 + 0.05, 1e-9);
+}
+
+TEST_F(SimTest, AllToAllIsBoundedByTheNic) {
+  // 4 nodes x 2 GPUs; every rank sends B to each other rank at once (a stream per peer).
+  const int nodes = 4, per = 2, n = nodes * per;
+  const uint64_t b = 100000000;
+  auto ph = simulate(cluster(nodes, per), [&](Rank& r) {
+    Buffer out = r.alloc(MemSpace::Device, b, "out"), in = r.alloc(MemSpace::Device, b * n, "in");
+    r.phase("all-to-all");
+    std::vector<Event> ev;
+    for (int k = 1; k < n; ++k) {
+      ev.push_back(r.recv(Stream{k}, (r.id() - k + n) % n, in, uint64_t(k) * b, b, 0));
+      ev.push_back(r.send(Stream{7 + k}, (r.id() + k) % n, out, 0, b, 0));
+    }
+    for (auto& e : ev) e.wait();
+    r.end_phases();
+  });
+  // Each NIC carries (n - per) * B each way; NVLink traffic is 10x faster and runs beside it.
+  const double bound = double(n - per) * b / 1e10;
+  for (auto& p : ph) {
+    const double t = seconds(p, "all-to-all");
+    EXPECT_GE(t, bound);
+    EXPECT_LE(t, bound * 1.001 + 1e-5);
+  }
+}
+
+TEST_F(SimTest, OversubscribedFatTreeSlowsCrossLeafTraffic) {
+  // 4 nodes x 1 GPU, 2 nodes per leaf, leaf uplinks at half the leaf's NIC capacity.
+  BackendConfig c = cluster(4, 1);
+  c.options = {{"fabric", "fat_tree"}, {"levels", "2"}, {"leaf_nodes", "2"}, {"oversubscription", "2"}};
+  const uint64_t b = 1000000000;
+  for (bool cross : {false, true}) {
+    auto ph = simulate(c, [&](Rank& r) {
+      Buffer buf = r.alloc(MemSpace::Device, b, "b");
+      // Within a leaf: 0 -> 1 and 2 -> 3. Across: 0 -> 2 and 1 -> 3 (both through leaf 0's uplink).
+      const int to = cross ? (r.id() + 2) % 4 : (r.id() ^ 1);
+      const bool sender = cross ? r.id() < 2 : r.id() % 2 == 0;
+      r.phase("transfer");
+      if (sender) r.send(Stream{0}, to, buf, 0, b, 0).wait();
+      else r.recv(Stream{0}, cross ? (r.id() + 2) % 4 : (r.id() ^ 1), buf, 0, b, 0).wait();
+      r.end_phases();
+    });
+    const double t = seconds(ph[cross ? 2 : 1], "transfer");
+    EXPECT_NEAR(t, (cross ? 2.0 : 1.0) * b / 1e10, 1e-4) << (cross ? "across leaves" : "within a leaf");
+  }
+}
+
+TEST_F(SimTest, TwoKernelsOnOneGpuShareIt) {
+  const uint64_t n = 1 << 27;  // scan: 1e-5 + 8n * 1e-12 s alone
+  auto ph = simulate(cluster(1, 1), [&](Rank& r) {
+    Buffer a = r.alloc(MemSpace::Device, n * 8, "a"), c = r.alloc(MemSpace::Device, n * 8, "c");
+    r.phase("alone");
+    r.launch(Stream{0}, ScanOp{a, c, n}).get();
+    r.phase("together");
+    Launched x = r.launch(Stream{0}, ScanOp{a, c, n}), y = r.launch(Stream{1}, ScanOp{c, a, n});
+    x.get();
+    y.get();
+    r.end_phases();
+  });
+  const double alone = 1e-5 + 8.0 * n * 1e-12;
+  EXPECT_NEAR(seconds(ph[0], "alone"), alone, alone * 1e-9);
+  EXPECT_NEAR(seconds(ph[0], "together"), 2 * alone, alone * 1e-9);
+}
+
+TEST_F(SimTest, StreamsRunInOrderAndEventsOrderStreams) {
+  const uint64_t n = 1 << 24;
+  auto ph = simulate(cluster(1, 1), [&](Rank& r) {
+    Buffer a = r.alloc(MemSpace::Device, n * 8, "a"), c = r.alloc(MemSpace::Device, n * 8, "c");
+    r.phase("chain");
+    r.launch(Stream{0}, ScanOp{a, c, n});
+    Event first = r.record(Stream{0});
+    r.stream_wait(Stream{1}, first);  // stream 1 starts after stream 0's scan
+    r.launch(Stream{1}, ScanOp{c, a, n});
+    r.sync(Stream{1});
+    r.end_phases();
+  });
+  const double one = 1e-5 + 8.0 * n * 1e-12;
+  EXPECT_NEAR(seconds(ph[0], "chain"), 2 * one, one * 1e-9);
+}
+
+// --- data-free results ------------------------------------------------------------------------------
+
+RelationSpec relation(const char* name, uint64_t rows, KeyDist d) {
+  RelationSpec s;
+  s.name = name;
+  s.rows = rows;
+  s.dist = d;
+  return s;
+}
+
+TEST(SimContent, HistogramsAreExactIntegersThatSumToTheRows) {
+  RelationSpec r = relation("R", 1000003, KeyDist::UniqueDense);
+  auto c = sim::generated_content(r, nullptr, 0, r.rows);
+  for (auto fn : {PartitionFn{PartitionFn::Radix, 7, 0, 0}, PartitionFn{PartitionFn::Hash, 10, 0, 99}}) {
+    auto counts = sim::split_counts(*c, fn);
+    ASSERT_EQ(counts.size(), fn.fanout());
+    EXPECT_EQ(std::accumulate(counts.begin(), counts.end(), uint64_t(0)), r.rows);
+    auto [lo, hi] = std::minmax_element(counts.begin(), counts.end());
+    EXPECT_LE(*hi - *lo, 1u) << "uniform keys split evenly";
+    auto parts = sim::split_content(*c, fn);
+    for (size_t p = 0; p < parts.size(); ++p) EXPECT_EQ(parts[p]->rows(), counts[p]);
+  }
+}
+
+TEST(SimContent, RadixPartitionOfDenseKeysFollowsTheKeyRange) {
+  // Keys 1..100 partitioned on bits 4..6: 8 partitions, counts from the interval exactly.
+  RelationSpec r = relation("R", 100, KeyDist::UniqueDense);
+  auto counts = sim::split_counts(*sim::generated_content(r, nullptr, 0, 100), PartitionFn{PartitionFn::Radix, 3, 4, 0});
+  std::vector<uint64_t> want(8, 0);
+  for (uint64_t k = 1; k <= 100; ++k) want[(k >> 4) & 7]++;
+  EXPECT_EQ(counts, want);
+}
+
+TEST(SimContent, ZipfKeysGiveSkewedPartitions) {
+  RelationSpec s = relation("S", 10000000, KeyDist::Zipf);
+  s.zipf_z = 1.0;
+  s.zipf_domain = 1 << 20;
+  auto counts = sim::split_counts(*sim::generated_content(s, nullptr, 0, s.rows), PartitionFn{PartitionFn::Hash, 4, 0, 5});
+  EXPECT_EQ(std::accumulate(counts.begin(), counts.end(), uint64_t(0)), s.rows);
+  const double mean = double(s.rows) / 16;
+  EXPECT_GT(double(*std::max_element(counts.begin(), counts.end())), 1.3 * mean);
+  s.zipf_z = 0;
+  auto flat = sim::split_counts(*sim::generated_content(s, nullptr, 0, s.rows), PartitionFn{PartitionFn::Hash, 4, 0, 5});
+  EXPECT_LT(double(*std::max_element(flat.begin(), flat.end())), 1.001 * mean);
+}
+
+TEST(SimContent, ForeignKeyMatchesFollowTheMatchRateAndCoPartitioning) {
+  RelationSpec r = relation("R", 1 << 20, KeyDist::UniqueSparse);
+  RelationSpec s = relation("S", 1 << 22, KeyDist::ForeignKey);
+  s.match_rate = 0.25;
+  auto rc = sim::generated_content(r, nullptr, 0, r.rows);
+  auto sc = sim::generated_content(s, &r, 0, s.rows);
+  EXPECT_NEAR(sim::expected_matches(*rc, *sc), 0.25 * s.rows, 1.0);
+  // Partition both sides by one function: the partition pairs hold every match, the cross pairs none.
+  const PartitionFn fn{PartitionFn::Hash, 3, 0, 11};
+  auto rp = sim::split_content(*rc, fn), sp = sim::split_content(*sc, fn);
+  double same = 0, cross = 0;
+  for (size_t i = 0; i < rp.size(); ++i)
+    for (size_t j = 0; j < sp.size(); ++j) (i == j ? same : cross) += sim::expected_matches(*rp[i], *sp[j]);
+  EXPECT_NEAR(same, 0.25 * s.rows, 2.0);
+  EXPECT_LT(cross, 1e-6);
+  // Half of R's rows (one rank's slice of two) match half of S's hits.
+  auto half = sim::generated_content(r, nullptr, 0, r.rows / 2);
+  EXPECT_NEAR(sim::expected_matches(*half, *sc), 0.125 * s.rows, 1.0);
+}
+
+TEST(SimContent, SkewedForeignKeysKeepTheirHeavyKeys) {
+  RelationSpec r = relation("R", 1 << 20, KeyDist::UniqueDense);
+  RelationSpec s = relation("S", 1 << 22, KeyDist::ForeignKey);
+  s.zipf_z = 1.5;
+  auto sc = sim::generated_content(s, &r, 0, s.rows);
+  ASSERT_FALSE(sc->parts.empty());
+  uint64_t top = 0;
+  for (auto& [k, n] : sc->parts.front().heavy) top = std::max(top, n);
+  EXPECT_GT(double(top), 0.3 * s.rows) << "z = 1.5: the top key holds ~1/zeta(1.5) = 38% of the rows";
+  EXPECT_NEAR(sim::expected_matches(*sim::generated_content(r, nullptr, 0, r.rows), *sc), double(s.rows), 1.0);
+}
+
+TEST(SimContent, ApportionIsExactAndDeterministic) {
+  auto a = sim::apportion({1, 1, 1}, 10);
+  EXPECT_EQ(a, (std::vector<uint64_t>{4, 3, 3}));
+  auto b = sim::apportion({0.5, 0.25, 0.25}, 7);
+  EXPECT_EQ(std::accumulate(b.begin(), b.end(), uint64_t(0)), 7u);
+  EXPECT_EQ(b, sim::apportion({0.5, 0.25, 0.25}, 7));
+}
+
+// --- strategies, end to end -------------------------------------------------------------------
+
+RunPoint shuffle_point(int nodes, int per_node, uint64_t rows, const std::string& profile, const std::string& dir) {
+  RunPoint p;
+  p.name = "sim test";
+  p.strategy = "shuffle";
+  p.backend = "sim";
+  p.verify = false;
+  p.cluster.shape = {nodes, per_node};
+  p.cluster.profile = profile;
+  p.cluster.profile_dir = dir;
+  p.workload.r = relation("R", rows, KeyDist::UniqueDense);
+  p.workload.s = relation("S", rows, KeyDist::ForeignKey);
+  return p;
+}
+
+std::string repo_profiles() { return std::string(JOINLAB_SOURCE_DIR) + "/models/profiles"; }
+
+TEST_F(SimTest, SixtyFourGpuShuffleEndToEnd) {
+  RunPoint p = shuffle_point(8, 8, uint64_t(64) << 22, "h100", repo_profiles());
+  RunOutcome o = run_point(p);
+  EXPECT_EQ(o.digest.count, p.workload.s.rows) << "every S row matches one R row";
+  EXPECT_FALSE(o.has_checksum);
+  std::map<std::string, double> phases;
+  for (auto& ph : o.phases) phases[ph.name] = ph.seconds;
+  EXPECT_GT(phases["shuffle"], 0);
+  EXPECT_GT(phases["partition"], 0);
+  EXPECT_GE(o.total_seconds, o.bound.seconds) << "no simulated run beats its analytic bound";
+  EXPECT_FALSE(o.trace.empty());
+  EXPECT_EQ(o.rank_phases.size(), 64u);
+}
+
+TEST_F(SimTest, RepeatedSimulationsAreIdentical) {
+  RunPoint p = shuffle_point(4, 4, uint64_t(16) << 20, "h100", repo_profiles());
+  p.workload.s.zipf_z = 1.0;  // skew makes flows of unequal sizes end at their own times
+  RunOutcome a = run_point(p), b = run_point(p);
+  EXPECT_EQ(a.total_seconds, b.total_seconds);
+  ASSERT_EQ(a.phases.size(), b.phases.size());
+  for (size_t i = 0; i < a.phases.size(); ++i) EXPECT_EQ(a.phases[i].seconds, b.phases[i].seconds);
+  ASSERT_EQ(a.trace.size(), b.trace.size());
+  for (size_t i = 0; i < a.trace.size(); ++i) {
+    EXPECT_EQ(a.trace[i].begin, b.trace[i].begin);
+    EXPECT_EQ(a.trace[i].end, b.trace[i].end);
+  }
+  EXPECT_EQ(a.digest.count, b.digest.count);
+}
+
+TEST_F(SimTest, NodeMergedFlowsMatchPerGpuFlowsOnLockStepShuffles) {
+  // The two-level shuffle's rounds are lock-step (every GPU of a node sends to the same node at
+  // once, on its own rail), the case node-merged flows reproduce exactly.
+  RunPoint p = shuffle_point(4, 8, uint64_t(32) << 22, "h100", repo_profiles());
+  p.strategy_options["levels"] = "2";
+  p.cluster.options["sim_flows"] = "pair";
+  RunOutcome pair = run_point(p);
+  p.cluster.options["sim_flows"] = "node";
+  RunOutcome node = run_point(p);
+  EXPECT_NEAR(node.total_seconds, pair.total_seconds, 0.005 * pair.total_seconds);
+  for (size_t i = 0; i < pair.phases.size(); ++i)
+    EXPECT_NEAR(node.phases[i].seconds, pair.phases[i].seconds, 0.01 * pair.phases[i].seconds + 1e-7) << pair.phases[i].name;
+}
+
+TEST_F(SimTest, SkewedWorkloadsGiveSkewedRanks) {
+  RunPoint p = shuffle_point(2, 4, uint64_t(8) << 20, "h100", repo_profiles());
+  RunOutcome uniform = run_point(p);
+  p.workload.s.zipf_z = 1.5;
+  RunOutcome skewed = run_point(p);
+  // The rank that receives the heavy keys of S holds up the local probe.
+  auto probe = [](const RunOutcome& o) {
+    for (auto& ph : o.phases)
+      if (ph.name == "local_probe") return ph.seconds;
+    return 0.0;
+  };
+  EXPECT_GT(probe(skewed), 1.5 * probe(uniform));
+  EXPECT_EQ(skewed.digest.count, p.workload.s.rows);
+}
+
+TEST_F(SimTest, DeadlockIsReportedNotHung) {
+  try {
+    simulate(cluster(1, 2), [](Rank& r) {
+      Buffer b = r.alloc(MemSpace::Device, 8, "b");
+      r.recv(Stream{0}, 1 - r.id(), b, 0, 8, 3).wait();  // both receive, nobody sends
+    });
+    FAIL() << "a deadlock must be an error";
+  } catch (const RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find("deadlock"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("tag 3"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(SimTest, OutOfMemoryNamesTheBuffer) {
+  try {
+    simulate(cluster(1, 1), [](Rank& r) { r.alloc(MemSpace::Device, uint64_t(2e12), "too big"); });
+    FAIL();
+  } catch (const RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find("too big"), std::string::npos) << e.what();
+  }
+}
+
+// --- calibration and validation -------------------------------------------------------------------
+
+TEST_F(SimTest, CalibratingTheSimulatorRecoversItsProfile) {
+  // The sim backend's operator times are exactly its profile's models: calibrating it must fit
+  // them back (phase-encoded samples, Eigen fit, piecewise models, profile written and re-read).
+  CalibrationOptions opt;
+  opt.backend = "sim";
+  opt.base = (dir_ / "test.ini").string();
+  opt.profile_dir = dir_.string();
+  opt.name = "refit";
+  opt.quick = true;
+  opt.min_rows = 1 << 16;
+  opt.max_rows = 1 << 20;
+  opt.repeat = 1;
+  Profile base = load_profile(opt.base);
+  Profile fit = fit_profile(measure(opt), base, opt);
+  std::ostringstream text;
+  write_profile(fit, text);
+  std::istringstream back(text.str());
+  Profile again = parse_profile(back, "refit.ini");
+  for (const char* model : {"histogram", "partition", "build.linear", "probe.linear", "sort.radix", "merge_join", "scan"}) {
+    OpSample big;
+    big.model = model;
+    big.x = {1.0, 3e8, 1e8};
+    big.segment = model == std::string("sort.radix") ? 4 : 1e6;
+    big.x.resize(find_model_spec(model)->features.size() + 1);
+    const double want = base.ops.seconds(big), got = again.ops.seconds(big);
+    EXPECT_NEAR(got, want, 0.01 * want) << model;
+  }
+  EXPECT_NEAR(again.h2d.bw, base.h2d.bw, 0.01 * base.h2d.bw);
+  EXPECT_NEAR(again.h2d.latency, base.h2d.latency, 0.05 * base.h2d.latency);
+}
+
+TEST_F(SimTest, CalibratedCpuProfilePredictsTheCpuBackend) {
+  // CI-sized version of `joinlab calibrate --backend cpu` then `joinlab validate`: the simulated
+  // npj with the freshly fitted profile lands near the measured one. The bound is loose (an
+  // order of magnitude: it catches unit and wiring errors): CI machines are small and shared,
+  // and their timings vary from run to run.
+  CalibrationOptions opt;
+  opt.backend = "cpu";
+  opt.profile_dir = dir_.string();
+  opt.name = "cpu-test";
+  opt.quick = true;
+  opt.min_rows = 1 << 16;
+  opt.max_rows = 1 << 20;
+  opt.repeat = 3;
+  const std::string path = (dir_ / "cpu-test.ini").string();
+  {
+    std::ofstream out(path);
+    Profile base;
+    base.gpu.memory = 4e9;
+    base.host.memory = 8e9;
+    base.topology.gpus_per_node = 1;
+    base.topology.intra = IntraNode::PCIe;
+    base.nic = {1e10, 1e-5};
+    write_profile(fit_profile(measure(opt), base, opt), out);
+  }
+  Profile p = load_profile(path);
+  EXPECT_GT(p.gpu.mem_bw, 1e8);
+  RunPoint real;
+  real.strategy = "npj";
+  real.backend = "cpu";
+  real.cluster.shape = {1, 1};
+  real.workload.r = relation("R", 1 << 19, KeyDist::UniqueDense);
+  real.workload.s = relation("S", 1 << 19, KeyDist::ForeignKey);
+  RunPoint sim = real;
+  sim.backend = "sim";
+  sim.verify = false;
+  sim.cluster.profile = path;
+  sim.cluster.profile_dir = dir_.string();
+  RunOutcome measured = run_point(real), predicted = run_point(sim);
+  EXPECT_EQ(predicted.digest.count, measured.digest.count);
+  EXPECT_GT(predicted.total_seconds, measured.total_seconds / 10) << "measured " << measured.total_seconds;
+  EXPECT_LT(predicted.total_seconds, measured.total_seconds * 10) << "measured " << measured.total_seconds;
+}
+
+// --- profiles ---------------------------------------------------------------------------------
+
+TEST(SimProfiles, ShippedProfilesParseAndModelEveryOperator) {
+  int n = 0;
+  for (auto& entry : fs::directory_iterator(repo_profiles())) {
+    if (entry.path().extension() != ".ini") continue;
+    ++n;
+    Profile p = load_profile(entry.path().string());
+    for (auto& spec : model_specs())  // allocations may be free (no model); every operator has a cost
+      if (spec.name.rfind("alloc.", 0) != 0) EXPECT_TRUE(p.ops.has(spec.name)) << entry.path() << " lacks " << spec.name;
+    EXPECT_GT(p.nic.bw, 0);
+  }
+  EXPECT_GE(n, 6);
+}
+
+std::string expect_rejected(const std::string& text) {
+  std::istringstream in(text);
+  try {
+    parse_profile(in, "bad.ini");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "accepted:\n" << text;
+  return "";
+}
+
+TEST(SimProfiles, BadProfilesAreRejectedWithFileLineKeyAndValue) {
+  const std::string good = kTestProfile;
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string t = good;
+    t.replace(t.find(from), from.size(), to);
+    return t;
+  };
+  std::string m = expect_rejected(with("mem_bw = 1e12        # test value", "mem_bw = fast        # test value"));
+  EXPECT_NE(m.find("bad.ini:7: gpu.mem_bw = fast: not a number"), std::string::npos) << m;
+  m = expect_rejected(with("mem_bw = 1e12        # test value", "mem_bw = 1e12"));
+  EXPECT_NE(m.find("bad.ini:7: gpu.mem_bw = 1e12"), std::string::npos) << m;
+  EXPECT_NE(m.find("source"), std::string::npos) << m;
+  m = expect_rejected(with("streams = 16", "stream = 16"));
+  EXPECT_NE(m.find("bad.ini:8: gpu.stream = 16: unknown key"), std::string::npos) << m;
+  m = expect_rejected(with("bw = 1e10            # test value\nlatency = 1e-5       # test value\n[link.d2h]",
+                           "bw = -1e10           # test value\nlatency = 1e-5       # test value\n[link.d2h]"));
+  EXPECT_NE(m.find("link.h2d.bw = -1e10"), std::string::npos) << m;
+  m = expect_rejected(with("intra = nvswitch", "intra = infiniband"));
+  EXPECT_NE(m.find("topology.intra = infiniband: expected one of nvswitch, nvlink_mesh, pcie"), std::string::npos) << m;
+  m = expect_rejected(with("[op.scan]\nseg = 0 1e-5 1e-12", "[op.scan]\nseg = 0 1e-5"));
+  EXPECT_NE(m.find("op.scan.seg = 0 1e-5: expected 3 numbers"), std::string::npos) << m;
+  m = expect_rejected(with("[op.scan]", "[op.scann]"));
+  EXPECT_NE(m.find("unknown operator model [op.scann]"), std::string::npos) << m;
+  m = expect_rejected(with("[link.nic]\nbw = 1e10            # test value\n", "[link.nic]\n"));
+  EXPECT_NE(m.find("[link.nic] bw is missing"), std::string::npos) << m;
+  EXPECT_NE(expect_rejected("[profile\nname = x\n").find("bad.ini:1:"), std::string::npos);
+}
+
+TEST_F(SimTest, UnknownProfileAndBadClusterKeysAreInputErrors) {
+  BackendConfig c = cluster(1, 1);
+  c.profile = "no-such-profile";
+  EXPECT_THROW(simulate(c, [](Rank&) {}), InputError);
+  c = cluster(1, 1);
+  c.options["sim_flows"] = "sometimes";
+  try {
+    simulate(c, [](Rank&) {});
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("cluster.sim_flows = sometimes"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace joinlab
