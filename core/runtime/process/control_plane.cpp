@@ -21,6 +21,16 @@ std::vector<uint64_t> bytes_to_words(const std::string& bytes) {
   return w;
 }
 
+std::vector<uint64_t> allgather_words(ControlPlane& plane, const std::vector<uint64_t>& mine,
+                                      const std::string& what, const ControlPlane::Liveness& alive) {
+  std::vector<uint64_t> out;
+  for (auto& part : plane.allgather(words_to_bytes(mine), what, alive)) {
+    auto w = bytes_to_words(part);
+    out.insert(out.end(), w.begin(), w.end());
+  }
+  return out;
+}
+
 namespace {
 
 // Bytes travel as words: each rank contributes [length in bytes, the bytes padded to words].

@@ -41,5 +41,8 @@ std::shared_ptr<ControlPlane> make_in_process_control_plane(std::shared_ptr<Tran
 // Packing of 64-bit words into the plane's bytes and back (Transport::allgather over a plane).
 std::string words_to_bytes(const std::vector<uint64_t>& words);
 std::vector<uint64_t> bytes_to_words(const std::string& bytes);
+// Transport::allgather over a plane: every rank's words, concatenated in rank order.
+std::vector<uint64_t> allgather_words(ControlPlane& plane, const std::vector<uint64_t>& mine,
+                                      const std::string& what, const ControlPlane::Liveness& alive);
 
 }  // namespace joinlab

@@ -389,12 +389,7 @@ class UcxTransport final : public DataPlane {
 
   std::vector<uint64_t> allgather(const std::vector<uint64_t>& mine) override {
     check_alive();
-    std::vector<uint64_t> out;
-    for (auto& part : control_->allgather(words_to_bytes(mine), "allgather", liveness())) {
-      auto w = bytes_to_words(part);
-      out.insert(out.end(), w.begin(), w.end());
-    }
-    return out;
+    return allgather_words(*control_, mine, "allgather", liveness());
   }
 
   void barrier() override {
