@@ -311,6 +311,38 @@ TEST(CudaOps, MergeJoinMatchesCpuForManyToMany) {
   }
 }
 
+// Long runs of equal keys (about 150 R rows per key, so every S row has more than the light
+// threshold of matches) go through the merge join's heavy path; with a small output, Direct and
+// CountThenWrite still report the true count and the overflow.
+TEST(CudaOps, MergeJoinLongRunsAndOverflow) {
+  JL_REQUIRE_GPU();
+  for (uint8_t w : {uint8_t(4), uint8_t(8)})
+    for (OutputMode m : {OutputMode::CountThenWrite, OutputMode::Direct, OutputMode::CountOnly})
+      for (uint64_t cap : {uint64_t(2000000), uint64_t(5000)}) {
+        const bool overflow = cap < 1000000 && m != OutputMode::CountOnly;
+        same_on_both(
+            [&](Rank& rank) {
+              RelationSpec r = spec("R", 3000, KeyDist::Uniform, w, w, 31);
+              RelationSpec s = spec("S", 5000, KeyDist::Uniform, w, w, 32);
+              r.range_hi = s.range_hi = 20;
+              Tuples rt = generate(rank, r, nullptr, "R"), st = generate(rank, s, nullptr, "S");
+              Tuples sr = rank.alloc_tuples(MemSpace::Device, rt.rows, rt.fmt, "sr");
+              Tuples ss = rank.alloc_tuples(MemSpace::Device, st.rows, st.fmt, "ss");
+              rank.launch(Stream{0}, SortOp{rt, sr, SortAlgo::Radix});
+              rank.launch(Stream{0}, SortOp{st, ss, SortAlgo::Radix});
+              JoinOutput out = rank.alloc_output(MemSpace::Device, m == OutputMode::CountOnly ? 0 : cap, rt.fmt,
+                                                 st.fmt, "out");
+              const OpResult res = rank.launch(Stream{0}, MergeJoinOp{sr, ss, out, overflow ? 7u : 0u, m}).get();
+              if (overflow) return Obs{res.count, uint64_t(res.overflow)};  // which rows fit is free
+              Obs o = join_observations(rank, out, res, m);
+              o.push_back(res.count > 500000);
+              return o;
+            },
+            "merge join long runs width " + std::to_string(w) + " mode " + std::to_string(int(m)) + " cap " +
+                std::to_string(cap));
+      }
+}
+
 TEST(CudaOps, GatherAndScanMatchCpu) {
   JL_REQUIRE_GPU();
   for (uint64_t n : kSizes)

@@ -195,9 +195,9 @@ TEST_F(Distributed, PhasesNameThePipelineAndTheBlockingJoin) {
   };
   using V = std::vector<std::string>;
   EXPECT_EQ(names(run_point(point("gpj", pk_fk(1000, 2000), {}, {1, 2}))),
-            (V{"generate", "histogram", "setup", "stream", "checksum"}));
+            (V{"generate", "histogram", "setup", "stream", "verify"}));
   EXPECT_EQ(names(run_point(point("crj", pk_fk(1000, 2000), {}, {1, 2}))),
-            (V{"generate", "histogram", "setup", "exchange", "local_partition", "local_join", "checksum"}));
+            (V{"generate", "histogram", "setup", "exchange", "local_partition", "local_join", "verify"}));
 }
 
 TEST_F(Distributed, BoundsCountTheExchangeAndTheJoin) {

@@ -94,7 +94,7 @@ SingleRun run_once(const RunPoint& p, const JoinJob& job, Backend& backend) {
         out.digest.checksum += r.checksum;
         out.has_checksum = out.has_checksum && r.has_checksum;
         for (auto& ph : rank.phases()) {
-          if (ph.name != kGeneratePhase) {
+          if (timed_phase(ph.name)) {
             first = std::min(first, ph.begin);
             last = std::max(last, ph.end);
           }

@@ -35,7 +35,7 @@ struct RunOutcome {
   bool has_checksum = true;
   std::string verified;     // how it was verified ("closed form ...") or why not ("simulated")
   double total_seconds = 0; // median over repeats: first phase begin to last phase end, over
-                            // ranks, leaving out kGeneratePhase (strategy.hpp)
+                            // ranks, leaving out the generate and verify phases (timed_phase, strategy.hpp)
   std::vector<double> repeat_seconds;
   std::vector<PhaseTime> phases;  // of the median run
   Bound bound;

@@ -53,24 +53,42 @@ PhjConfig phj_config(const po::variables_map& vm) {
 
 namespace {
 
-// Partitions `t` by the plan. Pass 1 writes into a new buffer; pass 2 partitions every pass-1
-// partition on its own (in_segments) back into t's buffers.
-Partitioned radix_partition(Rank& rank, Stream st, Tuples t, const RadixPlan& plan, MemSpace space,
-                            const std::string& tag) {
-  if (plan.passes() == 0) return Partitioned{t, {0, t.rows}};
+// One relation's partitioning by the plan. Pass 1 writes into a new buffer; pass 2 partitions
+// every pass-1 partition on its own (in_segments) back into the relation's buffers.
+struct RadixPartitioning {
+  Tuples in, mid;  // mid: pass 1's output
+  Launched pass1, pass2;
+};
+
+RadixPartitioning start_pass1(Rank& rank, Stream st, Tuples t, const RadixPlan& plan, MemSpace space,
+                              const std::string& tag) {
+  RadixPartitioning rp;
+  rp.in = t;
+  if (plan.passes() == 0) return rp;
   PartitionOp pass1;
   pass1.in = t;
   pass1.fn = PartitionFn{PartitionFn::Radix, plan.pass1_bits, 0, 0};
-  pass1.out = rank.alloc_tuples(space, t.rows, t.fmt, tag + ".pass1");
-  std::vector<uint64_t> offsets = rank.launch(st, pass1).get().values;
-  if (plan.pass2_bits == 0) return Partitioned{pass1.out, offsets};
+  pass1.out = rp.mid = rank.alloc_tuples(space, t.rows, t.fmt, tag + ".pass1");
+  rp.pass1 = rank.launch(st, pass1);
+  return rp;
+}
+
+// Waits for pass 1's offsets (pass 2's segments) and queues pass 2.
+void start_pass2(Rank& rank, Stream st, RadixPartitioning& rp, const RadixPlan& plan) {
+  if (plan.pass2_bits == 0) return;
   PartitionOp pass2;
-  pass2.in = pass1.out;
-  pass2.in_segments = offsets;
+  pass2.in = rp.mid;
+  pass2.in_segments = rp.pass1.get().values;
   pass2.fn = PartitionFn{PartitionFn::Radix, plan.pass2_bits, plan.pass1_bits, 0};
-  pass2.out = t;
+  pass2.out = rp.in;
+  rp.pass2 = rank.launch(st, pass2);
+}
+
+Partitioned finish(RadixPartitioning& rp, const RadixPlan& plan) {
+  if (plan.passes() == 0) return Partitioned{rp.in, {0, rp.in.rows}};
+  if (plan.pass2_bits == 0) return Partitioned{rp.mid, rp.pass1.get().values};
   // Segment-major offsets: final partition = pass-1 partition * 2^pass2_bits + pass-2 partition.
-  return Partitioned{t, rank.launch(st, pass2).get().values};
+  return Partitioned{rp.in, rp.pass2.get().values};
 }
 
 }  // namespace
@@ -80,8 +98,14 @@ OutputSink phj_join(Rank& rank, Stream st, Tuples r, Tuples s, const PhjConfig& 
   begin_phase(rank, phase_prefix + "partition");
   const RadixPlan plan =
       plan_radix(r.rows, r.fmt.tuple_bytes(), r.fmt.key_bytes, cfg.budget, cfg.radix_bits, cfg.passes);
-  const Partitioned pr = radix_partition(rank, st, r, plan, space, "phj.R");
-  const Partitioned ps = radix_partition(rank, st, s, plan, space, "phj.S");
+  // Both relations' passes are queued before the host waits for any offsets, so the device
+  // works on S's pass 1 while the host lays out R's pass 2 (no idle gaps between passes).
+  RadixPartitioning rp = start_pass1(rank, st, r, plan, space, "phj.R");
+  RadixPartitioning sp = start_pass1(rank, st, s, plan, space, "phj.S");
+  start_pass2(rank, st, rp, plan);
+  start_pass2(rank, st, sp, plan);
+  const Partitioned pr = finish(rp, plan);
+  const Partitioned ps = finish(sp, plan);
   if (pr.fanout() != ps.fanout())
     throw RuntimeError("phj: R has " + std::to_string(pr.fanout()) + " partitions but S " +
                        std::to_string(ps.fanout()));

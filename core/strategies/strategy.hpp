@@ -19,6 +19,11 @@ namespace po = boost::program_options;
 // strategies record it first (before any join work), and the runner leaves it out of the
 // measured join time.
 inline constexpr const char* kGeneratePhase = "generate";
+// Name of the phase in which every rank checksums its output (report_output): result
+// verification, not join work, so the runner leaves it out of the measured join time too.
+inline constexpr const char* kVerifyPhase = "verify";
+// Phases that count towards the measured join time (all but generate and verify).
+inline bool timed_phase(const std::string& name) { return name != kGeneratePhase && name != kVerifyPhase; }
 
 struct JoinJob {
   Workload workload;

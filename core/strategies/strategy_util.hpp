@@ -134,8 +134,9 @@ OutputSink join_into_new_output(Rank& rank, Stream st, OutputMode policy, MemSpa
                                 const Tuples& s, const std::string& tag, const JoinOpFactory& make_op);
 
 // Phases "materialize" (late materialization: gathers the payload columns by the output's row
-// indexes) and "checksum"; then reports this rank's count and checksum. A CountOnly output has
-// no rows to checksum and is reported with has_checksum = false.
+// indexes, join work) and kVerifyPhase (the checksum of the output rows: verification, left out
+// of the measured time like generation); then reports this rank's count and checksum. A
+// CountOnly output has no rows to checksum and is reported with has_checksum = false.
 void report_output(Rank& rank, Stream s, const OutputSink& sink, const RelationData& r, const RelationData& s_rel,
                    MemSpace scratch);
 

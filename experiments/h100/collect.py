@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Merges the benchmark CSVs of bench_h100.sh into one results CSV (device, date, commit first)
 and writes, from each run's Chrome trace, where the time goes: per phase and operator, the
-summed span time and its share of the timed region (the generate phase left out)."""
+summed span time and its share of the timed region (the generate and verify phases left out, as
+the runner's total leaves them out)."""
 import argparse, csv, glob, json, os, sys
 from collections import defaultdict
 
@@ -10,6 +11,8 @@ TARGETS = {  # experiment name -> (what, seconds) of issue 3
     "w1-phj-8b": ("phj W1 8+8 B <= 13 ms", 13e-3),
     "w1-smj": ("smj W1 <= 11 ms", 11e-3),
 }
+
+UNTIMED = ("generate", "verify")  # kGeneratePhase, kVerifyPhase (core/strategies/strategy.hpp)
 
 def main():
     ap = argparse.ArgumentParser()
@@ -47,7 +50,7 @@ def main():
         # Operator spans ("stream N") and, separately, the kernels inside them ("stream N kernels").
         ops = [e for e in spans if not tracks.get((e["pid"], e["tid"]), "").endswith("kernels")]
         kernels = [e for e in spans if tracks.get((e["pid"], e["tid"]), "").endswith("kernels")]
-        timed = [p for p in phases if p["name"] != "generate"]
+        timed = [p for p in phases if p["name"] not in UNTIMED]
         total = (max(p["ts"] + p["dur"] for p in timed) - min(p["ts"] for p in timed)) if timed else 0
         out.append(f"== {os.path.basename(path)}: timed region {total/1000:.3f} ms")
         for p in phases:
@@ -55,7 +58,7 @@ def main():
         agg = defaultdict(lambda: [0, 0.0])
         for e in ops:
             ph = next((p["name"] for p in phases if p["ts"] <= e["ts"] <= p["ts"] + p["dur"] + 1), "?")
-            if ph == "generate":
+            if ph in UNTIMED:
                 continue
             args = e.get("args", {})
             key = (ph, e["name"], str(args.get("detail", "")), str(args.get("fanout", "")))
@@ -67,7 +70,7 @@ def main():
         kagg = defaultdict(lambda: [0, 0.0])
         for e in kernels:
             ph = next((p["name"] for p in phases if p["ts"] <= e["ts"] <= p["ts"] + p["dur"] + 1), "?")
-            if ph == "generate":
+            if ph in UNTIMED:
                 continue
             args = e.get("args", {})
             key = (ph, e["name"], str(args.get("detail", "")))
