@@ -325,6 +325,30 @@ TEST_F(CliTest, ShorthandOnTheCommandLineBeatsSideKeysOfTheFile) {
   EXPECT_EQ(plan.points[0].run.workload.s.rows, 128u);  // a later side override still wins
 }
 
+TEST_F(CliTest, RowsPerRankScaleWithTheRanks) {
+  auto plan = plan_experiment(write("weak.ini",
+                                    "[experiment]\nstrategy = scripted\nbackend = scripted\n"
+                                    "[cluster]\nnodes = 2\n"
+                                    "[workload]\nrows_per_rank = 2^10\ns.rows = 3000\n"
+                                    "[sweep]\ncluster.gpus_per_node = 1, 2\n"));
+  ASSERT_EQ(plan.points.size(), 2u);
+  EXPECT_EQ(plan.points[0].run.workload.r.rows, 2u * 1024u);  // 2 nodes x 1
+  EXPECT_EQ(plan.points[1].run.workload.r.rows, 4u * 1024u);  // 2 nodes x 2
+  EXPECT_EQ(plan.points[1].run.workload.s.rows, 3000u);       // the side's own key wins
+  // On the command line a total replaces the file's per-rank size, and the other way round.
+  auto total = plan_experiment(write("weak2.ini", "[experiment]\nstrategy = scripted\nbackend = scripted\n"
+                                                  "[workload]\nrows_per_rank = 100\n"),
+                               {{"workload.rows", "64"}});
+  EXPECT_EQ(total.points[0].run.workload.r.rows, 64u);
+  EXPECT_EQ(total.points[0].run.workload.s.rows, 64u);
+}
+
+TEST_F(CliTest, RejectsRowsAndRowsPerRankTogether) {
+  std::string f = write("both.ini", "[experiment]\nstrategy = scripted\nbackend = scripted\n"
+                                    "[workload]\nr.rows = 100\nr.rows_per_rank = 10\ns.rows = 100\n");
+  expect_rejected(cli({"run", f}), {"workload.r.rows_per_rank = 10", "not both"});
+}
+
 TEST_F(CliTest, PayloadListsCanBeSwept) {
   auto plan = plan_experiment(experiment("[sweep]\nworkload.payload_bytes = (4), (4,8)\n"));
   ASSERT_EQ(plan.points.size(), 2u);

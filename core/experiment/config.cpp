@@ -40,6 +40,8 @@ using Settings = std::map<std::string, Setting>;
 struct PointBuilder {
   RunPoint run;
   int verify = -1;  // -1: decided by the backend (no data to verify in simulation)
+  // rows_per_rank of R and S (0: not given): weak scaling, resolved once the cluster is known.
+  uint64_t r_rows_per_rank = 0, s_rows_per_rank = 0;
 };
 
 struct KeyDef {
@@ -67,6 +69,7 @@ int parse_positive_int(const std::string& v) {
 }
 
 using Sides = std::vector<RelationSpec*> (*)(PointBuilder&);
+using PerRankSides = std::vector<uint64_t*> (*)(PointBuilder&);
 
 // Applies a relation setter to every side a key covers.
 std::function<void(PointBuilder&, const std::string&)> each(Sides sides, void (*set)(RelationSpec&, const std::string&)) {
@@ -76,10 +79,16 @@ std::function<void(PointBuilder&, const std::string&)> each(Sides sides, void (*
 }
 
 // Sizes and widths of a side; also the workload.* shorthands that set both sides.
-std::vector<KeyDef> relation_keys(const std::string& prefix, const std::string& which, Sides sides) {
+std::vector<KeyDef> relation_keys(const std::string& prefix, const std::string& which, Sides sides,
+                                  PerRankSides per_rank) {
   std::vector<KeyDef> d;
   d.push_back({prefix + "rows", "size", "(required)", "rows of " + which + " (total over all ranks)",
                each(sides, [](RelationSpec& r, const std::string& v) { r.rows = parse_size(v); })});
+  d.push_back({prefix + "rows_per_rank", "size", "", "rows of " + which + " per rank (weak scaling: rows = this x ranks; "
+               "replaces rows)",
+               [per_rank](PointBuilder& b, const std::string& v) {
+                 for (uint64_t* n : per_rank(b)) *n = parse_size(v);
+               }});
   d.push_back({prefix + "key_bytes", "4|8", "4", "key width of " + which,
                each(sides, [](RelationSpec& r, const std::string& v) { r.key_bytes = parse_width(v, "key width"); })});
   d.push_back({prefix + "payload_bytes", "list of 4|8", "4",
@@ -110,6 +119,9 @@ std::vector<KeyDef> distribution_keys(const std::string& prefix, const std::stri
 std::vector<RelationSpec*> both_sides(PointBuilder& b) { return {&b.run.workload.r, &b.run.workload.s}; }
 std::vector<RelationSpec*> r_side(PointBuilder& b) { return {&b.run.workload.r}; }
 std::vector<RelationSpec*> s_side(PointBuilder& b) { return {&b.run.workload.s}; }
+std::vector<uint64_t*> both_per_rank(PointBuilder& b) { return {&b.r_rows_per_rank, &b.s_rows_per_rank}; }
+std::vector<uint64_t*> r_per_rank(PointBuilder& b) { return {&b.r_rows_per_rank}; }
+std::vector<uint64_t*> s_per_rank(PointBuilder& b) { return {&b.s_rows_per_rank}; }
 
 // Applied in this order, so the side-specific workload keys override the both-sides shorthands.
 const std::vector<KeyDef>& key_defs() {
@@ -147,10 +159,10 @@ const std::vector<KeyDef>& key_defs() {
                  [](PointBuilder& b, const std::string& v) {
                    b.run.workload.r.seed = b.run.workload.s.seed = parse_size(v, true);
                  }});
-    for (auto& k : relation_keys("workload.", "R and S", both_sides)) d.push_back(k);
-    for (auto& k : relation_keys("workload.r.", "R", r_side)) d.push_back(k);
+    for (auto& k : relation_keys("workload.", "R and S", both_sides, both_per_rank)) d.push_back(k);
+    for (auto& k : relation_keys("workload.r.", "R", r_side, r_per_rank)) d.push_back(k);
     for (auto& k : distribution_keys("workload.r.", "R", r_side, "unique_dense")) d.push_back(k);
-    for (auto& k : relation_keys("workload.s.", "S", s_side)) d.push_back(k);
+    for (auto& k : relation_keys("workload.s.", "S", s_side, s_per_rank)) d.push_back(k);
     for (auto& k : distribution_keys("workload.s.", "S", s_side, "fk")) d.push_back(k);
     return d;
   }();
@@ -312,16 +324,24 @@ void apply_overrides(RawExperiment& raw, const std::vector<Override>& overrides)
       if (axis != raw.axes.end()) raw.axes.erase(axis);  // a fixed value replaces the sweep
       raw.settings[key] = {o.value, origin};
       // A shorthand given here beats the file's side keys (which beat shorthands within a file).
-      static const std::regex shorthand("workload\\.(rows|key_bytes|payload_bytes)");
+      static const std::regex shorthand("workload\\.(rows|rows_per_rank|key_bytes|payload_bytes)");
+      static const std::regex side_size("workload\\.([rs]\\.)?(rows|rows_per_rank)");
+      auto drop = [&](const std::string& k) {
+        if (k == key) return;
+        raw.settings.erase(k);
+        raw.axes.erase(std::remove_if(raw.axes.begin(), raw.axes.end(), [&](const SweepAxis& a) { return a.key == k; }),
+                       raw.axes.end());
+      };
       std::smatch m;
       if (std::regex_match(key, m, shorthand))
-        for (const char* side : {"workload.r.", "workload.s."}) {
-          std::string side_key = side + m[1].str();
-          raw.settings.erase(side_key);
-          raw.axes.erase(std::remove_if(raw.axes.begin(), raw.axes.end(),
-                                        [&](const SweepAxis& a) { return a.key == side_key; }),
-                         raw.axes.end());
-        }
+        for (const char* side : {"workload.r.", "workload.s."}) drop(side + m[1].str());
+      // A size given here, total or per rank, replaces the file's size of the other kind.
+      if (std::regex_match(key, m, side_size)) {
+        const std::string other = m[2].str() == "rows" ? "rows_per_rank" : "rows";
+        const std::vector<std::string> sides = m[1].matched ? std::vector<std::string>{m[1].str()}
+                                                            : std::vector<std::string>{"", "r.", "s."};
+        for (const auto& side : sides) drop("workload." + side + other);
+      }
     }
   }
 }
@@ -406,9 +426,21 @@ RunPoint build_point(const Settings& settings, const std::string& file, const Po
     if (is_cluster_extra(key)) b.run.cluster.options[key.substr(8)] = trim(s.value);
   }
   if (!settings.count("experiment.strategy")) ctx.fail_here("experiment.strategy is not set ([experiment] strategy = ...)");
-  for (const char* side : {"r", "s"}) {
-    std::string key = std::string("workload.") + side + ".rows";
-    if (!ctx.find(key)) ctx.fail_here(key + " is not set (nor workload.rows)");
+  // Sizes: a side's own key beats the both-sides shorthand; at each level rows (total) and
+  // rows_per_rank exclude each other.
+  for (const std::string side : {"r", "s"}) {
+    const std::string rows = "workload." + side + ".rows", per_rank = rows + "_per_rank";
+    const bool own_rows = settings.count(rows), own_per_rank = settings.count(per_rank);
+    const bool all_rows = settings.count("workload.rows"), all_per_rank = settings.count("workload.rows_per_rank");
+    if (own_rows && own_per_rank) ctx.fail(per_rank, "give " + rows + " (total) or " + per_rank + ", not both");
+    if (!own_rows && !own_per_rank && all_rows && all_per_rank)
+      ctx.fail("workload.rows_per_rank", "give workload.rows (total) or workload.rows_per_rank, not both");
+    const bool use_per_rank = own_per_rank || (!own_rows && all_per_rank);
+    if (!use_per_rank && !own_rows && !all_rows)
+      ctx.fail_here(rows + " is not set (nor workload.rows or workload.rows_per_rank)");
+    if (use_per_rank)
+      (side == "r" ? b.run.workload.r : b.run.workload.s).rows =
+          (side == "r" ? b.r_rows_per_rank : b.s_rows_per_rank) * uint64_t(b.run.cluster.shape.size());
   }
   b.run.verify = b.verify >= 0 ? b.verify == 1 : b.run.backend != "sim";
   return b.run;
