@@ -1,10 +1,15 @@
-// The "cuda" backend: one CudaRank per visible GPU, run as threads of this process (multi-GPU
-// peers copy with CUDA P2P; a multi-process launcher is a later step). Cluster options:
+// The "cuda" backend: one CudaRank per GPU, the ranks either threads of this process or, under
+// mpirun, one process each (`mpirun -np 2 joinlab run FILE --experiment.backend=cuda`: the rank
+// runs on GPU local_rank of its host; the process runtime, process_host.hpp, checks the launch
+// against [cluster] and gathers the results to rank 0). How ranks talk: cuda_fabric.hpp.
+// Cluster options:
+//   transport=peer|nccl|ucx|mpi  default peer for threads, nccl for processes
 //   streams=N       streams per rank (default 4)
 //   share_gpus=1    allow more ranks than GPUs, ranks placed round-robin (tests of the transport
-//                   on a one-GPU machine)
-//   timeout_s=S     how long a blocking collective waits for the other ranks (default 600)
+//                   on a one-GPU machine; not with nccl, which refuses two ranks on one GPU)
+//   timeout_s=S     how long a blocking wait waits for the other ranks (default 600)
 //   scatter=aligned|direct   partition writes: 128-byte-aligned windows (default) or direct runs
+//   emulate_nodes=true       processes: a declared multi-node shape on one host (2 nodes x 1 GPU)
 #include <chrono>
 #include <cstdlib>
 #include <exception>
@@ -13,90 +18,14 @@
 #include "core/builtin.hpp"
 #include "core/common/error.hpp"
 #include "core/experiment/config.hpp"
+#include "core/runtime/cpu_backend.hpp"
+#include "core/runtime/process/process_host.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/cuda_rank.hpp"
 
 namespace joinlab::cuda {
 
-// --- CudaWorld ------------------------------------------------------------------------------------
-
-template <class Pred>
-void CudaWorld::wait_until(std::unique_lock<std::mutex>& lk, int me, const char* what, Pred pred) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s_);
-  while (!pred()) {
-    if (failed_) throw RuntimeError("rank " + std::to_string(me) + " stopped in " + what + ": " + failure_);
-    if (cv_.wait_until(lk, deadline) == std::cv_status::timeout && !pred() && !failed_)
-      throw RuntimeError("rank " + std::to_string(me) + ": " + what + " waited " + std::to_string(int(timeout_s_)) +
-                         " s for the other ranks (cluster option timeout_s)");
-  }
-}
-
-void CudaWorld::fail(int rank, const std::string& what) {
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    if (!failed_) failure_ = "rank " + std::to_string(rank) + " failed: " + what;
-    failed_ = true;
-  }
-  cv_.notify_all();
-}
-
-void CudaWorld::barrier(int rank) {
-  std::unique_lock<std::mutex> lk(mu_);
-  const uint64_t gen = barrier_gen_;
-  if (++barrier_waiting_ == ranks_) {
-    barrier_waiting_ = 0;
-    ++barrier_gen_;
-    cv_.notify_all();
-    return;
-  }
-  wait_until(lk, rank, "barrier", [&] { return barrier_gen_ != gen; });
-}
-
-std::vector<uint64_t> CudaWorld::allgather(int rank, uint64_t call, const std::vector<uint64_t>& mine) {
-  // Calls alternate between two slot sets: a rank writes set (call % 2) only after every rank
-  // passed the barrier of call - 1, so nobody still reads it.
-  auto& slots = gather_[call % 2];
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    if (slots.size() != size_t(ranks_)) slots.resize(size_t(ranks_));
-    slots[size_t(rank)] = mine;
-  }
-  barrier(rank);
-  std::lock_guard<std::mutex> g(mu_);
-  std::vector<uint64_t> all;
-  for (auto& s : slots) all.insert(all.end(), s.begin(), s.end());
-  return all;
-}
-
-void CudaWorld::post(int from, int to, int tag, Message m) {
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    mail_[{from, to, tag}].push_back(std::move(m));
-  }
-  cv_.notify_all();
-}
-
-CudaWorld::Message CudaWorld::take(int from, int to, int tag, int me) {
-  std::unique_lock<std::mutex> lk(mu_);
-  auto& q = mail_[{from, to, tag}];
-  wait_until(lk, me, "recv", [&] { return !q.empty(); });
-  Message m = std::move(q.front());
-  q.pop_front();
-  return m;
-}
-
-void CudaWorld::expose(int window, int rank, Window w) {
-  std::lock_guard<std::mutex> g(mu_);
-  windows_[{window, rank}] = std::move(w);
-}
-
-CudaWorld::Window CudaWorld::window(int window, int rank) {
-  std::lock_guard<std::mutex> g(mu_);
-  auto it = windows_.find({window, rank});
-  if (it == windows_.end())
-    throw RuntimeError("put: rank " + std::to_string(rank) + " exposed no window " + std::to_string(window));
-  return it->second;
-}
+// (CudaWorld and the fabrics: cuda_fabric.cu)
 
 // --- the backend -------------------------------------------------------------------------------------
 
@@ -154,43 +83,80 @@ class CudaBackend : public Backend {
     if (err != cudaSuccess || devices == 0)
       throw RuntimeError(std::string("the cuda backend found no GPU: cudaGetDeviceCount: ") +
                          (err != cudaSuccess ? cudaGetErrorString(err) : "0 devices"));
-    const int n = cfg.shape.size();
-    const bool share = option_on(cfg, "share_gpus");
-    if (n > devices && !share)
-      throw InputError("the cuda backend runs one rank per GPU: the cluster has " + std::to_string(n) +
-                       " ranks but this machine has " + std::to_string(devices) +
-                       " visible GPU(s) (cluster option share_gpus=1 places several ranks on one GPU)");
-    const int streams = int(option_number(cfg, "streams", 4));
+    Setup setup = setup_of(cfg);
+    if (ProcessHost* host = process_host(); host && host->launched())
+      run_processes(*host, cfg, setup, devices, body, collect);
+    else
+      run_threads(cfg, setup, devices, body, collect);
+  }
+
+ private:
+  struct Setup {
+    int streams = 4;
     bool aligned = true;
+    bool share = false;
+    double timeout_s = 600;
+  };
+  static Setup setup_of(const BackendConfig& cfg) {
+    Setup s;
+    s.streams = int(option_number(cfg, "streams", 4));
+    s.share = option_on(cfg, "share_gpus");
+    s.timeout_s = option_number(cfg, "timeout_s", 600);
     if (auto it = cfg.options.find("scatter"); it != cfg.options.end()) {
       if (it->second != "aligned" && it->second != "direct")
         throw InputError("cluster option scatter = '" + it->second + "': expected aligned or direct");
-      aligned = it->second == "aligned";
+      s.aligned = it->second == "aligned";
     }
-    CudaWorld world(n, option_number(cfg, "timeout_s", 600));
+    return s;
+  }
+
+  // The device's memory pool and P2P access to the GPUs the other ranks use.
+  static void prepare_device(int device, int devices_in_use) {
+    JL_CUDA_CHECK(cudaSetDevice(device));
+    // Operator scratch comes from the stream-ordered pool; keep what it grew to between
+    // operators and runs (the default gives it back at every synchronization, and mapping
+    // gigabytes again costs milliseconds). A cudaMalloc that fails trims it (cuda_memory.cu).
+    cudaMemPool_t pool;
+    JL_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
+    uint64_t keep = ~0ull;
+    JL_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    for (int peer = 0; peer < devices_in_use; ++peer) {
+      int can = 0;
+      if (peer != device && cudaDeviceCanAccessPeer(&can, device, peer) == cudaSuccess && can) {
+        const cudaError_t e = cudaDeviceEnablePeerAccess(peer, 0);
+        if (e == cudaErrorPeerAccessAlreadyEnabled) cudaGetLastError();
+        else JL_CUDA_CHECK(e);
+      }
+    }
+  }
+
+  void run_threads(const BackendConfig& cfg, const Setup& setup, int devices, const std::function<void(Rank&)>& body,
+                   const std::function<void(Rank&)>& collect) {
+    const int n = cfg.shape.size();
+    if (n > devices && !setup.share)
+      throw InputError("the cuda backend runs one rank per GPU: the cluster has " + std::to_string(n) +
+                       " ranks but this machine has " + std::to_string(devices) +
+                       " visible GPU(s) (cluster option share_gpus=1 places several ranks on one GPU)");
+    const std::string kind = fabric_kind(cfg, false, have_nccl());
+    CudaWorld world(n, setup.timeout_s);
+    std::vector<int> device_of;
+    for (int r = 0; r < n; ++r) device_of.push_back(r % devices);
+    for (int d = 0; d < std::min(n, devices); ++d) prepare_device(d, std::min(n, devices));
+    std::vector<std::shared_ptr<Transport>> net;
+    if (kind == "ucx") {  // one UCX worker per rank (the process runtime's, registered as "ucx")
+      BackendConfig ucx = cfg;
+      ucx.options["transport"] = "ucx";
+      net = make_thread_transports(ucx, n, setup.timeout_s, 1);
+    }
+    std::vector<std::shared_ptr<CudaFabric>> fabrics = make_thread_fabrics(kind, world, device_of, net);
     const auto epoch = std::chrono::steady_clock::now();
     std::vector<std::unique_ptr<CudaRank>> ranks;
     for (int r = 0; r < n; ++r) {
-      const int device = r % devices;
+      const int device = device_of[size_t(r)];
       const int on_device = n / devices + (device < n % devices ? 1 : 0);
       JL_CUDA_CHECK(cudaSetDevice(device));
-      // Operator scratch comes from the stream-ordered pool; keep what it grew to between
-      // operators and runs (the default gives it back at every synchronization, and mapping
-      // gigabytes again costs milliseconds). A cudaMalloc that fails trims it (cuda_memory.cu).
-      cudaMemPool_t pool;
-      JL_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
-      uint64_t keep = ~0ull;
-      JL_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
-      for (int peer = 0; peer < std::min(n, devices); ++peer) {  // P2P between the GPUs in use
-        int can = 0;
-        if (peer != device && cudaDeviceCanAccessPeer(&can, device, peer) == cudaSuccess && can) {
-          const cudaError_t e = cudaDeviceEnablePeerAccess(peer, 0);
-          if (e == cudaErrorPeerAccessAlreadyEnabled) cudaGetLastError();
-          else JL_CUDA_CHECK(e);
-        }
-      }
-      ranks.push_back(std::make_unique<CudaRank>(r, cfg.shape, device, device_limit(cfg, device, on_device), streams,
-                                                 world, epoch, aligned));
+      ranks.push_back(std::make_unique<CudaRank>(r, cfg.shape, device, device_limit(cfg, device, on_device),
+                                                 setup.streams, fabrics[size_t(r)], epoch, setup.aligned));
     }
     std::mutex mu;
     std::exception_ptr first_error;
@@ -200,29 +166,68 @@ class CudaBackend : public Backend {
         CudaRank& rank = *ranks[size_t(r)];
         try {
           JL_CUDA_CHECK(cudaSetDevice(rank.device()));
+          fabrics[size_t(r)]->start();
           body(rank);
           rank.finish();
-        } catch (const std::exception& e) {
-          {
-            std::lock_guard<std::mutex> g(mu);
-            if (!first_error) first_error = std::current_exception();
-          }
-          world.fail(r, e.what());
+          fabrics[size_t(r)]->finish();
         } catch (...) {
+          const std::exception_ptr e = std::current_exception();
           {
             std::lock_guard<std::mutex> g(mu);
-            if (!first_error) first_error = std::current_exception();
+            if (!first_error) first_error = e;
           }
-          world.fail(r, "unknown exception");
+          const std::string why = what_of(e);
+          world.fail(r, why);
+          fabrics[size_t(r)]->fail(why);
         }
       });
     }
     for (auto& t : threads) t.join();
-    if (first_error) std::rethrow_exception(first_error);
+    if (first_error) {
+      ranks.clear();  // streams drain (failed transfers were aborted) before the fabrics go
+      std::rethrow_exception(first_error);
+    }
     for (auto& r : ranks) {
       JL_CUDA_CHECK(cudaSetDevice(r->device()));
       collect(*r);
     }
+  }
+
+  // This process is one rank of an mpirun job: on GPU local_rank of its host (share_gpus: the
+  // host's ranks round-robin over its GPUs).
+  void run_processes(ProcessHost& host, const BackendConfig& cfg, const Setup& setup, int devices,
+                     const std::function<void(Rank&)>& body, const std::function<void(Rank&)>& collect) {
+    const std::string kind = fabric_kind(cfg, true, have_nccl());
+    ProcessRun how;
+    how.backend = "cuda";
+    how.host_transport = kind == "mpi" ? "mpi" : "ucx";  // nccl: UCX for liveness, flags, host puts
+    how.timeout_s = setup.timeout_s;
+    how.make_rank = [&, kind](const ProcessSlot& slot) -> std::unique_ptr<Rank> {
+      if (slot.ranks_on_host > devices && !setup.share)
+        throw InputError("the cuda backend runs one rank per GPU: mpirun placed " + std::to_string(slot.ranks_on_host) +
+                         " ranks on this host, which has " + std::to_string(devices) +
+                         " visible GPU(s) (cluster option share_gpus=1 places several ranks on one GPU)");
+      if (kind == "nccl" && slot.ranks_on_host > devices)
+        throw InputError("cluster.transport = nccl: mpirun placed " + std::to_string(slot.ranks_on_host) +
+                         " ranks on this host, which has " + std::to_string(devices) +
+                         " GPU(s), and NCCL refuses two ranks on one GPU; use transport = ucx (or one GPU per rank)");
+      const int device = slot.local % devices;
+      int on_device = 0;
+      for (int l = 0; l < slot.ranks_on_host; ++l) on_device += l % devices == device;
+      prepare_device(device, std::min(devices, slot.ranks_on_host));
+      auto fabric = make_process_fabric(kind, device, slot.data, slot.host_of_rank);
+      auto rank = std::make_unique<CudaRank>(slot.rank, cfg.shape, device, device_limit(cfg, device, on_device),
+                                             setup.streams, fabric, slot.epoch, setup.aligned);
+      fabric->start();
+      return rank;
+    };
+    how.finish_rank = [](Rank& r) {
+      auto& rank = static_cast<CudaRank&>(r);
+      rank.finish();
+      rank.fabric().finish();
+    };
+    how.fail_rank = [](Rank& r, const std::string& why) { static_cast<CudaRank&>(r).fabric().fail(why); };
+    host.run(cfg, how, body, collect);
   }
 };
 
@@ -232,10 +237,17 @@ class CudaBackend : public Backend {
 
 namespace joinlab {
 void register_cuda_backend() {
+  // Load every kernel when the CUDA context is created, not on first launch: a lazily loaded
+  // module may wait for the device to go idle, and the persistent kernels (gpj's consumer, the
+  // fabric's receive gates) spin until another kernel of this process has run - a deadlock.
+  // Registration runs before any CUDA call; a value the user set is kept.
+  setenv("CUDA_MODULE_LOADING", "EAGER", 0);
   register_backend("cuda", [] { return std::make_unique<cuda::CudaBackend>(); });
+  register_cluster_key("transport", "cuda: peer | nccl | ucx | mpi (default peer for threads, nccl under mpirun)");
   register_cluster_key("streams", "cuda: streams per rank (default 4)");
   register_cluster_key("share_gpus", "cuda: 1 = allow more ranks than GPUs, placed round-robin (transport tests)");
-  register_cluster_key("timeout_s", "cuda: seconds a blocking collective waits for the other ranks (default 600)");
+  register_cluster_key("timeout_s", "cuda: seconds a blocking wait waits for the other ranks (default 600)");
+  register_cluster_key("emulate_nodes", "true | false: under mpirun on one host, run a declared multi-node shape there");
   register_cluster_key("scatter", "cuda: partition writes, aligned (128-byte windows, default) or direct (unaligned runs)");
 }
 }  // namespace joinlab

@@ -3,7 +3,8 @@
 // only for bootstrap and the control plane's small collectives. Every process runs the whole
 // experiment (planning, verification), and rank 0 reports it: after each run every rank's
 // result and phases are gathered to every process (so each one verifies the same digest) and
-// the trace spans to rank 0, which writes them.
+// the trace spans to rank 0, which writes them. The same steps host the cuda backend's process
+// ranks (process_host.hpp: the backend makes its rank, this file does the rest).
 //
 // Without an MPI launch the threads-as-ranks backend runs as before; its [cluster] transport may
 // then also be "ucx" (ranks as threads, each with its own UCX worker: how the UCX data plane is
@@ -26,6 +27,7 @@
 #include "core/runtime/in_process_transport.hpp"
 #include "core/runtime/process/data_plane.hpp"
 #include "core/runtime/process/mpi_launch.hpp"
+#include "core/runtime/process/process_host.hpp"
 
 namespace joinlab {
 
@@ -168,13 +170,13 @@ std::vector<TraceSpan> decode_spans(const std::string& bytes) {
 // A rank that ran in another process, rebuilt from its record for the runner's collect step.
 class RecordedRank final : public Rank {
  public:
-  RecordedRank(int id, ClusterShape shape, RankRecord rec, std::vector<TraceSpan> spans)
-      : Rank(id, shape), bandwidths_(rec.bandwidths) {
+  RecordedRank(int id, ClusterShape shape, std::string backend, RankRecord rec, std::vector<TraceSpan> spans)
+      : Rank(id, shape), backend_(std::move(backend)), bandwidths_(rec.bandwidths) {
     restore_phases(std::move(rec.phases));
     report(rec.result);
     for (auto& s : spans) trace_.add(std::move(s));
   }
-  std::string backend() const override { return "cpu"; }
+  std::string backend() const override { return backend_; }
   int streams() const override { return 0; }
   Buffer alloc(MemSpace, uint64_t, const std::string&) override { gone(); }
   uint64_t capacity(MemSpace) const override { return 0; }
@@ -197,6 +199,7 @@ class RecordedRank final : public Rank {
   [[noreturn]] void gone() const {
     throw RuntimeError("rank " + std::to_string(id()) + " has finished in its own process: only its record is here");
   }
+  std::string backend_;
   Bandwidths bandwidths_;
 };
 
@@ -260,6 +263,78 @@ std::chrono::steady_clock::time_point common_epoch(ControlPlane& control, const 
   return now;
 }
 
+// One rank of an mpirun job, for any backend (process_host.hpp): the steps every backend's
+// process ranks share.
+class Host final : public ProcessHost {
+ public:
+  bool launched() const override { return launched_by_mpi(); }
+  void run(const BackendConfig& cfg, const ProcessRun& how, const std::function<void(Rank&)>& body,
+           const std::function<void(Rank&)>& collect) override {
+    if (how.host_transport != "ucx" && how.host_transport != "mpi")
+      throw InputError("process ranks: host data plane '" + how.host_transport + "': expected ucx or mpi");
+    const LaunchInfo& L = mpi_launch();
+    check_launch(cfg, L);
+    auto control = make_mpi_control_plane(how.timeout_s);
+
+    std::shared_ptr<DataPlane> data;
+    try {
+      data = with_injected_faults(how.host_transport == "mpi" ? make_mpi_transport(control) : make_ucx_transport(control),
+                                  L.rank);
+    } catch (...) {
+      mark_job_failed();
+      throw;
+    }
+    const ControlPlane::Liveness alive = [data] { data->check_alive(); };
+    std::vector<std::string> records, traces;
+    std::unique_ptr<Rank> rank;
+    try {
+      ProcessSlot slot;
+      slot.rank = L.rank;
+      slot.size = L.size;
+      slot.host = L.node();
+      slot.local = L.local();
+      slot.ranks_on_host = L.ranks_on_node(L.node());
+      for (int h : L.node_of_rank) slot.host_of_rank.push_back(uint64_t(h));
+      slot.timeout_s = how.timeout_s;
+      slot.data = data;
+      slot.control = control;
+      slot.epoch = common_epoch(*control, L, alive);
+      try {
+        rank = how.make_rank(slot);
+        body(*rank);
+        how.finish_rank(*rank);  // errors of work the body left in flight count too
+      } catch (...) {
+        const std::string why = what_of(std::current_exception());
+        data->abort(why);
+        if (rank && how.fail_rank) how.fail_rank(*rank, why);
+        throw;
+      }
+      records = control->allgather(encode(*rank), "gathering results", alive);
+      traces = control->gather_to_root(encode(rank->trace().spans()), "gathering traces", alive);
+      data->quiesce();
+    } catch (...) {
+      mark_job_failed();  // peers may be dead: MPI_Finalize would wait for them
+      // Peers may still be putting into this rank's exposed buffers, and the process ends with
+      // this error anyway: the rank (which holds them) and its transport are left alive.
+      (void)rank.release();
+      new std::shared_ptr<DataPlane>(std::move(data));
+      throw;
+    }
+    rank.reset();
+    data.reset();
+    for (int r = 0; r < L.size; ++r) {
+      RecordedRank rank(r, cfg.shape, how.backend, decode_record(records[size_t(r)]),
+                        traces.empty() ? std::vector<TraceSpan>{} : decode_spans(traces[size_t(r)]));
+      collect(rank);
+    }
+  }
+};
+
+Host& host() {
+  static Host* h = new Host;  // lives as long as the registered backends may use it
+  return *h;
+}
+
 void run_process_rank(const BackendConfig& cfg, const std::function<void(Rank&)>& body,
                       const std::function<void(Rank&)>& collect) {
   const std::string transport = transport_of(cfg, "ucx");
@@ -269,48 +344,18 @@ void run_process_rank(const BackendConfig& cfg, const std::function<void(Rank&)>
   if (cfg.threads_per_rank < 0)
     throw InputError("backend cpu: threads_per_rank = " + std::to_string(cfg.threads_per_rank) + " is negative");
   const LaunchInfo& L = mpi_launch();
-  check_launch(cfg, L);
   CpuRankSetup setup = cpu_rank_setup(cfg, L.ranks_on_node(L.node()));
-  auto control = make_mpi_control_plane(setup.timeout_s);
-
-  std::shared_ptr<DataPlane> data;
-  try {
-    data = with_injected_faults(transport == "mpi" ? make_mpi_transport(control) : make_ucx_transport(control), L.rank);
-  } catch (...) {
-    mark_job_failed();
-    throw;
-  }
-  const ControlPlane::Liveness alive = [data] { data->check_alive(); };
-  std::vector<std::string> records, traces;
-  std::unique_ptr<CpuRank> rank;
-  try {
-    setup.rank.epoch = common_epoch(*control, L, alive);
-    rank = std::make_unique<CpuRank>(L.rank, cfg.shape, data, setup.rank);
-    try {
-      body(*rank);
-      rank->sync_all();  // errors of work the body left in flight count too
-    } catch (...) {
-      data->abort(what_of(std::current_exception()));
-      throw;
-    }
-    records = control->allgather(encode(*rank), "gathering results", alive);
-    traces = control->gather_to_root(encode(rank->trace().spans()), "gathering traces", alive);
-    data->quiesce();
-  } catch (...) {
-    mark_job_failed();  // peers may be dead: MPI_Finalize would wait for them
-    // Peers may still be putting into this rank's exposed buffers, and the process ends with
-    // this error anyway: the rank (which holds them) and its transport are left alive.
-    (void)rank.release();
-    new std::shared_ptr<DataPlane>(std::move(data));
-    throw;
-  }
-  rank.reset();
-  data.reset();
-  for (int r = 0; r < L.size; ++r) {
-    RecordedRank rank(r, cfg.shape, decode_record(records[size_t(r)]),
-                      traces.empty() ? std::vector<TraceSpan>{} : decode_spans(traces[size_t(r)]));
-    collect(rank);
-  }
+  ProcessRun how;
+  how.backend = "cpu";
+  how.host_transport = transport;
+  how.timeout_s = setup.timeout_s;
+  how.make_rank = [&cfg, setup](const ProcessSlot& slot) -> std::unique_ptr<Rank> {
+    CpuRankConfig rc = setup.rank;
+    rc.epoch = slot.epoch;
+    return std::make_unique<CpuRank>(slot.rank, cfg.shape, slot.data, rc);
+  };
+  how.finish_rank = [](Rank& r) { r.sync_all(); };
+  host().run(cfg, how, body, collect);
 }
 
 // --- the backend -----------------------------------------------------------------------------------
@@ -360,16 +405,18 @@ std::vector<std::shared_ptr<Transport>> ucx_thread_transports(int ranks, double 
 void register_process_runtime() {
   // Only rank 0 of an mpirun launch prints and writes results (the CLI asks before any MPI call).
   if (launched_by_mpi()) set_reporting_process(launched_rank() <= 0);
+  process_host_slot() = &host();  // the cuda backend hosts its process ranks here too
   // The threads backend registered before; it keeps no state between runs, so one instance serves
   // every wrapper.
   std::shared_ptr<Backend> threads = make_backend("cpu");
   register_backend("cpu", [threads] { return std::make_unique<LaunchAwareCpuBackend>(threads); });
   register_thread_transport("ucx", ucx_thread_transports);
-  register_cluster_key("transport", "inproc | ucx | mpi: how ranks talk (default: inproc for ranks as threads, ucx "
-                                    "for ranks launched by mpirun; mpi only under mpirun)");
+  register_cluster_key("transport", "how ranks talk. cpu: inproc | ucx | mpi (default inproc for ranks as threads, "
+                                    "ucx under mpirun; mpi only under mpirun). cuda: peer | nccl | ucx | mpi (default "
+                                    "peer for threads, nccl under mpirun; ucx and mpi stage GPU data in pinned memory)");
   register_cluster_key("emulate_nodes", "true | false: under mpirun on one host, run a declared multi-node shape "
                                         "there (default false: the launch must match the shape)");
-  register_cluster_key("timeout_s", "seconds: bound on every blocking wait of the cpu backend (default 60)");
+  register_cluster_key("timeout_s", "seconds: bound on every blocking wait (default 60 for cpu, 600 for cuda)");
 }
 
 }  // namespace joinlab

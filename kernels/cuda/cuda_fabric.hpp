@@ -1,0 +1,242 @@
+// How CudaRanks reach each other: every byte a CudaRank sends, receives or puts, its windows'
+// flags, its host collectives and its failure go through one CudaFabric (one per rank). The
+// rank turns what a fabric queued on a stream into a tracked operator (span, event); strategies
+// see only the Rank interface, so they run unchanged over every fabric.
+//
+// Fabrics ([cluster] transport):
+//  * peer  (ranks as threads; the default there): CudaWorld, an in-process mailbox. send/recv are
+//    CUDA copies (P2P between GPUs) queued by whichever side comes second: a receive posted
+//    before its send parks its stream on a gate (below) that the sender opens after its copy.
+//    Puts copy straight into the peer's buffer and set the flag from a host function.
+//  * nccl  send/recv are ncclSend/ncclRecv of the device buffers on the rank's streams. NCCL runs
+//    the kernels of one communicator one after another whatever their streams, so a rank that
+//    posts a receive before its send (as shuffle does, on both sides) would wait on itself; every
+//    rank therefore has a communicator of its own for what it sends ("sender communicators": a
+//    message i -> j travels on communicator i, where only rank i sends), and its sends and
+//    receives never queue behind each other. All connections are made at start() (a grouped
+//    exchange on every communicator), since connecting lazily blocks the host until the peer
+//    connects too. Puts, flags and collectives: the CudaWorld (threads) or the host data plane
+//    (processes, below). A watchdog thread aborts the communicators (ncclCommAbort) once the
+//    job failed, NCCL reports an asynchronous error, or an operation stays incomplete for
+//    timeout_s, so a wait on NCCL work always ends.
+//  * ucx, mpi  (host staging, for transports without GPU memory support): send = copy to a pinned
+//    staging buffer on the stream, then a sender thread sends it with the host data plane once
+//    the copy is done; recv = a receiver thread receives into pinned staging and opens the gate
+//    that holds back the stream's copy to the destination. The data plane is the UCX (or MPI)
+//    transport of core/runtime/process (threads: one UCX worker per rank; processes: the job's).
+//
+// Puts over the host data plane (nccl in processes, ucx, mpi), by where the window lives:
+//  * host memory (Host, Pinned): the data plane's put (RDMA over InfiniBand/RoCE, emulated over
+//    TCP), from a pinned staging copy of the source made on the stream; its flag as the put says.
+//  * device memory of a rank on this host: a CUDA copy into the window mapped here (threads: its
+//    address; processes: CUDA IPC, cudaIpcGetMemHandle exchanged at expose, NVLink between
+//    GPUs), then, once the copy is complete, a flag-only put through the data plane. The flags
+//    are therefore host words of the data plane's window on every path.
+//  * device memory on another host: not supported (RuntimeError); it needs UCX built with CUDA
+//    (GPUDirect RDMA: ucp_mem_map of the device buffer) - NCCL has no one-sided put.
+//  A put thread issues the data plane's puts in the order the rank queued them, so a flag's
+//  value still counts every earlier put of the rank.
+//
+// Gates: a one-thread kernel on the stream that waits until a word in mapped pinned memory
+// reaches 1 (or the fabric's abort word is set). Whoever delivers the data opens it: a host
+// thread (ucx receive) or a kernel queued after the sender's copy (peer).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/exec/backend.hpp"
+#include "core/exec/rank.hpp"
+#include "core/runtime/transport.hpp"
+
+namespace joinlab::cuda {
+
+// Keeps the calling thread's current device around a call that must run on another.
+struct OnDevice {
+  int previous = 0;
+  explicit OnDevice(int device) {
+    cudaGetDevice(&previous);
+    if (previous != device) cudaSetDevice(device);
+  }
+  ~OnDevice() { cudaSetDevice(previous); }
+};
+
+// An event whose CUDA event is known only later (a send completes when the receiver copies).
+// Its waits call `alive` (throws once the job failed) while the receiver has not come.
+class DeferredEvent : public EventImpl {
+ public:
+  explicit DeferredEvent(std::function<void()> alive = {}) : alive_(std::move(alive)) {}
+  ~DeferredEvent() override;
+  void resolve(cudaEvent_t e);
+  void wait() override;
+  bool done() override;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  cudaEvent_t event_ = nullptr;
+  std::function<void()> alive_;
+};
+
+// A word in mapped pinned memory that a stream can wait on (see Gates above). Released when the
+// last holder (the receive's tracked operator, the thread that opens it) lets go.
+struct Gate;
+using GatePtr = std::shared_ptr<Gate>;
+GatePtr new_gate();
+void gate_wait(cudaStream_t st, const GatePtr& g, const uint64_t* abort_word);  // queues the wait
+void gate_open_on_stream(cudaStream_t st, const GatePtr& g);                // after st's work
+void gate_open_now(const GatePtr& g);                                        // from the host
+// Loads the gate kernels on the current device now. Under CUDA's lazy loading, the first launch
+// of a kernel may wait for the whole context to be idle, which a waiting gate never is until the
+// opening kernel runs: every device that may gate or open loads both before any gate exists.
+void preload_gate_kernels();
+bool gate_is_open(const GatePtr& g);
+// A mapped pinned word that opens every gate waiting on it when set (the job failed).
+uint64_t* new_abort_word();
+void set_abort_word(uint64_t* w);
+
+// State shared by the ranks of one threads run: host collectives, message matching for the peer
+// fabric's send/recv, exposed windows, and failure propagation (a rank that throws makes every
+// blocking call on the others fail promptly instead of hanging).
+class CudaWorld {
+ public:
+  CudaWorld(int ranks, double timeout_s);
+  ~CudaWorld();
+  int ranks() const { return ranks_; }
+  double timeout_s() const { return timeout_s_; }
+  void fail(int rank, const std::string& what);
+  void check_alive(int rank);  // throws once a rank failed
+  const uint64_t* abort_word() const { return abort_word_; }
+  void barrier(int rank);
+  std::vector<uint64_t> allgather(int rank, uint64_t call, const std::vector<uint64_t>& mine);
+
+  struct Message {
+    Buffer src;
+    uint64_t off = 0, bytes = 0;
+    cudaEvent_t ready = nullptr;  // recorded on the sender's stream after the data was produced
+    std::shared_ptr<DeferredEvent> sent;  // completes when the receiver's copy does
+  };
+  struct Receive {  // a receive posted before its send: the sender copies and opens the gate
+    Buffer dst;
+    uint64_t off = 0, bytes = 0;
+    GatePtr gate;
+    cudaEvent_t ready = nullptr;  // the receiver's stream reached the receive (dst is free)
+  };
+  // Under the world's lock: either a waiting receive to serve (returned), or the message is queued.
+  bool post(int from, int to, int tag, Message& m, Receive& matched);
+  // Either the queued message (returned), or the receive is parked for the sender.
+  bool take(int from, int to, int tag, Receive r, Message& m);
+
+  struct Window {
+    Buffer buf;
+    std::shared_ptr<std::vector<std::atomic<uint64_t>>> flags;
+  };
+  void expose(int window, int rank, Window w);
+  Window window(int window, int rank);
+
+ private:
+  template <class Pred>
+  void wait_until(std::unique_lock<std::mutex>& lk, int me, const char* what, Pred pred);
+  int ranks_;
+  double timeout_s_;
+  uint64_t* abort_word_ = nullptr;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool failed_ = false;
+  std::string failure_;
+  uint64_t barrier_gen_ = 0;
+  int barrier_waiting_ = 0;
+  std::vector<std::vector<std::vector<uint64_t>>> gather_;  // [call parity][rank]
+  std::map<std::tuple<int, int, int>, std::deque<Message>> mail_;
+  std::map<std::tuple<int, int, int>, std::deque<Receive>> receives_;
+  std::map<std::pair<int, int>, Window> windows_;
+  // Parked receives' gates: one still shut after timeout_s fails the world (its sender never
+  // came, or never got to open it), which opens every gate; checked by a watchdog thread.
+  struct Watched {
+    std::weak_ptr<Gate> gate;
+    std::chrono::steady_clock::time_point since;
+    int rank;
+    std::string what;
+  };
+  std::vector<Watched> watched_;
+  bool stop_ = false;
+  std::thread watchdog_;
+  void watch();
+
+ public:
+  void watch_gate(const GatePtr& g, int rank, std::string what);
+};
+
+// What a fabric queued for one transfer; the rank makes it a tracked operator.
+struct FabricOp {
+  std::shared_ptr<EventImpl> deferred;  // set: nothing was queued, the op completes with this
+  std::shared_ptr<void> hold;           // what the transfer uses until it is complete (buffers, gate)
+  int mem_src = -1, mem_dst = -1;       // MemSpace of the two ends, for the trace
+};
+
+class CudaFabric {
+ public:
+  virtual ~CudaFabric() = default;
+  virtual std::string name() const = 0;
+  // On the rank's thread, every rank at once, before the strategy runs (NCCL connections).
+  virtual void start() {}
+  // Queue the transfer on `st` after its earlier work; later work on `st` runs after it.
+  virtual FabricOp send(cudaStream_t st, int peer, const Buffer& src, uint64_t off, uint64_t bytes, int tag) = 0;
+  virtual FabricOp recv(cudaStream_t st, int peer, const Buffer& dst, uint64_t off, uint64_t bytes, int tag) = 0;
+  virtual int expose(const Buffer& buf, uint32_t flags) = 0;
+  virtual FabricOp put(cudaStream_t st, int peer, int window, uint64_t remote_off, const Buffer& src, uint64_t off,
+                       uint64_t bytes, uint32_t flag, uint64_t value) = 0;
+  virtual uint64_t read_flag(int window, uint32_t flag) = 0;
+  virtual std::vector<uint64_t> allgather(const std::vector<uint64_t>& mine) = 0;
+  virtual void barrier() = 0;
+  // This rank failed: tell the others, abort what waits (idempotent; the first reason stays).
+  virtual void fail(const std::string& why) = 0;
+  virtual void check_alive() = 0;  // throws RuntimeError once the job failed
+  // After a successful run, every rank's streams drained: wind down (threads, communicators).
+  virtual void finish() {}
+};
+
+// Host-side protocol of the staged and IPC paths, kept free of CUDA so that it is unit tested
+// without a GPU: what every rank contributes at expose, and how a put reaches a window.
+struct WindowInfo {
+  bool device = false;     // the window is device memory
+  uint64_t host_id = 0;    // which host's memory it is
+  uint64_t address = 0;    // threads: the device address itself
+  std::vector<uint64_t> ipc;  // processes: the cudaIpcMemHandle_t, as words
+  uint64_t bytes = 0;
+};
+enum class PutPath { HostWindow, MappedDevice, Unsupported };
+std::vector<uint64_t> encode_window(const WindowInfo& w);
+std::vector<WindowInfo> decode_windows(const std::vector<uint64_t>& all, int ranks);  // RuntimeError if malformed
+PutPath put_path(const WindowInfo& target, uint64_t my_host_id);
+// Default "peer" for threads, "nccl" for processes (ucx without NCCL); InputError naming the choices when the
+// transport does not exist or does not fit the mode.
+std::string fabric_kind(const BackendConfig& cfg, bool processes, bool have_nccl);
+bool have_nccl();
+
+// --- factories ------------------------------------------------------------------------------------
+
+// Ranks as threads of this process, one fabric per rank, made on the backend's thread.
+// `devices[r]` is rank r's GPU. "ucx" takes the per-rank host transports from `net`.
+std::vector<std::shared_ptr<CudaFabric>> make_thread_fabrics(const std::string& kind, CudaWorld& world,
+                                                            const std::vector<int>& devices,
+                                                            std::vector<std::shared_ptr<Transport>> net);
+
+// One rank of an MPI job: `net` is its host data plane (liveness, flags, host puts, staged
+// transfers, the NCCL unique ids), host_ids[r] the physical host of rank r (CUDA IPC only between
+// ranks of one host). Collective.
+std::shared_ptr<CudaFabric> make_process_fabric(const std::string& kind, int device,
+                                                std::shared_ptr<Transport> net,
+                                                const std::vector<uint64_t>& host_ids);
+
+}  // namespace joinlab::cuda
