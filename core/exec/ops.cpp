@@ -1,6 +1,13 @@
 #include "core/exec/ops.hpp"
 
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
 #include <type_traits>
+
+#include "core/common/error.hpp"
 
 namespace joinlab {
 
@@ -20,6 +27,27 @@ const char* to_string(OpKind k) {
   return int(k) < int(OpKind::kCount) ? names[int(k)] : "?";
 }
 
+const char* to_string(TableKind k) {
+  switch (k) {
+    case TableKind::LinearProbing: return "linear";
+    case TableKind::Chained: return "chained";
+    case TableKind::HashRowId: return "hash_rowid";
+  }
+  return "?";
+}
+
+void attach_rowid_relation(HashTable& t, const Tuples& in) {
+  if (t.rows == 0) {
+    t.keys = in.keys;
+    t.vals = in.vals;
+    t.base = in.offset;
+  } else if (t.keys != in.keys || t.vals != in.vals || in.offset != t.base + t.rows) {
+    throw RuntimeError("build: a hash_rowid table holds row ids into one relation; this input (offset " +
+                       std::to_string(in.offset) + ") does not continue the rows it holds (" + std::to_string(t.rows) +
+                       " from offset " + std::to_string(t.base) + ")");
+  }
+}
+
 uint64_t hash_table_slots(uint64_t rows, double load_factor) {
   if (load_factor <= 0 || load_factor > 1) load_factor = 0.5;
   double want = double(rows ? rows : 1) / load_factor;
@@ -31,6 +59,7 @@ uint64_t hash_table_slots(uint64_t rows, double load_factor) {
 uint64_t hash_table_bytes(TableKind kind, TupleFormat fmt, uint64_t rows, double load_factor) {
   uint64_t slots = hash_table_slots(rows, load_factor);
   if (kind == TableKind::LinearProbing) return slots * fmt.tuple_bytes();
+  if (kind == TableKind::HashRowId) return slots * 8;  // the rows stay in the build relation
   return slots * 4 + (rows ? rows : 1) * (4 + fmt.tuple_bytes());
 }
 
@@ -69,7 +98,7 @@ OpParams params_of(const Op& op) {
           p.key_bytes = o.in.fmt.key_bytes;
           p.val_bytes = o.in.fmt.val_bytes;
           p.table_slots = o.table->slots;
-          p.detail = o.table->kind == TableKind::LinearProbing ? "linear" : "chained";
+          p.detail = to_string(o.table->kind);
         } else if constexpr (std::is_same_v<T, ProbeOp>) {
           p.kind = OpKind::Probe;
           p.rows_in = o.probe.rows;
@@ -77,7 +106,7 @@ OpParams params_of(const Op& op) {
           p.key_bytes = o.probe.fmt.key_bytes;
           p.val_bytes = o.probe.fmt.val_bytes;
           p.table_slots = o.table->slots;
-          p.detail = o.table->kind == TableKind::LinearProbing ? "linear" : "chained";
+          p.detail = to_string(o.table->kind);
         } else if constexpr (std::is_same_v<T, PartitionedJoinOp>) {
           p.kind = OpKind::PartitionedJoin;
           p.rows_build = o.r.all.rows;
@@ -117,12 +146,21 @@ OpParams params_of(const Op& op) {
   return p;
 }
 
-StreamProgress::StreamProgress(size_t rings) : n_(rings), consumed_(new uint64_t[rings ? rings : 1]()) {}
+StreamProgress::StreamProgress(size_t rings) : n_(rings) {
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  bytes_ = ((rings + 1) * sizeof(uint64_t) + page - 1) / page * page;
+  words_ = static_cast<uint64_t*>(std::aligned_alloc(page, bytes_));
+  if (!words_) throw std::bad_alloc();
+  std::memset(words_, 0, bytes_);
+}
+StreamProgress::~StreamProgress() { std::free(words_); }
 
-uint64_t StreamProgress::consumed(size_t ring) const { return __atomic_load_n(&consumed_[ring], __ATOMIC_ACQUIRE); }
-void StreamProgress::release(size_t ring, uint64_t chunks) { __atomic_store_n(&consumed_[ring], chunks, __ATOMIC_RELEASE); }
-void StreamProgress::cancel() { __atomic_store_n(&cancelled_, 1, __ATOMIC_RELEASE); }
-bool StreamProgress::cancelled() const { return __atomic_load_n(&cancelled_, __ATOMIC_ACQUIRE) != 0; }
+uint64_t StreamProgress::consumed(size_t ring) const { return __atomic_load_n(&words_[ring], __ATOMIC_ACQUIRE); }
+void StreamProgress::release(size_t ring, uint64_t chunks) { __atomic_store_n(&words_[ring], chunks, __ATOMIC_RELEASE); }
+void StreamProgress::cancel() { __atomic_store_n(reinterpret_cast<int*>(words_ + n_), 1, __ATOMIC_RELEASE); }
+bool StreamProgress::cancelled() const {
+  return __atomic_load_n(reinterpret_cast<const int*>(words_ + n_), __ATOMIC_ACQUIRE) != 0;
+}
 
 OpParams params_of(const StreamingOp& op) {
   OpParams p;

@@ -377,7 +377,9 @@ class Exchange {
         pack.rows.push_back(streamed_[q] ? offsets[q + 1] - offsets[q] : 0);
         pack.first_seq.push_back(sent[q] + 1);
       }
-      rank_.launch_streaming(kCompute, pack);
+      // Waited for, not only stream-ordered: a put from pageable memory may read its source when
+      // it is queued (cudaMemcpyAsync stages pageable bytes), and the pack runs on host threads.
+      rank_.launch_streaming(kCompute, pack).get();
       rank_.stream_wait(kPuts, rank_.record(kCompute));
       uint64_t image = 0;
       for (uint64_t q = 0; q < fanout; ++q) {

@@ -81,12 +81,22 @@ ChainedTableRef<K, V> chained_of(const HashTable& t) {
   return {data_of<uint32_t>(t.heads), data_of<uint32_t>(t.next), data_of<K>(t.keys), data_of<V>(t.vals), t.slots,
           t.hash_seed};
 }
+template <class K, class V>
+RowIdTableRef<K, V> rowid_of(const HashTable& t) {
+  return {data_of<uint64_t>(t.heads), data_of<K>(t.keys, t.base), data_of<V>(t.vals, t.base), t.slots, t.hash_seed};
+}
 uint64_t chained_capacity(const HashTable& t) { return t.next ? t.next->bytes / sizeof(uint32_t) : 0; }
 
 void check_table(const HashTable& t, const char* op) {
   if (!t.slots || (t.slots & (t.slots - 1)))
     throw RuntimeError(std::string(op) + ": hash table slots = " + std::to_string(t.slots) + " is not a power of two");
-  if (t.kind == TableKind::LinearProbing) {
+  if (t.kind == TableKind::HashRowId) {
+    need(t.heads, 0, t.slots, 8, op, "table slots");
+    if (t.rows) {
+      need(t.keys, t.base, t.rows, t.fmt.key_bytes, op, "table keys (the build relation)");
+      need(t.vals, t.base, t.rows, t.fmt.val_bytes, op, "table values (the build relation)");
+    }
+  } else if (t.kind == TableKind::LinearProbing) {
     need(t.keys, 0, t.slots, t.fmt.key_bytes, op, "table keys");
     need(t.vals, 0, t.slots, t.fmt.val_bytes, op, "table values");
   } else {
@@ -153,13 +163,15 @@ void queue(KernelContext& ctx, const BuildOp& o, uint64_t*) {
   check_table(t, "build");
   need_tuples(o.in, o.in.rows, "build", "input");
   if (!(o.in.fmt == t.fmt)) throw RuntimeError("build: input and table tuple formats differ");
-  const uint64_t room = t.kind == TableKind::LinearProbing ? t.slots : chained_capacity(t);
+  const bool chained = t.kind == TableKind::Chained;
+  const uint64_t room = chained ? chained_capacity(t) : t.slots;
   if (t.rows + o.in.rows > room)
     throw RuntimeError("build: hash table full: " + std::to_string(t.rows) + " rows present + " +
                        std::to_string(o.in.rows) + " to insert > " + std::to_string(room) +
-                       (t.kind == TableKind::LinearProbing ? " slots" : " rows of chain capacity"));
-  if (t.kind == TableKind::Chained && t.rows + o.in.rows >= ~0u)
-    throw RuntimeError("build: chained table rows must fit 32-bit chain indices");
+                       (chained ? " rows of chain capacity" : " slots"));
+  if (t.kind != TableKind::LinearProbing && t.rows + o.in.rows >= ~0u)
+    throw RuntimeError(std::string("build: ") + to_string(t.kind) + " table rows must fit 32-bit row indices");
+  if (t.kind == TableKind::HashRowId) attach_rowid_relation(t, o.in);
   with_types(t.fmt.key_bytes, t.fmt.val_bytes, [&](auto k, auto v) {
     using K = decltype(k);
     using V = decltype(v);
@@ -167,6 +179,10 @@ void queue(KernelContext& ctx, const BuildOp& o, uint64_t*) {
       const auto ref = linear_of<K, V>(t);
       if (t.rows == 0) clear_table(ctx, ref);
       build(ctx, ref, o.in.key_ptr<K>(), o.in.val_ptr<V>(), o.in.rows);
+    } else if (t.kind == TableKind::HashRowId) {
+      const auto ref = rowid_of<K, V>(t);
+      if (t.rows == 0) clear_table(ctx, ref);
+      build(ctx, ref, t.rows, o.in.rows);
     } else {
       need(t.keys, 0, t.rows + o.in.rows, t.fmt.key_bytes, "build", "table keys");
       need(t.vals, 0, t.rows + o.in.rows, t.fmt.val_bytes, "build", "table values");
@@ -191,6 +207,8 @@ void queue(KernelContext& ctx, const ProbeOp& o, uint64_t* d_words) {
     const auto sink = sink_of<K, VR, VS>(o.out, o.out_first, o.mode);
     if (t.kind == TableKind::LinearProbing)
       probe(ctx, linear_of<K, VR>(t), o.probe.key_ptr<K>(), o.probe.val_ptr<VS>(), o.probe.rows, sink, d_words);
+    else if (t.kind == TableKind::HashRowId)
+      probe(ctx, rowid_of<K, VR>(t), o.probe.key_ptr<K>(), o.probe.val_ptr<VS>(), o.probe.rows, sink, d_words);
     else
       probe(ctx, chained_of<K, VR>(t), o.probe.key_ptr<K>(), o.probe.val_ptr<VS>(), o.probe.rows, sink, d_words);
   });
@@ -280,10 +298,61 @@ size_t result_value_count(const Op& op) {
   return 0;
 }
 
-bool runs_on_host(const Op& op) {
-  if (auto* g = std::get_if<GenerateOp>(&op)) return g->out.keys && g->out.keys->space == MemSpace::Host;
-  if (auto* g = std::get_if<GeneratePayloadOp>(&op)) return g->out && g->out->space == MemSpace::Host;
-  return false;
+namespace {
+
+// The buffers an operator reads or writes.
+void add(std::vector<const Buffer*>& v, const Tuples& t) { v.insert(v.end(), {&t.keys, &t.vals}); }
+void add(std::vector<const Buffer*>& v, const JoinOutput& o, OutputMode mode) {
+  if (mode != OutputMode::CountOnly) v.insert(v.end(), {&o.keys, &o.rvals, &o.svals});
+}
+void add(std::vector<const Buffer*>& v, const HashTable* t) {
+  if (t) v.insert(v.end(), {&t->keys, &t->vals, &t->heads, &t->next});
+}
+std::vector<const Buffer*> buffers_of(const Op& op) {
+  std::vector<const Buffer*> v;
+  std::visit(
+      [&](const auto& o) {
+        using T = std::decay_t<decltype(o)>;
+        if constexpr (std::is_same_v<T, GenerateOp>) add(v, o.out);
+        else if constexpr (std::is_same_v<T, GeneratePayloadOp>) v.push_back(&o.out);
+        else if constexpr (std::is_same_v<T, HistogramOp>) v.push_back(&o.in.keys);
+        else if constexpr (std::is_same_v<T, PartitionOp> || std::is_same_v<T, SortOp>) add(v, o.in), add(v, o.out);
+        else if constexpr (std::is_same_v<T, BuildOp>) add(v, o.in), add(v, o.table);
+        else if constexpr (std::is_same_v<T, ProbeOp>) add(v, o.table), add(v, o.probe), add(v, o.out, o.mode);
+        else if constexpr (std::is_same_v<T, PartitionedJoinOp>) add(v, o.r.all), add(v, o.s.all), add(v, o.out, o.mode);
+        else if constexpr (std::is_same_v<T, MergeJoinOp>) add(v, o.r), add(v, o.s), add(v, o.out, o.mode);
+        else if constexpr (std::is_same_v<T, GatherOp>) v.insert(v.end(), {&o.row_ids, &o.column, &o.out});
+        else if constexpr (std::is_same_v<T, ChecksumOp>) {
+          v.push_back(&o.keys);
+          for (const Buffer& c : o.columns) v.push_back(&c);
+        } else if constexpr (std::is_same_v<T, ScanOp>) v.insert(v.end(), {&o.in, &o.out});
+      },
+      op);
+  return v;
+}
+// Some buffer in pageable host memory and none in device memory.
+bool host_only(const std::vector<const Buffer*>& buffers) {
+  bool host = false;
+  for (const Buffer* b : buffers) {
+    if (!*b) continue;
+    if ((*b)->space == MemSpace::Device) return false;
+    host = host || (*b)->space == MemSpace::Host;
+  }
+  return host;
+}
+
+}  // namespace
+
+bool runs_on_host(const Op& op) { return host_only(buffers_of(op)); }
+
+bool runs_on_host(const StreamingOp& op) {
+  const auto* c = std::get_if<StreamConsumeOp>(&op);
+  if (!c) return true;  // PackChunksOp
+  std::vector<const Buffer*> v{&c->rings};
+  for (const HashTable& t : c->tables) add(v, &t);
+  add(v, c->out, c->mode);
+  add(v, c->staging, c->mode);
+  return host_only(v);  // kernels cannot reach it: the CPU consumer polls it
 }
 
 void queue_op(KernelContext& ctx, const Op& op, uint64_t* d_words) {

@@ -8,10 +8,13 @@
 #include <ctime>
 #include <iomanip>
 #include <sstream>
+#include <thread>
 
 #include "core/common/error.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/cuda_ops.hpp"
+#include "core/runtime/cpu_ops.hpp"
+#include "core/runtime/cpu_streaming.hpp"
 
 namespace joinlab::cuda {
 
@@ -23,15 +26,7 @@ std::string gib(uint64_t bytes) {
   return o.str();
 }
 
-// Keeps the calling thread's current device around a call that must run on another.
-struct OnDevice {
-  int previous = 0;
-  explicit OnDevice(int device) {
-    cudaGetDevice(&previous);
-    if (previous != device) cudaSetDevice(device);
-  }
-  ~OnDevice() { cudaSetDevice(previous); }
-};
+// (OnDevice: cuda_fabric.hpp)
 
 struct CudaBuffer : BufferImpl {
   int device = 0;
@@ -94,9 +89,14 @@ struct PendingOp {
   bool has_op = false;
   OpResultPtr result;
   Buffer keep;  // a buffer of another rank the operation reads (recv)
+  std::shared_ptr<void> hold;  // what a transfer of the fabric uses until it is complete
   uint64_t* words = nullptr;
   size_t nwords = 0;
   std::vector<KernelContext::Mark> marks;  // kernels inside the operator, in order
+  // A streaming operator's result from its words (it throws the operator's error) and what it uses.
+  std::function<void(const uint64_t*, OpResult&)> finish;
+  std::shared_ptr<void> streaming;
+  std::exception_ptr error;  // what finish threw: every later wait rethrows it
   std::mutex mu;
   bool completed = false;
 
@@ -117,8 +117,19 @@ struct PendingOp {
   // Fills the result from the words (once); the done event has been reached.
   void complete() {
     std::lock_guard<std::mutex> g(mu);
-    if (completed) return;
+    if (completed) {
+      if (error) std::rethrow_exception(error);
+      return;
+    }
     completed = true;
+    if (finish && words) {
+      try {
+        finish(words, *result);
+      } catch (...) {
+        error = std::current_exception();
+        throw;
+      }
+    }
     if (has_op && words) {
       finish_op(op, words, *result);
       if (params.kind == OpKind::Probe || params.kind == OpKind::PartitionedJoin || params.kind == OpKind::MergeJoin)
@@ -148,47 +159,24 @@ class OpEvent : public EventImpl {
 cudaEvent_t cuda_event_of(const Event& e) {
   if (auto* o = dynamic_cast<OpEvent*>(e.impl().get())) return o->event();
   if (auto* c = dynamic_cast<CudaEventImpl*>(e.impl().get())) return c->event();
+  if (auto* h = dynamic_cast<HostJobEvent*>(e.impl().get())) return h->event();
   return nullptr;
 }
 }  // namespace
 
-// --- DeferredEvent -------------------------------------------------------------------------------
-
-DeferredEvent::~DeferredEvent() {
-  if (event_) cudaEventDestroy(event_);
-}
-void DeferredEvent::resolve(cudaEvent_t e) {
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    event_ = e;
-  }
-  cv_.notify_all();
-}
-void DeferredEvent::wait() {
-  std::unique_lock<std::mutex> lk(mu_);
-  cv_.wait(lk, [&] { return event_ != nullptr; });
-  JL_CUDA_CHECK_CTX(cudaEventSynchronize(event_), "waiting for a send to be received");
-}
-bool DeferredEvent::done() {
-  std::lock_guard<std::mutex> g(mu_);
-  if (!event_) return false;
-  const cudaError_t q = cudaEventQuery(event_);
-  if (q == cudaErrorNotReady) return false;
-  JL_CUDA_CHECK_CTX(q, "waiting for a send to be received");
-  return true;
-}
+// (DeferredEvent: cuda_fabric.cu)
 
 // --- CudaRank ------------------------------------------------------------------------------------
 
-CudaRank::CudaRank(int id, ClusterShape shape, int device, uint64_t device_limit, int streams, CudaWorld& world,
-                   std::chrono::steady_clock::time_point epoch, bool aligned_scatter)
+CudaRank::CudaRank(int id, ClusterShape shape, int device, uint64_t device_limit, int streams,
+                   std::shared_ptr<CudaFabric> fabric, std::chrono::steady_clock::time_point epoch, bool aligned_scatter)
     : Rank(id, shape),
       device_(device),
       aligned_scatter_(aligned_scatter),
       info_(device_info(device)),
       device_limit_(device_limit),
       device_used_(std::make_shared<std::atomic<uint64_t>>(0)),
-      world_(world),
+      fabric_(std::move(fabric)),
       epoch_(epoch) {
   JL_CUDA_CHECK(cudaSetDevice(device_));
   streams_.resize(size_t(std::max(1, streams)));
@@ -282,14 +270,14 @@ Launched CudaRank::launch(Stream s, Op op) {
   cudaStream_t st = stream_of(s);
   auto result = std::make_shared<OpResult>();
   OpParams params = params_of(op);
-  if (runs_on_host(op)) {  // generation into pageable memory: after the stream's earlier work
-    JL_CUDA_CHECK(cudaStreamSynchronize(st));
-    resolve(s.id);
-    const double t0 = now();
-    run_on_host(op);
-    trace_.add({id(), "host", params, t0, now()});
-    return {Event(), result};
-  }
+  check_lane(s);  // host work of this stream failed: what follows would build on it
+  if (runs_on_host(op))
+    return on_host(s, [op = std::move(op)](OpResult& r, int threads) {
+      execute_cpu_op(op, threads, r);
+      OpParams p = params_of(op);  // after execution: Build's table rows are final
+      if (p.kind == OpKind::Probe || p.kind == OpKind::PartitionedJoin || p.kind == OpKind::MergeJoin) p.rows_out = r.count;
+      return p;
+    });
   auto p = std::make_shared<PendingOp>();
   p->result = result;
   cudaEvent_t start = new_event(true);
@@ -399,6 +387,76 @@ void CudaRank::sync(Stream s) {
   JL_CUDA_CHECK_CTX(cudaStreamSynchronize(stream_of(s)), "synchronizing stream " + std::to_string(s.id) + " of rank " +
                                                             std::to_string(id()));
   resolve(s.id);
+  check_lane(s);
+}
+
+// --- host lanes and streaming operators ------------------------------------------------------------
+
+HostLane& CudaRank::lane(Stream s) {
+  cudaStream_t st = stream_of(s);
+  std::lock_guard<std::mutex> g(lanes_mu_);
+  if (lanes_.empty()) lanes_.resize(streams_.size());
+  auto& l = lanes_[size_t(s.id)];
+  if (!l) l = std::make_unique<HostLane>(st);
+  return *l;
+}
+
+void CudaRank::check_lane(Stream s) {
+  std::lock_guard<std::mutex> g(lanes_mu_);
+  if (s.id >= 0 && size_t(s.id) < lanes_.size() && lanes_[size_t(s.id)]) lanes_[size_t(s.id)]->check();
+}
+
+int CudaRank::host_threads() const {
+  // The node's cores, shared by the ranks placed on it.
+  return std::max(1, int(std::thread::hardware_concurrency()) / std::max(1, shape().per_node));
+}
+
+Launched CudaRank::on_host(Stream s, std::function<OpParams(OpResult&, int)> work) {
+  OnDevice on(device_);
+  auto result = std::make_shared<OpResult>();
+  const int threads = host_threads();
+  Event done = lane(s).submit([this, work = std::move(work), result, threads, sid = s.id] {
+    const double t0 = now();
+    OpParams params = work(*result, threads);
+    params.detail += params.detail.empty() ? "host CPUs" : ", host CPUs";
+    trace_.add({id(), "stream " + std::to_string(sid), std::move(params), t0, now()});
+  });
+  return {done, result};
+}
+
+Launched CudaRank::launch_streaming(Stream s, StreamingOp op) {
+  OnDevice on(device_);
+  cudaStream_t st = stream_of(s);
+  check_lane(s);
+  if (runs_on_host(op))  // the senders' packing; a consumer of rings in host memory
+    return on_host(s, [op = std::move(op)](OpResult& r, int threads) {
+      execute_cpu_streaming_op(op, threads, r);
+      return params_of(op);
+    });
+  auto result = std::make_shared<OpResult>();
+  auto consume = std::make_shared<StreamConsumeOp>(std::get<StreamConsumeOp>(std::move(op)));
+  auto p = std::make_shared<PendingOp>();
+  p->result = result;
+  cudaEvent_t start = new_event(true);
+  p->start = start;
+  p->end = new_event(true);
+  p->done = new_event(false);
+  JL_CUDA_CHECK(cudaEventRecord(start, st));
+  {
+    KernelContext ctx(st, info_);
+    ConsumeLaunch l = queue_stream_consume(ctx, *consume);
+    p->marks = ctx.take_marks();
+    JL_CUDA_CHECK(cudaEventRecord(p->end, st));
+    p->nwords = l.nwords;
+    p->words = result_words_get(p->nwords);
+    JL_CUDA_CHECK(cudaMemcpyAsync(p->words, l.d_words, p->nwords * sizeof(uint64_t), cudaMemcpyDeviceToHost, st));
+    JL_CUDA_CHECK(cudaEventRecord(p->done, st));
+    // The operator (its buffers, its StreamProgress) and the registration of the progress words
+    // live until the kernel is complete.
+    p->streaming = std::make_shared<std::pair<std::shared_ptr<StreamConsumeOp>, std::shared_ptr<void>>>(consume, l.keep);
+  }
+  p->finish = [consume](const uint64_t* words, OpResult& r) { finish_stream_consume(*consume, words, r); };
+  return {track(s, params_of(StreamingOp(*consume)), start, p), result};
 }
 
 void CudaRank::finish() {
@@ -407,126 +465,78 @@ void CudaRank::finish() {
 
 // --- messages, windows, collectives -------------------------------------------------------------
 
+// The fabric queues the transfer on the stream; the rank times it like a copy (or, when the
+// fabric queued nothing - a peer send waiting for its receiver - returns the fabric's event).
+Event CudaRank::track_transfer(Stream s, OpKind kind, uint64_t bytes, const std::string& detail, cudaEvent_t start,
+                               FabricOp f) {
+  if (f.deferred) {
+    cudaEventDestroy(start);
+    return Event(std::move(f.deferred));
+  }
+  auto p = std::make_shared<PendingOp>();
+  p->start = start;
+  p->end = p->done = new_event(true);
+  p->hold = std::move(f.hold);  // staging, gates, the peer's buffer: alive until complete
+  JL_CUDA_CHECK(cudaEventRecord(p->end, stream_of(s)));
+  OpParams params;
+  params.kind = kind;
+  params.bytes = bytes;
+  params.mem_src = f.mem_src;
+  params.mem_dst = f.mem_dst;
+  params.detail = detail;
+  return track(s, std::move(params), start, p);
+}
+
 Event CudaRank::send(Stream s, int peer, const Buffer& src, uint64_t off, uint64_t bytes, int tag) {
   OnDevice on(device_);
+  cudaStream_t st = stream_of(s);
   check_copy(src, off, bytes, "send source");
   if (peer < 0 || peer >= size()) throw RuntimeError("send: peer " + std::to_string(peer) + " is not a rank");
-  CudaWorld::Message m;
-  m.src = src;
-  m.off = off;
-  m.bytes = bytes;
-  m.ready = new_event(false);
-  JL_CUDA_CHECK(cudaEventRecord(m.ready, stream_of(s)));
-  m.sent = std::make_shared<DeferredEvent>();
-  Event e(m.sent);
-  world_.post(id(), peer, tag, std::move(m));
-  return e;
+  cudaEvent_t start = new_event(true);
+  JL_CUDA_CHECK(cudaEventRecord(start, st));
+  return track_transfer(s, OpKind::Send, bytes, "to rank " + std::to_string(peer), start,
+                        fabric_->send(st, peer, src, off, bytes, tag));
 }
 
 Event CudaRank::recv(Stream s, int peer, const Buffer& dst, uint64_t off, uint64_t bytes, int tag) {
   OnDevice on(device_);
   cudaStream_t st = stream_of(s);
   check_copy(dst, off, bytes, "receive destination");
-  CudaWorld::Message m = world_.take(peer, id(), tag, id());
-  if (m.bytes != bytes) {
-    cudaEventDestroy(m.ready);
-    throw RuntimeError("recv on rank " + std::to_string(id()) + " from rank " + std::to_string(peer) + " tag " +
-                       std::to_string(tag) + ": expected " + std::to_string(bytes) + " bytes, the matching send has " +
-                       std::to_string(m.bytes));
-  }
-  JL_CUDA_CHECK(cudaStreamWaitEvent(st, m.ready, 0));
-  cudaEventDestroy(m.ready);
-  auto p = std::make_shared<PendingOp>();
+  if (peer < 0 || peer >= size()) throw RuntimeError("recv: peer " + std::to_string(peer) + " is not a rank");
   cudaEvent_t start = new_event(true);
-  p->start = start;
-  p->end = p->done = new_event(true);
-  p->keep = m.src;  // the sender's buffer lives until the copy is complete
   JL_CUDA_CHECK(cudaEventRecord(start, st));
-  JL_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(dst->ptr) + off, static_cast<const char*>(m.src->ptr) + m.off, bytes,
-                                cudaMemcpyDefault, st));
-  JL_CUDA_CHECK(cudaEventRecord(p->end, st));
-  // The sender's event completes with this copy; the source must live until then.
-  cudaEvent_t sent = new_event(false);
-  JL_CUDA_CHECK(cudaEventRecord(sent, st));
-  m.sent->resolve(sent);
-  OpParams params;
-  params.kind = OpKind::Recv;
-  params.bytes = bytes;
-  params.mem_src = int(m.src->space);
-  params.mem_dst = int(dst->space);
-  params.detail = "from rank " + std::to_string(peer);
-  return track(s, std::move(params), start, p);
+  return track_transfer(s, OpKind::Recv, bytes, "from rank " + std::to_string(peer), start,
+                        fabric_->recv(st, peer, dst, off, bytes, tag));
 }
 
 int CudaRank::expose(const Buffer& buf, uint32_t flags) {
-  const int w = next_window_++;
-  CudaWorld::Window win;
-  win.buf = buf;
-  win.flags = std::make_shared<std::vector<std::atomic<uint64_t>>>(flags);
-  for (auto& f : *win.flags) f.store(0);
-  my_windows_[w] = win;
-  world_.expose(w, id(), win);
-  barrier();  // every rank's window is registered before anyone puts
-  return w;
+  OnDevice on(device_);
+  if (!buf || !buf->ptr) throw RuntimeError("expose: the window buffer has no memory");
+  return fabric_->expose(buf, flags);
 }
-
-namespace {
-struct FlagWrite {
-  std::shared_ptr<std::vector<std::atomic<uint64_t>>> flags;
-  uint32_t flag;
-  uint64_t value;
-};
-void CUDART_CB set_flag(void* arg) {
-  auto* w = static_cast<FlagWrite*>(arg);
-  (*w->flags)[w->flag].store(w->value, std::memory_order_release);
-  delete w;
-}
-}  // namespace
 
 Event CudaRank::put(Stream s, int peer, int window, uint64_t remote_off, const Buffer& src, uint64_t off, uint64_t bytes,
                     uint32_t flag, uint64_t value) {
   OnDevice on(device_);
   cudaStream_t st = stream_of(s);
-  check_copy(src, off, bytes, "put source");
-  CudaWorld::Window win = world_.window(window, peer);
-  check_copy(win.buf, remote_off, bytes, "put destination window");
-  if (flag >= win.flags->size())
-    throw RuntimeError("put: window " + std::to_string(window) + " of rank " + std::to_string(peer) + " has " +
-                       std::to_string(win.flags->size()) + " flags, flag " + std::to_string(flag) + " asked");
-  auto p = std::make_shared<PendingOp>();
+  if (bytes) check_copy(src, off, bytes, "put source");  // a flag-only put has no source
+  if (peer < 0 || peer >= size()) throw RuntimeError("put: peer " + std::to_string(peer) + " is not a rank");
   cudaEvent_t start = new_event(true);
-  p->start = start;
-  p->end = new_event(true);
-  p->done = new_event(false);
-  p->keep = win.buf;
   JL_CUDA_CHECK(cudaEventRecord(start, st));
-  JL_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(win.buf->ptr) + remote_off, static_cast<const char*>(src->ptr) + off,
-                                bytes, cudaMemcpyDefault, st));
-  JL_CUDA_CHECK(cudaEventRecord(p->end, st));
-  // The flag is set on the host after the data landed (stream order), as a completion word.
-  JL_CUDA_CHECK(cudaLaunchHostFunc(st, set_flag, new FlagWrite{win.flags, flag, value}));
-  JL_CUDA_CHECK(cudaEventRecord(p->done, st));
-  OpParams params;
-  params.kind = OpKind::Put;
-  params.bytes = bytes;
-  params.mem_src = int(src->space);
-  params.mem_dst = int(win.buf->space);
-  params.detail = "to rank " + std::to_string(peer);
-  return track(s, std::move(params), start, p);
+  return track_transfer(s, OpKind::Put, bytes, "to rank " + std::to_string(peer), start,
+                        fabric_->put(st, peer, window, remote_off, src, off, bytes, flag, value));
 }
 
-uint64_t CudaRank::read_flag(int window, uint32_t flag) {
-  auto it = my_windows_.find(window);
-  if (it == my_windows_.end()) throw RuntimeError("read_flag: window " + std::to_string(window) + " was not exposed");
-  if (flag >= it->second.flags->size()) throw RuntimeError("read_flag: flag " + std::to_string(flag) + " out of range");
-  return (*it->second.flags)[flag].load(std::memory_order_acquire);
-}
+uint64_t CudaRank::read_flag(int window, uint32_t flag) { return fabric_->read_flag(window, flag); }
 
-std::vector<uint64_t> CudaRank::allgather(const std::vector<uint64_t>& mine) {
-  return world_.allgather(id(), gather_calls_++, mine);
-}
+std::vector<uint64_t> CudaRank::allgather(const std::vector<uint64_t>& mine) { return fabric_->allgather(mine); }
 
-void CudaRank::barrier() { world_.barrier(id()); }
+void CudaRank::barrier() { fabric_->barrier(); }
+
+void CudaRank::poll_pause() {
+  fabric_->check_alive();
+  std::this_thread::sleep_for(std::chrono::microseconds(50));
+}
 
 // --- bandwidths ------------------------------------------------------------------------------------
 

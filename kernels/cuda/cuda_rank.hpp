@@ -18,74 +18,22 @@
 
 #include "core/exec/backend.hpp"
 #include "core/exec/rank.hpp"
+#include "kernels/cuda/cuda_fabric.hpp"
+#include "kernels/cuda/host_lane.hpp"
 #include "kernels/cuda/kernels.hpp"
 
 namespace joinlab::cuda {
 
 class CudaRank;
 
-// State shared by the ranks of one backend run: host collectives, message matching for
-// send/recv, exposed windows, and failure propagation (a rank that throws makes every blocking
-// call on the others fail promptly instead of hanging).
-class CudaWorld {
- public:
-  CudaWorld(int ranks, double timeout_s) : ranks_(ranks), timeout_s_(timeout_s), gather_(2) {}
-  int ranks() const { return ranks_; }
-  void fail(int rank, const std::string& what);
-  void barrier(int rank);
-  std::vector<uint64_t> allgather(int rank, uint64_t call, const std::vector<uint64_t>& mine);
-
-  struct Message {
-    Buffer src;
-    uint64_t off = 0, bytes = 0;
-    cudaEvent_t ready = nullptr;  // recorded on the sender's stream after the data was produced
-    std::shared_ptr<class DeferredEvent> sent;  // completes when the receiver's copy does
-  };
-  void post(int from, int to, int tag, Message m);
-  Message take(int from, int to, int tag, int me);
-
-  struct Window {
-    Buffer buf;
-    std::shared_ptr<std::vector<std::atomic<uint64_t>>> flags;
-  };
-  void expose(int window, int rank, Window w);
-  Window window(int window, int rank);
-
- private:
-  template <class Pred>
-  void wait_until(std::unique_lock<std::mutex>& lk, int me, const char* what, Pred pred);
-  int ranks_;
-  double timeout_s_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool failed_ = false;
-  std::string failure_;
-  uint64_t barrier_gen_ = 0;
-  int barrier_waiting_ = 0;
-  std::vector<std::vector<std::vector<uint64_t>>> gather_;  // [call parity][rank]
-  std::map<std::tuple<int, int, int>, std::deque<Message>> mail_;
-  std::map<std::pair<int, int>, Window> windows_;
-};
-
-// An event whose CUDA event is known only later (a send completes when the receiver copies).
-class DeferredEvent : public EventImpl {
- public:
-  ~DeferredEvent() override;
-  void resolve(cudaEvent_t e);
-  void wait() override;
-  bool done() override;
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  cudaEvent_t event_ = nullptr;
-};
-
 struct PendingOp;
 
 class CudaRank : public Rank {
  public:
-  CudaRank(int id, ClusterShape shape, int device, uint64_t device_limit, int streams, CudaWorld& world,
-           std::chrono::steady_clock::time_point epoch, bool aligned_scatter = true);
+  // Every byte to other ranks, flags and collectives go through `fabric` (cuda_fabric.hpp).
+  CudaRank(int id, ClusterShape shape, int device, uint64_t device_limit, int streams,
+           std::shared_ptr<CudaFabric> fabric, std::chrono::steady_clock::time_point epoch,
+           bool aligned_scatter = true);
   ~CudaRank() override;
 
   std::string backend() const override { return "cuda"; }
@@ -95,7 +43,12 @@ class CudaRank : public Rank {
   Buffer alloc(MemSpace space, uint64_t bytes, const std::string& tag) override;
   uint64_t capacity(MemSpace space) const override;
 
+  // Operators whose data is in pageable host memory (cuda_ops.hpp runs_on_host), and gpj's
+  // senders, run with the CPU kernels on a host lane of the stream (host_lane.hpp): in the stream's
+  // order, traced like the others. The rest are kernels on the stream.
   Launched launch(Stream s, Op op) override;
+  // PackChunksOp on a host lane; StreamConsumeOp as one persistent kernel (stream_consume.cu).
+  Launched launch_streaming(Stream s, StreamingOp op) override;
   Event copy(Stream s, const Buffer& dst, uint64_t dst_off, const Buffer& src, uint64_t src_off,
              uint64_t bytes) override;
   Event record(Stream s) override;
@@ -111,6 +64,8 @@ class CudaRank : public Rank {
 
   std::vector<uint64_t> allgather(const std::vector<uint64_t>& mine) override;
   void barrier() override;
+  void poll_pause() override;  // a short sleep; throws once the fabric saw the job fail
+  CudaFabric& fabric() { return *fabric_; }
 
   double now() const override;
   Bandwidths bandwidths() const override;
@@ -121,9 +76,16 @@ class CudaRank : public Rank {
  private:
   cudaStream_t stream_of(Stream s) const;
   Event track(Stream s, OpParams params, cudaEvent_t start, std::shared_ptr<PendingOp> p);
+  Event track_transfer(Stream s, OpKind kind, uint64_t bytes, const std::string& detail, cudaEvent_t start,
+                       FabricOp f);
   void resolve(int stream);  // completes the pending operators of a synchronized stream
   void check_copy(const Buffer& b, uint64_t off, uint64_t bytes, const char* what) const;
   double event_time(cudaEvent_t e) const;
+  // Runs `work` (which returns the span's parameters) on the host lane of s.
+  Launched on_host(Stream s, std::function<OpParams(OpResult&, int threads)> work);
+  HostLane& lane(Stream s);
+  void check_lane(Stream s);  // rethrows the failure of earlier host work on s
+  int host_threads() const;  // CPU threads an operator on a host lane uses
 
   int device_;
   bool aligned_scatter_;
@@ -131,15 +93,14 @@ class CudaRank : public Rank {
   uint64_t device_limit_;
   std::shared_ptr<std::atomic<uint64_t>> device_used_;
   std::vector<cudaStream_t> streams_;
-  CudaWorld& world_;
+  std::shared_ptr<CudaFabric> fabric_;
   std::chrono::steady_clock::time_point epoch_;
   cudaEvent_t ref_event_ = nullptr;
   double ref_time_ = 0;
   std::mutex pending_mu_;
   std::vector<std::deque<std::shared_ptr<PendingOp>>> pending_;  // per stream, in launch order
-  uint64_t gather_calls_ = 0;
-  int next_window_ = 0;
-  std::map<int, CudaWorld::Window> my_windows_;
+  std::mutex lanes_mu_;
+  std::vector<std::unique_ptr<HostLane>> lanes_;  // per stream, started on first use
 };
 
 // Device memory blocks kept for reuse, per device; cudaMalloc'd on a miss. Freed blocks are
