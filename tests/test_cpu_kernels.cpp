@@ -412,10 +412,10 @@ JoinInputs join_inputs(uint64_t nr, uint64_t ns, const Widths& w, uint64_t seed,
 TEST(CpuHashJoin, BuildAndProbeEveryWidthKindModeAndSize) {
   CpuOps ops(2);
   for (const Widths& w : all_join_widths())
-    for (TableKind kind : {TableKind::LinearProbing, TableKind::Chained})
+    for (TableKind kind : {TableKind::LinearProbing, TableKind::Chained, TableKind::HashRowId})
       for (auto [nr, ns] : {std::pair<uint64_t, uint64_t>{0, 5}, {1, 1}, {5, 0}, {333, 1001}, {40000, 70001}}) {
-        SCOPED_TRACE(name_of(w) + (kind == TableKind::Chained ? " chained" : " linear") + " |R|=" +
-                     std::to_string(nr) + " |S|=" + std::to_string(ns));
+        SCOPED_TRACE(name_of(w) + " " + to_string(kind) + " |R|=" + std::to_string(nr) + " |S|=" +
+                     std::to_string(ns));
         JoinInputs in = join_inputs(nr, ns, w, nr * 7 + ns);
         TupleFormat rf{uint8_t(w.key), uint8_t(w.rval)}, sf{uint8_t(w.key), uint8_t(w.sval)};
         HashTable table = ops.rank().alloc_table(MemSpace::Device, kind, rf, nr, 0.5, 1234, "table");
@@ -461,6 +461,72 @@ TEST(CpuHashJoin, LinearTableSlotsFollowTheSharedSlotFunction) {
   uint64_t empty = 0;
   for (uint64_t s = 0; s < t.slots; ++s) empty += load(t.keys, 8, s) == ~0ULL;
   EXPECT_EQ(empty, t.slots - keys.size());
+}
+
+TEST(CpuHashJoin, HashRowIdSlotsHoldTagAndRowIdInTheSharedLayout) {
+  CpuOps ops(1);
+  std::vector<uint64_t> keys{5, 77, 1000, 5, 0xfffffffffffffff0ULL};
+  HashTable t = ops.rank().alloc_table(MemSpace::Device, TableKind::HashRowId, {8, 8}, 5, 0.25, 99, "t");
+  EXPECT_EQ(t.heads->bytes, t.slots * 8) << "8 bytes per slot whatever the tuple width";
+  EXPECT_FALSE(t.keys) << "no copy of the build rows";
+  Tuples r = ops.tuples(keys, {1, 2, 3, 4, 5}, {8, 8});
+  ops.run(BuildOp{r, &t});
+  EXPECT_EQ(t.keys, r.keys);  // row ids index the build relation itself
+  std::map<uint64_t, int> seen;
+  for (uint64_t row = 0; row < keys.size(); ++row) {  // row's word sits in the cluster of its home slot
+    const uint64_t h = table_hash(keys[row], 99);
+    const uint64_t want = uint64_t(tag_of_hash(h)) << 32 | row;
+    uint64_t s = slot_of_hash(h, t.slots), steps = 0;
+    while (data_of<uint64_t>(t.heads)[s] != want && steps++ < t.slots) {
+      EXPECT_NE(data_of<uint64_t>(t.heads)[s], ~0ULL) << "an empty slot before row " << row;
+      s = (s + 1) & (t.slots - 1);
+    }
+    EXPECT_LT(steps, t.slots) << "row " << row << " is not in the table";
+    seen[s] = 1;
+  }
+  uint64_t empty = 0;
+  for (uint64_t s = 0; s < t.slots; ++s) empty += data_of<uint64_t>(t.heads)[s] == ~0ULL;
+  EXPECT_EQ(empty, t.slots - keys.size());
+  EXPECT_EQ(seen.size(), keys.size());
+}
+
+TEST(CpuHashJoin, HashRowIdBuildsInPiecesOfOneRelationOnly) {
+  CpuOps ops(2);
+  JoinInputs a = join_inputs(5000, 7000, {4, 8, 4}, 11);
+  Tuples r = ops.tuples(a.rk, a.rv, {4, 8});
+  HashTable t = ops.rank().alloc_table(MemSpace::Device, TableKind::HashRowId, {4, 8}, 5000, 0.5, 7, "t");
+  ops.run(BuildOp{r.slice(0, 1234), &t});
+  ops.run(BuildOp{r.slice(1234, 5000 - 1234), &t});
+  EXPECT_EQ(t.rows, 5000u);
+  const auto want = reference_join(a.rk, a.rv, a.sk, a.sv);
+  JoinOutput out = ops.output(want.size(), {4, 8}, {4, 4});
+  OpResult got = ops.run(ProbeOp{&t, ops.tuples(a.sk, a.sv, {4, 4}), out, 0, OutputMode::CountThenWrite});
+  EXPECT_EQ(got.count, want.size());
+  EXPECT_EQ(CpuOps::rows_of(out, 0, got.count), want);
+  // A table built from a slice that starts mid-relation: row ids count from that slice.
+  HashTable u = ops.rank().alloc_table(MemSpace::Device, TableKind::HashRowId, {4, 8}, 5000, 0.5, 8, "u");
+  ops.run(BuildOp{r.slice(1000, 2000), &u});
+  std::vector<uint64_t> rk(a.rk.begin() + 1000, a.rk.begin() + 3000), rv(a.rv.begin() + 1000, a.rv.begin() + 3000);
+  EXPECT_EQ(ops.run(ProbeOp{&u, ops.tuples(a.sk, a.sv, {4, 4}), JoinOutput{}, 0, OutputMode::CountOnly}).count,
+            reference_join(rk, rv, a.sk, a.sv).size());
+  // Rows of another relation, or a gap in this one: row ids would be ambiguous.
+  for (Tuples bad : {ops.tuples(a.rk, a.rv, {4, 8}).slice(3000, 10), r.slice(3001, 10)}) {
+    try {
+      ops.run(BuildOp{bad, &u});
+      FAIL() << "a build that does not continue the table's relation was accepted";
+    } catch (const RuntimeError& e) {
+      EXPECT_NE(std::string(e.what()).find("hash_rowid"), std::string::npos) << e.what();
+    }
+  }
+  // More rows than slots.
+  JoinInputs big = join_inputs(u.slots + 1, 0, {4, 8, 4}, 3);
+  u.rows = 0;
+  try {
+    ops.run(BuildOp{ops.tuples(big.rk, big.rv, {4, 8}), &u});
+    FAIL() << "overfull build accepted";
+  } catch (const RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find("full"), std::string::npos) << e.what();
+  }
 }
 
 TEST(CpuHashJoin, SecondBuildAddsToTheTableAndAFullTableIsAnError) {

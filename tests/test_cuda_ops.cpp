@@ -132,6 +132,25 @@ TEST(CudaOps, PartitionOneAndTwoPassesMatchCpuPerPartition) {
                   "/" + std::to_string(vb));
 }
 
+// Two passes in one operator (W1's 15 and 16 radix bits): joint histogram (its counts fit shared
+// memory) or not (16 bits of 16-byte tuples, 4-byte tuples at 16 bits), skewed and dense keys.
+TEST(CudaOps, TwoPassPartitionWithDeviceLayoutMatchesCpu) {
+  JL_REQUIRE_GPU();
+  for (uint64_t n : {uint64_t(1), uint64_t(777), uint64_t(1500000), uint64_t(4000000)})
+    for (auto [kb, vb] : {std::pair<uint8_t, uint8_t>{4, 4}, {8, 8}})
+      for (uint32_t bits : {15u, 16u})
+        for (KeyDist d : {KeyDist::UniqueDense, KeyDist::Zipf})
+          same_on_both(
+              [&](Rank& rank) {
+                Tuples in = generate(rank, spec("R", n, d, kb, vb, 5), nullptr, "R");
+                Tuples out = rank.alloc_tuples(MemSpace::Device, n, in.fmt, "out");
+                PartitionOp op{in, {}, PartitionFn{PartitionFn::Radix, bits, 0, 0}, out};
+                return partition_observations(rank, out, rank.launch(Stream{0}, op).get().values);
+              },
+              "two-pass partition n " + std::to_string(n) + " bits " + std::to_string(bits) + " widths " +
+                  std::to_string(kb) + "/" + std::to_string(vb) + " " + to_string(d));
+}
+
 TEST(CudaOps, DirectScatterVariantMatchesCpu) {  // cluster option scatter=direct
   JL_REQUIRE_GPU();
   for (uint64_t n : kSizes)
@@ -180,7 +199,7 @@ std::vector<JoinCase> join_cases() {
 }
 std::string name_of(const JoinCase& c) {
   return "widths " + std::to_string(c.kb) + "/" + std::to_string(c.vr) + "/" + std::to_string(c.vs) + " R " +
-         to_string(c.r_dist) + (c.table == TableKind::Chained ? " chained" : " linear") + " mode " +
+         to_string(c.r_dist) + " " + to_string(c.table) + " mode " +
          std::to_string(int(c.mode));
 }
 
@@ -202,25 +221,52 @@ Obs join_observations(Rank& rank, const JoinOutput& out, const OpResult& res, Ou
   return o;
 }
 
+Obs build_and_probe(Rank& rank, const JoinCase& c, uint64_t nr, uint64_t ns, double load_factor = 0.5) {
+  auto [r, s] = join_inputs(rank, c, nr, ns);
+  HashTable t = rank.alloc_table(MemSpace::Device, c.table, r.fmt, r.rows, load_factor, 77, "table");
+  // Two builds into one table: the second appends (a hash + row-id table: the relation's next rows).
+  rank.launch(Stream{0}, BuildOp{r.slice(0, nr / 2), &t}).get();
+  rank.launch(Stream{0}, BuildOp{r.slice(nr / 2, nr - nr / 2), &t}).get();
+  const uint64_t cap = c.mode == OutputMode::CountOnly ? 0 : 8 * ns;
+  JoinOutput out = rank.alloc_output(MemSpace::Device, cap, r.fmt, s.fmt, "out");
+  const OpResult res = rank.launch(Stream{0}, ProbeOp{&t, s, out, 0, c.mode}).get();
+  Obs o = join_observations(rank, out, res, c.mode);
+  o.push_back(t.rows);
+  return o;
+}
+
 TEST(CudaOps, BuildAndProbeMatchCpu) {
   JL_REQUIRE_GPU();
   for (const JoinCase& c : join_cases())
     for (auto [nr, ns] : {std::pair<uint64_t, uint64_t>{1, 1000}, {1000, 50000}, {300000, 900000}})
-      same_on_both(
-          [&](Rank& rank) {
-            auto [r, s] = join_inputs(rank, c, nr, ns);
-            HashTable t = rank.alloc_table(MemSpace::Device, c.table, r.fmt, r.rows, 0.5, 77, "table");
-            // Two builds into one table: the second appends.
-            rank.launch(Stream{0}, BuildOp{r.slice(0, nr / 2), &t}).get();
-            rank.launch(Stream{0}, BuildOp{r.slice(nr / 2, nr - nr / 2), &t}).get();
-            const uint64_t cap = c.mode == OutputMode::CountOnly ? 0 : 8 * ns;
-            JoinOutput out = rank.alloc_output(MemSpace::Device, cap, r.fmt, s.fmt, "out");
-            const OpResult res = rank.launch(Stream{0}, ProbeOp{&t, s, out, 0, c.mode}).get();
-            Obs o = join_observations(rank, out, res, c.mode);
-            o.push_back(t.rows);
-            return o;
-          },
-          "build/probe " + name_of(c) + " |R| " + std::to_string(nr));
+      same_on_both([&](Rank& rank) { return build_and_probe(rank, c, nr, ns); },
+                   "build/probe " + name_of(c) + " |R| " + std::to_string(nr));
+}
+
+TEST(CudaOps, HashRowIdBuildAndProbeMatchCpu) {  // 4-byte hash + 4-byte row id slots
+  JL_REQUIRE_GPU();
+  for (JoinCase c : join_cases()) {
+    if (c.table != TableKind::LinearProbing) continue;
+    c.table = TableKind::HashRowId;
+    for (auto [nr, ns] : {std::pair<uint64_t, uint64_t>{1, 1000}, {1000, 50000}, {300000, 900000}})
+      for (double lf : {0.5, 0.9})
+        same_on_both([&](Rank& rank) { return build_and_probe(rank, c, nr, ns, lf); },
+                     "build/probe " + name_of(c) + " |R| " + std::to_string(nr) + " load factor " + std::to_string(lf));
+  }
+  // A build that does not continue the table's relation is refused before any kernel runs.
+  const Obs refused = test::on_backend("cuda", [&](Rank& rank) {
+    const JoinCase c{4, 4, 4, KeyDist::UniqueDense, TableKind::HashRowId, OutputMode::Direct};
+    auto [r, s] = join_inputs(rank, c, 1000, 10);
+    HashTable t = rank.alloc_table(MemSpace::Device, c.table, r.fmt, r.rows, 0.5, 1, "table");
+    rank.launch(Stream{0}, BuildOp{r.slice(0, 100), &t}).get();
+    try {
+      rank.launch(Stream{0}, BuildOp{r.slice(200, 100), &t}).get();
+    } catch (const RuntimeError& e) {
+      return Obs{std::string(e.what()).find("hash_rowid") != std::string::npos ? 1u : 2u, t.rows};
+    }
+    return Obs{0, t.rows};
+  });
+  EXPECT_EQ(refused, (Obs{1, 100}));
 }
 
 TEST(CudaOps, DirectOutputOverflowReportsTrueCount) {

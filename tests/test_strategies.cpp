@@ -162,6 +162,29 @@ TEST_F(Strategies, OutputModesAndTables) {
   }
 }
 
+TEST_F(Strategies, HashRowIdTableAcrossDistributionsWidthsAndOutputs) {
+  std::vector<Workload> workloads;
+  workloads.push_back(pk_fk(5000, 20000, 4, 0.1));  // match rate 0.1
+  Workload sparse = pk_fk(5000, 20000, 8, 1.0);     // 8-byte keys over the whole key width
+  sparse.r.dist = KeyDist::UniqueSparse;
+  workloads.push_back(sparse);
+  for (double z : {0.5, 1.0, 1.5}) workloads.push_back(pk_fk(5000, 20000, 4, 1.0, z));  // Zipf probe side
+  workloads.push_back(pk_fk(3000, 7001, 8, 0.1, 1.0, {8}, {4}));
+  workloads.push_back(pk_fk(3000, 7001, 4, 0.1, 0.5, {8, 8}, {4, 8}));  // late materialization
+  workloads.push_back(uniform_both(2000, 3000, 200, 8));                 // many-to-many
+  for (auto& w : workloads)
+    for (std::string output : {"count_then_write", "direct"}) {
+      expect_correct(point("npj", w, {{"output", output}, {"table", "hash_rowid"}}));
+      expect_correct(point("chunked", w, {{"output", output}, {"table", "hash_rowid"}, {"chunk_rows", "777"}}));
+    }
+  expect_correct(point("npj", workloads[0], {{"table", "hash_rowid"}, {"load_factor", "0.9"}}));
+  expect_correct(point("shuffle", workloads[1], {{"table", "hash_rowid"}}, {1, 2}));
+  // phj's two passes as one operator (partition_ops=merged) on every width.
+  for (auto& w : workloads) expect_correct(point("phj", w, {{"partition_ops", "merged"}, {"radix_bits", "12"}}));
+  // phj's per-partition tables stay linear probing for it (see phj_join).
+  expect_correct(point("shuffle", workloads[1], {{"table", "hash_rowid"}, {"local_join", "phj"}}, {2, 1}));
+}
+
 TEST_F(Strategies, CountOnlyReportsTheCountWithoutChecksum) {
   const Workload w = pk_fk(3000, 8000, 4, 0.5);
   const uint64_t want = expected_result(w).digest.count;

@@ -22,10 +22,17 @@ struct PartitionFn {
 
 // Home slot of a key in a table of `slots` (a power of two). Uses the high bits of a
 // multiplicative hash, so it stays independent of the low radix bits that partitioned the input.
-JL_HD uint64_t table_slot(uint64_t key, uint64_t seed, uint64_t slots) {
+JL_HD uint64_t table_hash(uint64_t key, uint64_t seed) {
   uint64_t h = (key ^ seed) * 0x9e3779b97f4a7c15ULL;
   h ^= h >> 29;
-  return (h * 0xbf58476d1ce4e5b9ULL >> 20) & (slots - 1);
+  return h * 0xbf58476d1ce4e5b9ULL;
 }
+JL_HD uint64_t slot_of_hash(uint64_t h, uint64_t slots) { return (h >> 20) & (slots - 1); }
+JL_HD uint64_t table_slot(uint64_t key, uint64_t seed, uint64_t slots) {
+  return slot_of_hash(table_hash(key, seed), slots);
+}
+// The 32-bit tag a hash + row-id table stores for a key: the low bits of the same hash, so the
+// tag tells apart most keys that share a cluster (their slots come from bits 20 and up).
+JL_HD uint32_t tag_of_hash(uint64_t h) { return uint32_t(h); }
 
 }  // namespace joinlab

@@ -28,18 +28,28 @@ enum class OpKind : uint8_t {
 const char* to_string(OpKind k);
 
 
-enum class TableKind : uint8_t { LinearProbing, Chained };
+enum class TableKind : uint8_t { LinearProbing, Chained, HashRowId };
+const char* to_string(TableKind k);  // "linear", "chained", "hash_rowid"
 // A hash table in some memory space. Layout (both backends):
 //  LinearProbing: keys[slots] (empty = all-ones), vals[slots]
 //  Chained: heads[buckets] (uint32 row index, all-ones = none), next[rows], keys[rows], vals[rows]
+//  HashRowId (gao2021's local join table): heads[slots] of uint64 words, tag << 32 | row id
+//    (tag = tag_of_hash(table_hash(key)), empty = all-ones), linear probing from
+//    slot_of_hash(table_hash(key)); 8 bytes per slot whatever the tuple width. Row id i is row
+//    base + i of keys/vals: the build relation itself, which Build points the table at (not a
+//    copy: the strategy keeps the relation alive while the table is probed).
 struct HashTable {
   TableKind kind = TableKind::LinearProbing;
   TupleFormat fmt;
-  uint64_t slots = 0;   // LinearProbing slots, or Chained buckets (power of two)
+  uint64_t slots = 0;   // LinearProbing / HashRowId slots, or Chained buckets (power of two)
   uint64_t rows = 0;    // tuples inserted
   Buffer keys, vals, heads, next;
   uint64_t hash_seed = 0;
+  uint64_t base = 0;    // HashRowId: element offset of row id 0 in keys/vals
 };
+// A Build into a HashRowId table: points it at `in` (its first Build) or checks that `in`
+// continues the relation it points at (later ones); throws RuntimeError naming the mismatch.
+void attach_rowid_relation(HashTable& t, const Tuples& in);
 // Bytes a table for `rows` tuples needs at `load_factor` (slots = next power of two >= rows / lf).
 uint64_t hash_table_slots(uint64_t rows, double load_factor);
 uint64_t hash_table_bytes(TableKind kind, TupleFormat fmt, uint64_t rows, double load_factor);
@@ -72,6 +82,9 @@ using OpResultPtr = std::shared_ptr<OpResult>;
 //    probes linearly; Chained pushes row i onto heads[table_slot(...)] through next[].
 //    A Build into a table with rows == 0 clears it first; a Build into one with rows > 0 adds
 //    to it (rows [table->rows, table->rows + in.rows) of a Chained table's arrays).
+//    HashRowId inserts tag << 32 | (table->rows + i) for input row i; a Build with rows == 0
+//    sets keys/vals/base to `in`'s, one with rows > 0 must continue that relation (same
+//    buffers, in.offset == base + rows). Probing compares the tag, then the key at the row id.
 struct GenerateOp {  // keys and values of rows [first_row, first_row + out.rows)
   RelationSpec spec;
   const RelationSpec* referenced = nullptr;  // ForeignKey: the relation it references
@@ -114,7 +127,7 @@ struct PartitionedJoinOp {
   JoinOutput out;
   uint64_t out_first = 0;
   OutputMode mode = OutputMode::CountThenWrite;
-  TableKind table = TableKind::LinearProbing;
+  TableKind table = TableKind::LinearProbing;  // per-partition tables; HashRowId runs as LinearProbing
 };
 struct SortOp {  // out = in sorted by key (stable for Merge)
   Tuples in, out;
@@ -196,6 +209,9 @@ struct PackChunksOp {
 class StreamProgress {
  public:
   explicit StreamProgress(size_t rings);
+  ~StreamProgress();
+  StreamProgress(const StreamProgress&) = delete;
+  StreamProgress& operator=(const StreamProgress&) = delete;
   size_t rings() const { return n_; }
   uint64_t consumed(size_t ring) const;        // chunks of `ring` released so far (monotonic)
   void release(size_t ring, uint64_t chunks);  // the consumer is done with the first `chunks`
@@ -203,14 +219,15 @@ class StreamProgress {
   bool cancelled() const;
   // The words behind it, for backends whose consumer is not a host thread (a GPU kernel writes
   // `consumed` and reads `cancel` through mapped host memory: cudaHostRegister them). Accessed
-  // atomically: 64-bit consumed counts, a 32-bit cancel word.
-  uint64_t* consumed_words() { return consumed_.get(); }
-  int* cancel_word() { return &cancelled_; }
+  // atomically: 64-bit consumed counts, a 32-bit cancel word. Both lie in words_bytes() bytes
+  // on pages of their own (registering pins whole pages: no other allocation shares them).
+  uint64_t* consumed_words() { return words_; }
+  int* cancel_word() { return reinterpret_cast<int*>(words_ + n_); }
+  size_t words_bytes() const { return bytes_; }
 
  private:
-  size_t n_;
-  std::unique_ptr<uint64_t[]> consumed_;  // accessed atomically
-  int cancelled_ = 0;
+  size_t n_, bytes_;
+  uint64_t* words_;  // n_ consumed counts, then the cancel word; accessed atomically
 };
 
 // The persistent consumer of one receiver. Ring (s, q) = s * parts + q carries the chunks of local

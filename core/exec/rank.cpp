@@ -40,6 +40,8 @@ HashTable Rank::alloc_table(MemSpace space, TableKind kind, TupleFormat fmt, uin
   if (kind == TableKind::LinearProbing) {
     t.keys = alloc(space, t.slots * fmt.key_bytes, tag + ".keys");
     t.vals = alloc(space, t.slots * fmt.val_bytes, tag + ".vals");
+  } else if (kind == TableKind::HashRowId) {
+    t.heads = alloc(space, t.slots * sizeof(uint64_t), tag + ".slots");  // keys/vals: set by Build
   } else {
     uint64_t cap = rows ? rows : 1;
     t.heads = alloc(space, t.slots * sizeof(uint32_t), tag + ".heads");

@@ -83,8 +83,18 @@ cpu::ChainedTable<K, V> chained_view(const HashTable& t) {
   return {data_of<uint32_t>(t.heads), data_of<uint32_t>(t.next), data_of<K>(t.keys),
           data_of<V>(t.vals), t.slots, cap, t.hash_seed};
 }
+template <class K, class V>
+cpu::RowIdTable<K, V> rowid_view(const HashTable& t) {
+  return {data_of<uint64_t>(t.heads), data_of<K>(t.keys, t.base), data_of<V>(t.vals, t.base), t.slots, t.hash_seed};
+}
 void check_table(const char* op, const HashTable& t) {
-  if (t.kind == TableKind::LinearProbing) {
+  if (t.kind == TableKind::HashRowId) {
+    check_span(op, "table slots", t.heads, 0, t.slots, 8);
+    if (t.rows) {
+      check_span(op, "table keys (the build relation)", t.keys, t.base, t.rows, t.fmt.key_bytes);
+      check_span(op, "table values (the build relation)", t.vals, t.base, t.rows, t.fmt.val_bytes);
+    }
+  } else if (t.kind == TableKind::LinearProbing) {
     check_span(op, "table keys", t.keys, 0, t.slots, t.fmt.key_bytes);
     check_span(op, "table values", t.vals, 0, t.slots, t.fmt.val_bytes);
   } else {
@@ -162,8 +172,9 @@ struct Executor {
   void operator()(const BuildOp& o) {
     HashTable& t = *o.table;
     check_tuples("build", "in", o.in, o.in.rows);
-    check_table("build", t);
     if (!(t.fmt == o.in.fmt)) throw RuntimeError("build: the table's tuple format differs from the input's");
+    if (t.kind == TableKind::HashRowId) attach_rowid_relation(t, o.in);
+    check_table("build", t);
     with_width(t.fmt.key_bytes, "build: key", [&](auto k) {
       with_width(t.fmt.val_bytes, "build: value", [&](auto v) {
         using K = decltype(k);
@@ -173,6 +184,10 @@ struct Executor {
           auto view = linear_view<K, V>(t);
           if (t.rows == 0) cpu::clear_table(view, threads);
           cpu::build(view, t.rows, o.in.key_ptr<K>(), o.in.val_ptr<V>(), o.in.rows, threads);
+        } else if (t.kind == TableKind::HashRowId) {
+          auto view = rowid_view<K, V>(t);
+          if (t.rows == 0) cpu::clear_table(view, threads);
+          cpu::build(view, t.rows, o.in.rows, threads);
         } else {
           auto view = chained_view<K, V>(t);
           if (t.rows == 0) cpu::clear_table(view, threads);
@@ -200,6 +215,8 @@ struct Executor {
       const VS* pv = o.probe.val_ptr<VS>();
       if (t.kind == TableKind::LinearProbing)
         set_join(result, cpu::probe(linear_view<K, VR>(t), pk, pv, o.probe.rows, sink, threads));
+      else if (t.kind == TableKind::HashRowId)
+        set_join(result, cpu::probe(rowid_view<K, VR>(t), pk, pv, o.probe.rows, sink, threads));
       else
         set_join(result, cpu::probe(chained_view<K, VR>(t), pk, pv, o.probe.rows, sink, threads));
     });
@@ -218,8 +235,10 @@ struct Executor {
       using VR = decltype(vr);
       using VS = decltype(vs);
       auto sink = sink_of<K, VR, VS>("partitioned join", o.out, o.out_first, o.mode, sizeof(K), sizeof(VR), sizeof(VS));
+      // Per-partition tables are the kernel's own: HashRowId ones run as linear probing (as on CUDA).
+      const TableKind kind = o.table == TableKind::HashRowId ? TableKind::LinearProbing : o.table;
       set_join(result, cpu::partitioned_join(r.key_ptr<K>(), r.val_ptr<VR>(), o.r.offsets, s.key_ptr<K>(),
-                                             s.val_ptr<VS>(), o.s.offsets, o.table, sink, threads));
+                                             s.val_ptr<VS>(), o.s.offsets, kind, sink, threads));
     });
   }
 

@@ -65,14 +65,20 @@ void run_chunked(Rank& rank, const JoinJob& job) {
                                         "chunked.staging" + std::to_string(b)));
   auto chunk_rows = [&](uint64_t i) { return std::min(cfg.chunk_rows, s_host.rows - i * cfg.chunk_rows); };
   auto stream_of = [&](uint64_t i) { return Stream{int(i % uint64_t(cfg.streams))}; };
+  // Copies go one at a time (each waits for the previous chunk's): one copy alone runs at the
+  // measured H2D rate, two from different streams at once were measured to share it worse
+  // (experiments/h100/NOTES.md, session 3). Probes still overlap the copies.
+  Event copied;
   auto copy_chunk = [&](uint64_t i) {
     const Stream st = stream_of(i);
     const size_t b = size_t(i % uint64_t(buffers));
     if (released[b].impl()) rank.stream_wait(st, released[b]);
+    if (copied.impl()) rank.stream_wait(st, copied);
     const uint64_t first = i * cfg.chunk_rows, n = chunk_rows(i);
     const TupleFormat f = s_host.fmt;
     rank.copy(st, staging[b].keys, 0, s_host.keys, first * f.key_bytes, n * f.key_bytes);
     rank.copy(st, staging[b].vals, 0, s_host.vals, first * f.val_bytes, n * f.val_bytes);
+    copied = rank.record(st);
   };
 
   OutputSink sink(rank, cfg.output_space, r.fmt, s_host.fmt, "chunked.out");

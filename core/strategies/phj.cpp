@@ -36,7 +36,10 @@ void add_phj_options(po::options_description& d) {
       "passes", int_option("passes", 0, 0, 2),
       "partitioning passes: 1, 2 (second pass with in_segments), or 0 = one up to 2^11 partitions, else two")(
       "partition_budget", int_option("partition_budget", int64_t(kDefaultPartitionBudget), 1024, int64_t(1) << 40),
-      "bytes of R one partition may hold when radix_bits = 0 (per-partition join in shared memory / cache)");
+      "bytes of R one partition may hold when radix_bits = 0 (per-partition join in shared memory / cache)")(
+      "partition_ops", choice_option("partition_ops", {"split", "merged"}, "split"),
+      "two passes as two operators (split: the second with in_segments) or as one on all the radix bits (merged: "
+      "the backend splits it; CUDA counts both passes' digits in one histogram read)");
   add_table_kind_option(d);
   add_output_option(d, "direct");  // rui2017 3.2.2: direct output instead of probing twice
 }
@@ -48,26 +51,31 @@ PhjConfig phj_config(const po::variables_map& vm) {
   c.budget = uint64_t(vm["partition_budget"].as<int64_t>());
   c.table = table_kind(vm);
   c.output = output_mode(vm);
+  c.merged_passes = vm["partition_ops"].as<std::string>() == "merged";
   return c;
 }
 
 namespace {
 
 // One relation's partitioning by the plan. Pass 1 writes into a new buffer; pass 2 partitions
-// every pass-1 partition on its own (in_segments) back into the relation's buffers.
+// every pass-1 partition on its own (in_segments) back into the relation's buffers. With
+// `merged`, both passes are one operator on all the radix bits (the backend splits it in two
+// passes itself; the CUDA one without the host in between and with one histogram read).
 struct RadixPartitioning {
   Tuples in, mid;  // mid: pass 1's output
   Launched pass1, pass2;
+  bool merged = false;
 };
 
-RadixPartitioning start_pass1(Rank& rank, Stream st, Tuples t, const RadixPlan& plan, MemSpace space,
+RadixPartitioning start_pass1(Rank& rank, Stream st, Tuples t, const RadixPlan& plan, bool merged, MemSpace space,
                               const std::string& tag) {
   RadixPartitioning rp;
   rp.in = t;
+  rp.merged = merged && plan.pass2_bits > 0;
   if (plan.passes() == 0) return rp;
   PartitionOp pass1;
   pass1.in = t;
-  pass1.fn = PartitionFn{PartitionFn::Radix, plan.pass1_bits, 0, 0};
+  pass1.fn = PartitionFn{PartitionFn::Radix, plan.pass1_bits + (rp.merged ? plan.pass2_bits : 0), 0, 0};
   pass1.out = rp.mid = rank.alloc_tuples(space, t.rows, t.fmt, tag + ".pass1");
   rp.pass1 = rank.launch(st, pass1);
   return rp;
@@ -75,7 +83,7 @@ RadixPartitioning start_pass1(Rank& rank, Stream st, Tuples t, const RadixPlan& 
 
 // Waits for pass 1's offsets (pass 2's segments) and queues pass 2.
 void start_pass2(Rank& rank, Stream st, RadixPartitioning& rp, const RadixPlan& plan) {
-  if (plan.pass2_bits == 0) return;
+  if (plan.pass2_bits == 0 || rp.merged) return;
   PartitionOp pass2;
   pass2.in = rp.mid;
   pass2.in_segments = rp.pass1.get().values;
@@ -86,7 +94,7 @@ void start_pass2(Rank& rank, Stream st, RadixPartitioning& rp, const RadixPlan& 
 
 Partitioned finish(RadixPartitioning& rp, const RadixPlan& plan) {
   if (plan.passes() == 0) return Partitioned{rp.in, {0, rp.in.rows}};
-  if (plan.pass2_bits == 0) return Partitioned{rp.mid, rp.pass1.get().values};
+  if (plan.pass2_bits == 0 || rp.merged) return Partitioned{rp.mid, rp.pass1.get().values};
   // Segment-major offsets: final partition = pass-1 partition * 2^pass2_bits + pass-2 partition.
   return Partitioned{rp.in, rp.pass2.get().values};
 }
@@ -100,8 +108,14 @@ OutputSink phj_join(Rank& rank, Stream st, Tuples r, Tuples s, const PhjConfig& 
       plan_radix(r.rows, r.fmt.tuple_bytes(), r.fmt.key_bytes, cfg.budget, cfg.radix_bits, cfg.passes);
   // Both relations' passes are queued before the host waits for any offsets, so the device
   // works on S's pass 1 while the host lays out R's pass 2 (no idle gaps between passes).
-  RadixPartitioning rp = start_pass1(rank, st, r, plan, space, "phj.R");
-  RadixPartitioning sp = start_pass1(rank, st, s, plan, space, "phj.S");
+  // Two operators by default, not one on all the bits (partition_ops=merged, which the CUDA
+  // backend runs as two passes with one histogram read, partition.cu): measured on the H100, the
+  // merged partitioning saved 0.35 ms of histograms but spent 0.28 ms laying out its second pass,
+  // and the join over its partition order took 0.6 ms (8+8 B: 2.8 ms) longer
+  // (experiments/h100/NOTES.md, session 3). A forced passes = 2 stays split.
+  const bool merged = cfg.merged_passes && cfg.passes == 0;
+  RadixPartitioning rp = start_pass1(rank, st, r, plan, merged, space, "phj.R");
+  RadixPartitioning sp = start_pass1(rank, st, s, plan, merged, space, "phj.S");
   start_pass2(rank, st, rp, plan);
   start_pass2(rank, st, sp, plan);
   const Partitioned pr = finish(rp, plan);
@@ -111,9 +125,13 @@ OutputSink phj_join(Rank& rank, Stream st, Tuples r, Tuples s, const PhjConfig& 
                        std::to_string(ps.fanout()));
 
   begin_phase(rank, phase_prefix + "join");
+  // A hash + row-id table (asked for by shuffle's npj options) saves memory for a global table;
+  // a per-partition table is private to the join kernel and in cache or shared memory, where the
+  // row-id indirection only adds a load: those are linear-probing tables.
+  const TableKind table = cfg.table == TableKind::HashRowId ? TableKind::LinearProbing : cfg.table;
   return join_into_new_output(rank, st, cfg.output, space, r, s, "phj.out",
                               [&](const JoinOutput& out, uint64_t first, OutputMode mode) -> Op {
-                                return PartitionedJoinOp{pr, ps, out, first, mode, cfg.table};
+                                return PartitionedJoinOp{pr, ps, out, first, mode, table};
                               });
 }
 

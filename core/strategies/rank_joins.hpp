@@ -57,8 +57,9 @@ struct PhjConfig {
   uint64_t budget = kDefaultPartitionBudget;
   TableKind table = TableKind::LinearProbing;
   OutputMode output = OutputMode::CountThenWrite;
+  bool merged_passes = false;  // two passes as one PartitionOp on all the bits (partition_ops=merged)
 };
-void add_phj_options(po::options_description& d);  // radix_bits, passes, partition_budget, table, output
+void add_phj_options(po::options_description& d);  // radix_bits, passes, partition_budget, partition_ops, table, output
 PhjConfig phj_config(const po::variables_map& vm);
 
 // Device-memory bytes phj cannot avoid on these rows: every partitioning pass of the plan reads

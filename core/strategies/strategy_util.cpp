@@ -50,7 +50,10 @@ void add_table_kind_option(po::options_description& d) {
 }
 
 void add_table_options(po::options_description& d) {
-  add_table_kind_option(d);
+  // Global tables (one per rank) may also be hash + row-id tables; per-partition ones (phj) not.
+  d.add_options()("table", choice_option("table", {"linear", "chained", "hash_rowid"}, "linear"),
+                  "hash table: linear (open addressing, linear probing), chained (bucket heads + chain array) "
+                  "or hash_rowid (linear probing over 4-byte hash + 4-byte row id slots, gao2021)");
   d.add_options()("load_factor", fraction_option("load_factor", 0.5, 0.0, 0.9),
                   "rows / slots of the hash table (slots rounded up to a power of two); 0.5 as in gao2021");
 }
@@ -63,7 +66,9 @@ OutputMode output_mode(const po::variables_map& vm) {
 }
 
 TableKind table_kind(const po::variables_map& vm) {
-  return vm["table"].as<std::string>() == "chained" ? TableKind::Chained : TableKind::LinearProbing;
+  const std::string& v = vm["table"].as<std::string>();
+  if (v == "hash_rowid") return TableKind::HashRowId;
+  return v == "chained" ? TableKind::Chained : TableKind::LinearProbing;
 }
 
 double load_factor(const po::variables_map& vm) { return vm["load_factor"].as<double>(); }

@@ -78,8 +78,18 @@ struct ChainedTable {
   uint64_t seed = 0;
 };
 
+template <class K, class V>
+struct RowIdTable {
+  uint64_t* words = nullptr;  // slots entries: tag << 32 | row id, all-ones = empty
+  const K* keys = nullptr;    // the build relation: row id i is keys[i], vals[i]
+  const V* vals = nullptr;
+  uint64_t slots = 0;  // power of two
+  uint64_t seed = 0;
+};
+
 template <class K, class V> void clear_table(const LinearTable<K, V>& t, int threads);
 template <class K, class V> void clear_table(const ChainedTable<K, V>& t, int threads);
+template <class K, class V> void clear_table(const RowIdTable<K, V>& t, int threads);
 // Inserts rows into a table that already holds `present` rows (0 after clear_table). Throws
 // std::length_error when they do not fit.
 template <class K, class V>
@@ -88,8 +98,14 @@ void build(const LinearTable<K, V>& t, uint64_t present, const K* keys, const V*
 template <class K, class V>
 void build(const ChainedTable<K, V>& t, uint64_t present, const K* keys, const V* vals,
            uint64_t rows, int threads);
+// Inserts rows [present, present + rows) of the table's relation (t.keys + present, ...).
+template <class K, class V>
+void build(const RowIdTable<K, V>& t, uint64_t present, uint64_t rows, int threads);
 template <class K, class VR, class VS>
 JoinCount probe(const LinearTable<K, VR>& t, const K* keys, const VS* vals, uint64_t rows,
+                const JoinSink<K, VR, VS>& out, int threads);
+template <class K, class VR, class VS>
+JoinCount probe(const RowIdTable<K, VR>& t, const K* keys, const VS* vals, uint64_t rows,
                 const JoinSink<K, VR, VS>& out, int threads);
 template <class K, class VR, class VS>
 JoinCount probe(const ChainedTable<K, VR>& t, const K* keys, const VS* vals, uint64_t rows,

@@ -169,6 +169,35 @@ inline void probe_linear_rows(const LinearTable<K, VR>& t, Slot slot, const K* k
   }
 }
 
+// Probing a hash + row-id table: a slot's tag is compared first, the build key (fetched by
+// row id) only on a tag match. Stops at an empty slot or after `slots` steps (a full table).
+template <class K, class VR, class VS, class Emit>
+inline void probe_rowid_rows(const RowIdTable<K, VR>& t, const K* keys, const VS* vals, uint64_t b, uint64_t e,
+                             bool prefetch, Emit& emit) {
+  const uint64_t mask = t.slots - 1;
+  uint64_t home[kGroup];
+  uint32_t tag[kGroup];
+  for (uint64_t i = b; i < e; i += kGroup) {
+    const int n = int(std::min<uint64_t>(kGroup, e - i));
+    for (int j = 0; j < n; ++j) {
+      const uint64_t h = table_hash(uint64_t(keys[i + j]), t.seed);
+      home[j] = slot_of_hash(h, t.slots);
+      tag[j] = tag_of_hash(h);
+      if (prefetch) __builtin_prefetch(&t.words[home[j]]);
+    }
+    for (int j = 0; j < n; ++j) {
+      const K k = keys[i + j];
+      uint64_t s = home[j];
+      for (uint64_t step = 0; step < t.slots; ++step) {
+        const uint64_t w = t.words[s];
+        if (w == ~uint64_t(0)) break;
+        if (uint32_t(w >> 32) == tag[j] && t.keys[uint32_t(w)] == k) emit(k, t.vals[uint32_t(w)], vals[i + j]);
+        s = (s + 1) & mask;
+      }
+    }
+  }
+}
+
 template <class K, class VR, class VS, class Slot, class Emit>
 inline void probe_chained_rows(const ChainedTable<K, VR>& t, Slot slot, const K* keys, const VS* vals,
                                uint64_t b, uint64_t e, bool prefetch, Emit& emit) {

@@ -1,6 +1,9 @@
 #include "kernels/cuda/cuda_check.hpp"
 
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <utility>
 
 namespace joinlab::cuda {
 
@@ -13,6 +16,18 @@ namespace joinlab::cuda {
   if (!context.empty()) msg += " (" + context + ")";
   msg += ": " + std::string(cudaGetErrorString(err)) + " [" + cudaGetErrorName(err) + "]";
   throw RuntimeError(msg);
+}
+
+void raise_shared_memory_limit(const void* kernel, size_t bytes) {
+  static std::mutex mu;
+  static std::map<std::pair<const void*, int>, size_t> limit;  // (kernel, device) -> bytes set
+  int device = 0;
+  JL_CUDA_CHECK(cudaGetDevice(&device));
+  std::lock_guard<std::mutex> g(mu);
+  size_t& now = limit[{kernel, device}];
+  if (bytes <= now) return;
+  JL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  now = bytes;
 }
 
 }  // namespace joinlab::cuda

@@ -35,10 +35,13 @@ inline unsigned grid_for(uint64_t items, unsigned per_block, unsigned max_blocks
 
 // Raises a kernel's dynamic shared memory limit when it (with its static shared memory) may
 // need more than the default 48 KB.
+// The limit is an attribute of the kernel on the device, shared by every rank (thread) using
+// that GPU, so it only ever grows: one rank lowering it between another's set and launch would
+// fail that launch with "invalid argument".
+void raise_shared_memory_limit(const void* kernel, size_t bytes);  // cuda_check.cpp
 template <class Kernel>
 void allow_shared_memory(Kernel kernel, size_t bytes) {
-  if (bytes > 32 * 1024)
-    JL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  if (bytes > 32 * 1024) raise_shared_memory_limit(reinterpret_cast<const void*>(kernel), bytes);
 }
 
 // Asks for the largest shared-memory carveout, so that several blocks of a kernel with a large

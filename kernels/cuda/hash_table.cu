@@ -36,6 +36,21 @@ __global__ void build_chained_kernel(ChainedTableRef<K, V> t, uint64_t present, 
   }
 }
 
+template <class K, class V>
+__global__ void build_rowid_kernel(RowIdTableRef<K, V> t, uint64_t present, uint64_t rows) {
+  const uint64_t mask = t.slots - 1;
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < rows; i += uint64_t(gridDim.x) * blockDim.x) {
+    const uint64_t row = present + i;
+    const uint64_t h = table_hash(uint64_t(t.keys[row]), t.seed);
+    const uint64_t w = uint64_t(tag_of_hash(h)) << 32 | row;
+    uint64_t s = slot_of_hash(h, t.slots);
+    for (uint64_t step = 0; step < t.slots; ++step) {
+      if (atomic_cas(&t.words[s], ~uint64_t(0), w) == ~uint64_t(0)) break;
+      s = (s + 1) & mask;
+    }
+  }
+}
+
 template <class K, class VR, class VS, class Table, bool kWrite>
 __global__ void __launch_bounds__(kProbeThreads) probe_kernel(Table t, const K* keys, const VS* vals, uint64_t rows,
                                                               JoinSinkRef<K, VR, VS> sink, uint64_t* unit_counts,
@@ -111,6 +126,19 @@ void clear_table(KernelContext& ctx, const ChainedTableRef<K, V>& t) {
 }
 
 template <class K, class V>
+void clear_table(KernelContext& ctx, const RowIdTableRef<K, V>& t) {
+  JL_CUDA_CHECK(cudaMemsetAsync(t.words, 0xff, t.slots * sizeof(uint64_t), ctx.stream()));
+}
+
+template <class K, class V>
+void build(KernelContext& ctx, const RowIdTableRef<K, V>& t, uint64_t present, uint64_t rows) {
+  if (!rows) return;
+  build_rowid_kernel<K, V><<<grid_for(rows, 256, ctx.info().sm_count * 16), 256, 0, ctx.stream()>>>(t, present, rows);
+  JL_CUDA_LAUNCHED("build_rowid_kernel");
+  ctx.mark("build_rowid_kernel");
+}
+
+template <class K, class V>
 void build(KernelContext& ctx, const LinearTableRef<K, V>& t, const K* keys, const V* vals, uint64_t rows) {
   if (!rows) return;
   build_linear_kernel<K, V><<<grid_for(rows, 256, ctx.info().sm_count * 16), 256, 0, ctx.stream()>>>(t, keys, vals, rows);
@@ -141,15 +169,25 @@ void probe(KernelContext& ctx, const ChainedTableRef<K, VR>& t, const K* keys, c
   probe_impl(ctx, t, keys, vals, rows, sink, d_words);
 }
 
+template <class K, class VR, class VS>
+void probe(KernelContext& ctx, const RowIdTableRef<K, VR>& t, const K* keys, const VS* vals, uint64_t rows,
+           const JoinSinkRef<K, VR, VS>& sink, uint64_t* d_words) {
+  probe_impl(ctx, t, keys, vals, rows, sink, d_words);
+}
+
 #define JL_TABLE(K, V)                                                                                        \
   template void clear_table<K, V>(KernelContext&, const LinearTableRef<K, V>&);                               \
   template void clear_table<K, V>(KernelContext&, const ChainedTableRef<K, V>&);                              \
   template void build<K, V>(KernelContext&, const LinearTableRef<K, V>&, const K*, const V*, uint64_t);       \
-  template void build<K, V>(KernelContext&, const ChainedTableRef<K, V>&, uint64_t, const K*, const V*, uint64_t);
+  template void build<K, V>(KernelContext&, const ChainedTableRef<K, V>&, uint64_t, const K*, const V*, uint64_t); \
+  template void clear_table<K, V>(KernelContext&, const RowIdTableRef<K, V>&);                                \
+  template void build<K, V>(KernelContext&, const RowIdTableRef<K, V>&, uint64_t, uint64_t);
 #define JL_PROBE(K, VR, VS)                                                                                   \
   template void probe<K, VR, VS>(KernelContext&, const LinearTableRef<K, VR>&, const K*, const VS*, uint64_t, \
                                  const JoinSinkRef<K, VR, VS>&, uint64_t*);                                   \
   template void probe<K, VR, VS>(KernelContext&, const ChainedTableRef<K, VR>&, const K*, const VS*, uint64_t,\
+                                 const JoinSinkRef<K, VR, VS>&, uint64_t*);                                   \
+  template void probe<K, VR, VS>(KernelContext&, const RowIdTableRef<K, VR>&, const K*, const VS*, uint64_t,  \
                                  const JoinSinkRef<K, VR, VS>&, uint64_t*);
 JL_TABLE(uint32_t, uint32_t)
 JL_TABLE(uint32_t, uint64_t)

@@ -41,6 +41,27 @@ __device__ __forceinline__ void walk(const ChainedTableRef<K, V>& t, K k, uint64
     if (__ldg(&t.keys[row]) == k) f(__ldg(&t.vals[row]));
 }
 
+template <class K, class V>
+__device__ __forceinline__ uint64_t home_of(const RowIdTableRef<K, V>& t, K k) {
+  return slot_of_hash(table_hash(uint64_t(k), t.seed), t.slots);
+}
+template <class K, class V>
+__device__ __forceinline__ uint64_t peek(const RowIdTableRef<K, V>& t, uint64_t home) {
+  return __ldg(reinterpret_cast<const ull*>(&t.words[home]));
+}
+// Tag first; the build key (a dependent load by row id) only for slots whose tag matches.
+template <class K, class V, class F>
+__device__ __forceinline__ void walk(const RowIdTableRef<K, V>& t, K k, uint64_t slot, uint64_t first, F&& f) {
+  const uint64_t mask = t.slots - 1;
+  const uint32_t tag = tag_of_hash(table_hash(uint64_t(k), t.seed));
+  uint64_t w = first;
+  for (uint64_t step = 0; w != ~uint64_t(0) && step < t.slots; ++step) {
+    if (uint32_t(w >> 32) == tag && __ldg(&t.keys[uint32_t(w)]) == k) f(__ldg(&t.vals[uint32_t(w)]));
+    slot = (slot + 1) & mask;
+    w = __ldg(reinterpret_cast<const ull*>(&t.words[slot]));
+  }
+}
+
 // d_words[kCountWord] = offsets[n - 1] + counts[n - 1] (the total of a count pass).
 __global__ void total_of_counts_kernel(const uint64_t* counts, const uint64_t* offsets, uint64_t n, uint64_t* d_words);
 

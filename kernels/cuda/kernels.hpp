@@ -120,9 +120,22 @@ struct ChainedTableRef {
   uint64_t seed;
 };
 template <class K, class V>
+struct RowIdTableRef {
+  uint64_t* words;  // slots entries: tag << 32 | row id, all-ones = empty
+  const K* keys;    // the build relation: row id i is keys[i], vals[i]
+  const V* vals;
+  uint64_t slots;  // power of two
+  uint64_t seed;
+};
+template <class K, class V>
 void clear_table(KernelContext& ctx, const LinearTableRef<K, V>& t);
 template <class K, class V>
 void clear_table(KernelContext& ctx, const ChainedTableRef<K, V>& t);
+template <class K, class V>
+void clear_table(KernelContext& ctx, const RowIdTableRef<K, V>& t);
+// Inserts rows present .. present + rows - 1 of the table's relation.
+template <class K, class V>
+void build(KernelContext& ctx, const RowIdTableRef<K, V>& t, uint64_t present, uint64_t rows);
 template <class K, class V>
 void build(KernelContext& ctx, const LinearTableRef<K, V>& t, const K* keys, const V* vals, uint64_t rows);
 // Rows land at present .. present + rows - 1 of the chained table's arrays.
@@ -145,6 +158,9 @@ void probe(KernelContext& ctx, const LinearTableRef<K, VR>& t, const K* keys, co
            uint64_t rows, const JoinSinkRef<K, VR, VS>& sink, uint64_t* d_words);
 template <class K, class VR, class VS>
 void probe(KernelContext& ctx, const ChainedTableRef<K, VR>& t, const K* keys, const VS* vals,
+           uint64_t rows, const JoinSinkRef<K, VR, VS>& sink, uint64_t* d_words);
+template <class K, class VR, class VS>
+void probe(KernelContext& ctx, const RowIdTableRef<K, VR>& t, const K* keys, const VS* vals,
            uint64_t rows, const JoinSinkRef<K, VR, VS>& sink, uint64_t* d_words);
 template <class K, class VR, class VS>
 void partitioned_join(KernelContext& ctx, const K* r_keys, const VR* r_vals,

@@ -278,13 +278,131 @@ __global__ void histogram_global_kernel(const K* keys, uint64_t rows, PartitionF
     atomic_add(&d_counts[fn(uint64_t(keys[i]))], 1);
 }
 
-// One histogram + scan + scatter pass with fanout <= max_one_pass_bits.
+// --- two passes with one histogram read (partition_joint) ----------------------------------
+// The first pass's histogram kernel also counts every (high digit, low digit) pair, per group of
+// first-pass blocks: group h = first-pass blocks [h * B / H, (h + 1) * B / H) (block layout as
+// in a one-pass partition). First-pass block j writes its rows of high partition q to one
+// contiguous region, so the rows of q that group h wrote are contiguous too, and a second-pass
+// block that covers whole groups of a segment has a histogram that is the sum of their joint
+// counts: no second histogram pass over the keys. The second pass's block layout (cut at group
+// boundaries, about rows_per_block rows each) is computed on the device, so the host never
+// waits between the passes.
+
+constexpr int kJointThreads = 1024;
+
+// Block h of H: first-pass blocks [h * nblocks / H, (h + 1) * nblocks / H) of one segment.
+// hist1: the first pass's per-block histogram (layout of partition_histogram_kernel);
+// joint[(h * F1 + q) * F2 + d]: rows of the group with high digit q and low digit d.
+template <class K>
+__global__ void __launch_bounds__(kJointThreads) joint_histogram_kernel(const K* keys, const PartBlock* blocks,
+                                                                        uint32_t nblocks, PartitionFn high,
+                                                                        PartitionFn low, uint64_t* hist1,
+                                                                        uint32_t* joint) {
+  extern __shared__ uint32_t jc[];  // F1 * F2 joint counts, then F1 block counts
+  const uint32_t f1 = high.fanout(), f2 = low.fanout(), cells = f1 * f2;
+  uint32_t* c1 = jc + cells;
+  for (uint32_t i = threadIdx.x; i < cells; i += blockDim.x) jc[i] = 0;
+  const uint32_t h = blockIdx.x, groups = gridDim.x;
+  const uint32_t j0 = uint32_t(uint64_t(h) * nblocks / groups), j1 = uint32_t(uint64_t(h + 1) * nblocks / groups);
+  for (uint32_t j = j0; j < j1; ++j) {
+    for (uint32_t p = threadIdx.x; p < f1; p += blockDim.x) c1[p] = 0;
+    __syncthreads();
+    const PartBlock b = blocks[j];
+    constexpr int kUnroll = 4;
+    uint64_t i = b.begin + threadIdx.x;
+    for (; i + (kUnroll - 1) * kJointThreads < b.end; i += kUnroll * kJointThreads) {
+      K k[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) k[u] = keys[i + u * kJointThreads];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const uint32_t q = high(uint64_t(k[u]));
+        atomicAdd(&c1[q], 1u);
+        atomicAdd(&jc[q * f2 + low(uint64_t(k[u]))], 1u);
+      }
+    }
+    for (; i < b.end; i += kJointThreads) {
+      const uint32_t q = high(uint64_t(keys[i]));
+      atomicAdd(&c1[q], 1u);
+      atomicAdd(&jc[q * f2 + low(uint64_t(keys[i]))], 1u);
+    }
+    __syncthreads();
+    const uint64_t base = uint64_t(f1) * b.first_block + (j - b.first_block);
+    for (uint32_t p = threadIdx.x; p < f1; p += blockDim.x) hist1[base + uint64_t(p) * b.nblocks] = c1[p];
+  }
+  __syncthreads();
+  for (uint32_t i = threadIdx.x; i < cells; i += blockDim.x) joint[uint64_t(h) * cells + i] = jc[i];
+}
+
+struct GroupRange {
+  uint32_t segment, h0, h1;  // second-pass block: groups [h0, h1) of segment (high partition)
+};
+
+// One thread per high partition q (f1 <= blockDim.x): cuts q's rows of the first pass's output
+// at group boundaries into blocks of at least rows_per_block rows (the last may be smaller; an
+// empty q gets one empty block), so at most rows / rows_per_block + f1 blocks in all. Fills
+// max_blocks entries: the unused ones are empty blocks of their own (zero histogram, no rows).
+__global__ void joint_layout_kernel(const uint64_t* scanned1, uint32_t nblocks1, uint32_t groups, uint32_t f1,
+                                    uint64_t total, uint64_t rows_per_block, uint32_t max_blocks, PartBlock* blocks,
+                                    GroupRange* ranges, uint32_t* seg_first, uint32_t* seg_blocks) {
+  using Scan = cub::BlockScan<uint32_t, kJointThreads>;
+  __shared__ typename Scan::TempStorage scan_storage;
+  __shared__ uint32_t used;
+  const uint32_t q = threadIdx.x;
+  // Start of group h's rows of q in the first pass's output (h = groups: the end of q).
+  auto bound = [&](uint32_t h) -> uint64_t {
+    const uint64_t at = uint64_t(q) * nblocks1 + uint64_t(h) * nblocks1 / groups;
+    return at < uint64_t(f1) * nblocks1 ? scanned1[at] : total;
+  };
+  auto walk = [&](auto&& emit) {
+    uint64_t start = bound(0);
+    uint32_t h0 = 0, n = 0;
+    for (uint32_t h = 1; h <= groups; ++h) {
+      const uint64_t b = bound(h);
+      if (b - start >= rows_per_block || h == groups) {
+        emit(n++, start, b, h0, h);
+        start = b;
+        h0 = h;
+      }
+    }
+    return n;
+  };
+  uint32_t nb = 0;
+  if (q < f1) nb = walk([](uint32_t, uint64_t, uint64_t, uint32_t, uint32_t) {});
+  uint32_t first = 0, all = 0;
+  Scan(scan_storage).ExclusiveSum(nb, first, all);
+  if (q < f1) {
+    seg_first[q] = first;
+    seg_blocks[q] = nb;
+    walk([&](uint32_t i, uint64_t b, uint64_t e, uint32_t h0, uint32_t h1) {
+      blocks[first + i] = PartBlock{b, e, first, nb};
+      ranges[first + i] = GroupRange{q, h0, h1};
+    });
+  }
+  if (q == 0) used = all;
+  __syncthreads();
+  for (uint32_t b = used + q; b < max_blocks; b += blockDim.x) {
+    blocks[b] = PartBlock{0, 0, b, 1};
+    ranges[b] = GroupRange{0, 0, 0};
+  }
+}
+
+// Second-pass histogram of block blockIdx.x: the sum of its groups' joint counts.
+__global__ void joint_sum_kernel(const PartBlock* blocks, const GroupRange* ranges, const uint32_t* joint,
+                                 uint32_t f1, uint32_t f2, uint64_t* hist2) {
+  const PartBlock b = blocks[blockIdx.x];
+  const GroupRange r = ranges[blockIdx.x];
+  const uint64_t base = uint64_t(f2) * b.first_block + (blockIdx.x - b.first_block);
+  for (uint32_t d = threadIdx.x; d < f2; d += blockDim.x) {
+    uint64_t sum = 0;
+    for (uint32_t h = r.h0; h < r.h1; ++h) sum += joint[(uint64_t(h) * f1 + r.segment) * f2 + d];
+    hist2[base + uint64_t(d) * b.nblocks] = sum;
+  }
+}
+
+// Rows per scatter block: about three blocks per resident block slot, whole tiles, at least two.
 template <class K, class V>
-void partition_one_pass(KernelContext& ctx, const K* in_k, const V* in_v, const std::vector<uint64_t>& segments,
-                        PartitionFn fn, K* out_k, V* out_v, uint64_t* d_offsets) {
-  const uint32_t fanout = fn.fanout();
-  const uint32_t nseg = uint32_t(segments.size() - 1);
-  const uint64_t total = segments.back() - segments.front();
+uint64_t scatter_rows_per_block(KernelContext& ctx, uint32_t fanout, uint64_t total) {
   const size_t smem = scatter_smem(fanout, sizeof(K), sizeof(V), ctx.aligned_scatter);
   auto scatter = ctx.aligned_scatter ? partition_scatter_kernel<K, V, true> : partition_scatter_kernel<K, V, false>;
   allow_shared_memory(scatter, smem);
@@ -294,11 +412,37 @@ void partition_one_pass(KernelContext& ctx, const K* in_k, const V* in_v, const 
   constexpr uint32_t kTile = scatter_tile(sizeof(K), sizeof(V));
   JL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, scatter, threads, smem));
   const uint64_t target_blocks = uint64_t(ctx.info().sm_count) * uint64_t(std::max(per_sm, 1)) * 3;
-  const uint64_t rows_per_block =
-      std::max<uint64_t>(2 * kTile, (total / target_blocks + kTile - 1) / kTile * kTile);
+  return std::max<uint64_t>(2 * kTile, (total / target_blocks + kTile - 1) / kTile * kTile);
+}
 
-  std::vector<PartBlock> blocks;
-  std::vector<uint32_t> seg_first(nseg), seg_blocks(nseg);
+// Scan of the per-block histogram `hist` (n entries), scatter over `nblocks` blocks, and the
+// (segment, partition) offsets.
+template <class K, class V>
+void scan_and_scatter(KernelContext& ctx, const K* in_k, const V* in_v, const PartBlock* d_blocks, uint32_t nblocks,
+                      PartitionFn fn, uint64_t* hist, uint64_t hist_n, const uint32_t* d_seg_first,
+                      const uint32_t* d_seg_blocks, uint32_t nseg, uint64_t total, K* out_k, V* out_v,
+                      uint64_t* d_offsets, uint64_t* scanned) {
+  const uint32_t fanout = fn.fanout();
+  const size_t smem = scatter_smem(fanout, sizeof(K), sizeof(V), ctx.aligned_scatter);
+  auto scatter = ctx.aligned_scatter ? partition_scatter_kernel<K, V, true> : partition_scatter_kernel<K, V, false>;
+  constexpr int threads = scatter_threads(sizeof(K), sizeof(V));
+  exclusive_scan(ctx, hist, scanned, hist_n);
+  // The scan is over this call's rows, so offsets start at 0 = out row of the first segment.
+  scatter<<<nblocks, threads, smem, ctx.stream()>>>(in_k, in_v, d_blocks, fn, scanned, out_k, out_v);
+  JL_CUDA_LAUNCHED("partition_scatter_kernel");
+  ctx.mark("partition_scatter_kernel");
+  partition_offsets_kernel<<<grid_for(uint64_t(nseg) * fanout + 1, 256, 1024), 256, 0, ctx.stream()>>>(
+      scanned, d_seg_first, d_seg_blocks, nseg, fanout, total, d_offsets);
+  JL_CUDA_LAUNCHED("partition_offsets_kernel");
+  ctx.mark("partition_offsets_kernel");
+}
+
+// Blocks of about rows_per_block rows over each segment (at least one per segment).
+void layout_blocks(const std::vector<uint64_t>& segments, uint64_t rows_per_block, std::vector<PartBlock>& blocks,
+                   std::vector<uint32_t>& seg_first, std::vector<uint32_t>& seg_blocks) {
+  const uint32_t nseg = uint32_t(segments.size() - 1);
+  seg_first.resize(nseg);
+  seg_blocks.resize(nseg);
   for (uint32_t s = 0; s < nseg; ++s) {
     const uint64_t b = segments[s], e = segments[s + 1];
     const uint32_t nb = uint32_t(std::max<uint64_t>(1, (e - b + rows_per_block - 1) / rows_per_block));
@@ -307,27 +451,99 @@ void partition_one_pass(KernelContext& ctx, const K* in_k, const V* in_v, const 
     for (uint32_t j = 0; j < nb; ++j)
       blocks.push_back({std::min(e, b + j * rows_per_block), std::min(e, b + (j + 1) * rows_per_block), seg_first[s], nb});
   }
+}
+
+// Shared memory of joint_histogram_kernel, or 0 where its counts do not fit a block.
+size_t joint_smem(const DeviceInfo& info, PartitionFn high, PartitionFn low) {
+  const size_t smem = (size_t(high.fanout()) * low.fanout() + high.fanout()) * sizeof(uint32_t);
+  return smem + kStaticSmemReserve <= info.smem_per_block_optin ? smem : 0;
+}
+
+// Two passes (high digits, then low digits) over one segment with no host wait between them.
+// smem > 0: joint counts (one histogram read); smem = 0 (the joint counts would not fit shared
+// memory): the second pass has its own histogram kernel, over blocks cut at first-pass block
+// boundaries.
+template <class K, class V>
+void partition_two_pass(KernelContext& ctx, const K* in_k, const V* in_v, uint64_t first_row, uint64_t rows,
+                        PartitionFn high, PartitionFn low, size_t smem, K* out_k, V* out_v, uint64_t* d_offsets) {
+  const uint32_t f1 = high.fanout(), f2 = low.fanout();
+  K* tmp_k = ctx.scratch_array<K>(rows);
+  V* tmp_v = ctx.scratch_array<V>(rows);
+  // Pass 1 over [first_row, first_row + rows) into tmp (rows from 0).
+  std::vector<PartBlock> blocks1;
+  std::vector<uint32_t> seg_first1, seg_blocks1;
+  layout_blocks({first_row, first_row + rows}, scatter_rows_per_block<K, V>(ctx, f1, rows), blocks1, seg_first1,
+                seg_blocks1);
+  const uint32_t nb1 = uint32_t(blocks1.size());
+  const uint32_t groups = smem ? std::min<uint32_t>(nb1, uint32_t(ctx.info().sm_count)) : nb1;
+  const PartBlock* d_blocks1 = ctx.upload(blocks1);
+  uint64_t* hist1 = ctx.scratch_array<uint64_t>(uint64_t(f1) * nb1);
+  uint64_t* scanned1 = ctx.scratch_array<uint64_t>(uint64_t(f1) * nb1);
+  uint32_t* joint = nullptr;
+  if (smem) {
+    joint = ctx.scratch_array<uint32_t>(uint64_t(groups) * f1 * f2);
+    allow_shared_memory(joint_histogram_kernel<K>, smem);
+    joint_histogram_kernel<K><<<groups, kJointThreads, smem, ctx.stream()>>>(in_k, d_blocks1, nb1, high, low, hist1,
+                                                                            joint);
+    JL_CUDA_LAUNCHED("joint_histogram_kernel");
+    ctx.mark("joint_histogram_kernel");
+  } else {
+    partition_histogram_kernel<K><<<nb1, kPartThreads, f1 * sizeof(uint32_t), ctx.stream()>>>(in_k, d_blocks1, high,
+                                                                                             hist1);
+    JL_CUDA_LAUNCHED("partition_histogram_kernel");
+    ctx.mark("partition_histogram_kernel");
+  }
+  uint64_t* mid = ctx.scratch_array<uint64_t>(f1 + 1);
+  scan_and_scatter(ctx, in_k, in_v, d_blocks1, nb1, high, hist1, uint64_t(f1) * nb1, ctx.upload(seg_first1),
+                   ctx.upload(seg_blocks1), 1, rows, tmp_k, tmp_v, mid, scanned1);
+  // Pass 2: each high partition of tmp on the low digits, blocks laid out on the device.
+  const uint64_t rpb2 = scatter_rows_per_block<K, V>(ctx, f2, rows);
+  const uint32_t max_blocks = uint32_t(rows / rpb2 + f1 + 1);
+  PartBlock* blocks2 = ctx.scratch_array<PartBlock>(max_blocks);
+  GroupRange* ranges = ctx.scratch_array<GroupRange>(max_blocks);
+  uint32_t* seg_first2 = ctx.scratch_array<uint32_t>(f1);
+  uint32_t* seg_blocks2 = ctx.scratch_array<uint32_t>(f1);
+  joint_layout_kernel<<<1, kJointThreads, 0, ctx.stream()>>>(scanned1, nb1, groups, f1, rows, rpb2, max_blocks,
+                                                              blocks2, ranges, seg_first2, seg_blocks2);
+  JL_CUDA_LAUNCHED("joint_layout_kernel");
+  ctx.mark("joint_layout_kernel");
+  uint64_t* hist2 = ctx.scratch_array<uint64_t>(uint64_t(f2) * max_blocks);
+  if (smem) {
+    joint_sum_kernel<<<max_blocks, 256, 0, ctx.stream()>>>(blocks2, ranges, joint, f1, f2, hist2);
+    JL_CUDA_LAUNCHED("joint_sum_kernel");
+    ctx.mark("joint_sum_kernel");
+  } else {
+    partition_histogram_kernel<K><<<max_blocks, kPartThreads, f2 * sizeof(uint32_t), ctx.stream()>>>(tmp_k, blocks2,
+                                                                                                   low, hist2);
+    JL_CUDA_LAUNCHED("partition_histogram_kernel");
+    ctx.mark("partition_histogram_kernel");
+  }
+  scan_and_scatter(ctx, tmp_k, tmp_v, blocks2, max_blocks, low, hist2, uint64_t(f2) * max_blocks, seg_first2,
+                   seg_blocks2, f1, rows, out_k, out_v, d_offsets, ctx.scratch_array<uint64_t>(uint64_t(f2) * max_blocks));
+}
+
+// One histogram + scan + scatter pass with fanout <= max_one_pass_bits.
+template <class K, class V>
+void partition_one_pass(KernelContext& ctx, const K* in_k, const V* in_v, const std::vector<uint64_t>& segments,
+                        PartitionFn fn, K* out_k, V* out_v, uint64_t* d_offsets) {
+  const uint32_t fanout = fn.fanout();
+  const uint32_t nseg = uint32_t(segments.size() - 1);
+  const uint64_t total = segments.back() - segments.front();
+  const uint64_t rows_per_block = scatter_rows_per_block<K, V>(ctx, fanout, total);
+
+  std::vector<PartBlock> blocks;
+  std::vector<uint32_t> seg_first, seg_blocks;
+  layout_blocks(segments, rows_per_block, blocks, seg_first, seg_blocks);
   const uint64_t hist_n = uint64_t(fanout) * blocks.size();
   PartBlock* d_blocks = ctx.upload(blocks);
-  uint32_t* d_seg_first = ctx.upload(seg_first);
-  uint32_t* d_seg_blocks = ctx.upload(seg_blocks);
   uint64_t* hist = ctx.scratch_array<uint64_t>(hist_n);
-  uint64_t* scanned = ctx.scratch_array<uint64_t>(hist_n);
 
   partition_histogram_kernel<K><<<unsigned(blocks.size()), kPartThreads, fanout * sizeof(uint32_t), ctx.stream()>>>(
       in_k, d_blocks, fn, hist);
   JL_CUDA_LAUNCHED("partition_histogram_kernel");
   ctx.mark("partition_histogram_kernel");
-  exclusive_scan(ctx, hist, scanned, hist_n);
-  // The scan is over this call's rows, so offsets start at 0 = out row of segments.front().
-  scatter<<<unsigned(blocks.size()), threads, smem, ctx.stream()>>>(in_k, in_v, d_blocks, fn, scanned, out_k,
-                                                                        out_v);
-  JL_CUDA_LAUNCHED("partition_scatter_kernel");
-  ctx.mark("partition_scatter_kernel");
-  partition_offsets_kernel<<<grid_for(uint64_t(nseg) * fanout + 1, 256, 1024), 256, 0, ctx.stream()>>>(
-      scanned, d_seg_first, d_seg_blocks, nseg, fanout, total, d_offsets);
-  JL_CUDA_LAUNCHED("partition_offsets_kernel");
-  ctx.mark("partition_offsets_kernel");
+  scan_and_scatter(ctx, in_k, in_v, d_blocks, uint32_t(blocks.size()), fn, hist, hist_n, ctx.upload(seg_first),
+                   ctx.upload(seg_blocks), nseg, total, out_k, out_v, d_offsets, ctx.scratch_array<uint64_t>(hist_n));
 }
 
 }  // namespace
@@ -378,6 +594,14 @@ void partition(KernelContext& ctx, const K* in_k, const V* in_v, const std::vect
   high.bits = fn.bits - low.bits;
   high.shift = fn.shift + low.bits;
   const uint64_t rows = segments.back() - segments.front();
+  // One segment split in exactly two passes: no host wait (partition_two_pass), and one
+  // histogram read where the joint counts fit shared memory. Otherwise (several segments, or
+  // more than two passes) pass 1 on its own, then pass 2 laid out on the host from its offsets.
+  if (segments.size() == 2 && high.bits <= one_pass && high.fanout() <= uint32_t(kJointThreads) && rows > 0) {
+    partition_two_pass(ctx, in_k, in_v, segments.front(), rows, high, low,
+                       joint_smem(ctx.info(), high, low), out_k, out_v, d_offsets);
+    return;
+  }
   const uint64_t nseg = segments.size() - 1;
   K* tmp_k = ctx.scratch_array<K>(rows);
   V* tmp_v = ctx.scratch_array<V>(rows);
