@@ -35,6 +35,7 @@ struct Calibration {
   std::map<std::string, std::vector<OpSample>> ops;
   std::map<std::string, std::vector<OpSample>> links;
   std::string machine;  // what it ran on
+  std::map<std::string, std::string> skipped;  // link -> why it was not measured
 };
 
 // Runs the micro-benchmarks (InputError on bad options, RuntimeError if the backend fails).

@@ -42,11 +42,14 @@ const ModelSpec* find_model_spec(const std::string& name) {
 
 namespace {
 
-const char* table_suffix(TableKind k) { return k == TableKind::LinearProbing ? "linear" : "chained"; }
+// Open-addressing tables (key or hash + row id in the slot) share the linear model: one slot
+// probe per row, plus for hash + row id one read of the build key (not calibrated apart).
+const char* table_suffix(TableKind k) { return k == TableKind::Chained ? "chained" : "linear"; }
 
 double table_bytes(const HashTable& t) {
   const double tb = t.fmt.tuple_bytes();
   if (t.kind == TableKind::LinearProbing) return double(t.slots) * tb;
+  if (t.kind == TableKind::HashRowId) return double(t.slots) * 8;  // 4-byte hash + 4-byte row id
   return double(t.slots) * 4 + double(std::max<uint64_t>(t.rows, 1)) * (4 + tb);
 }
 

@@ -3,13 +3,24 @@
 // total, with the relative error.
 //
 //   joinlab validate FILE [--backend cpu|cuda] [--profile P] [--max-error X] [--section.key=value ...]
+//   joinlab validate FILE --measured CSV [--out OUT.csv] [--profile P] [--max-error X] [overrides]
 //
 // --profile defaults to the experiment's cluster.profile. --max-error (a fraction, e.g. 0.1)
 // makes the command fail (exit 3) when a total is predicted worse than that.
+//
+// With --measured, nothing runs on the hardware: the measurements are the rows of a CSV that
+// `joinlab run FILE` wrote on it (the device machine has no SimGrid). Each row is matched to the
+// experiment's point with the same experiment name, strategy and sweep values (the CSV's
+// experiment, strategy and swept columns; its point column must agree), that point is simulated,
+// and the comparison table is printed and written to --out (default: <output_dir>/<name>-validate.csv)
+// with one row per phase and one per total.
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 #include "core/common/error.hpp"
@@ -25,6 +36,8 @@ namespace {
 struct ValidateArgs {
   RunArgs run;
   std::string profile;
+  std::string measured;  // CSV of `joinlab run` on the hardware
+  std::string out;       // comparison CSV (--measured)
   double max_error = -1;
 };
 
@@ -47,6 +60,10 @@ ValidateArgs parse(const std::vector<std::string>& args) {
     };
     if (take("--profile")) {
       v.profile = value;
+    } else if (take("--measured")) {
+      v.measured = value;
+    } else if (take("--out")) {
+      v.out = value;
     } else if (take("--max-error")) {
       try {
         size_t used = 0;
@@ -60,6 +77,7 @@ ValidateArgs parse(const std::vector<std::string>& args) {
     }
   }
   v.run = parse_run_args(rest);
+  if (!v.out.empty() && v.measured.empty()) throw InputError("validate: --out goes with --measured CSV");
   return v;
 }
 
@@ -76,10 +94,265 @@ std::string err(double predicted, double measured) {
   return o.str();
 }
 
+// --- measured CSV ---------------------------------------------------------------------------
+
+// One CSV file as rows of named cells (RFC 4180 quoting, as report.cpp writes it).
+struct CsvTable {
+  std::string file;
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+  std::vector<int> lines;  // file line of each row
+  int column(const std::string& name) const {
+    for (size_t i = 0; i < header.size(); ++i)
+      if (header[i] == name) return int(i);
+    return -1;
+  }
+  std::string cell(size_t row, const std::string& name) const {
+    const int c = column(name);
+    return c >= 0 && size_t(c) < rows[row].size() ? rows[row][size_t(c)] : "";
+  }
+};
+
+CsvTable read_csv(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError("validate: cannot read the measured CSV " + path);
+  std::stringstream buf;
+  buf << in.rdbuf();
+  const std::string text = buf.str();
+  CsvTable t;
+  t.file = path;
+  std::vector<std::string> record;
+  std::string field;
+  bool quoted = false, any = false;
+  int line = 1, record_line = 1;
+  auto end_record = [&] {
+    record.push_back(field);
+    field.clear();
+    if (t.header.empty()) {
+      t.header = record;
+    } else if (!(record.size() == 1 && record[0].empty())) {
+      if (record.size() != t.header.size())
+        throw InputError("validate: " + path + ":" + std::to_string(record_line) + ": " + std::to_string(record.size()) +
+                         " fields, the header has " + std::to_string(t.header.size()));
+      t.rows.push_back(record);
+      t.lines.push_back(record_line);
+    }
+    record.clear();
+    any = false;
+  };
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (!any) record_line = line;
+    any = true;
+    if (quoted) {
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') {
+        field += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        if (c == '\n') ++line;
+        field += c;
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      record.push_back(field);
+      field.clear();
+    } else if (c == '\n') {
+      ++line;
+      end_record();
+    } else if (c != '\r') {
+      field += c;
+    }
+  }
+  if (quoted) throw InputError("validate: " + path + ": a quoted field is never closed");
+  if (any) end_record();
+  if (t.header.empty()) throw InputError("validate: " + path + " is empty");
+  for (const char* need : {"experiment", "point", "swept", "strategy", "total_s", "r_rows", "s_rows", "ranks"})
+    if (t.column(need) < 0)
+      throw InputError("validate: " + path + " has no column '" + need + "': not a CSV written by joinlab run");
+  return t;
+}
+
+// The CSV column of a phase, as report.cpp names it: phase_<name>_s, other characters as '_'.
+std::string phase_column(const std::string& name) {
+  std::string c = "phase_";
+  for (char ch : name) c += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+  return c + "_s";
+}
+
+double number_cell(const CsvTable& t, size_t row, const std::string& column) {
+  const std::string v = t.cell(row, column);
+  try {
+    size_t used = 0;
+    const double x = std::stod(v, &used);
+    if (used == v.size() && std::isfinite(x)) return x;
+  } catch (...) {
+  }
+  throw InputError("validate: " + t.file + ":" + std::to_string(t.lines[row]) + ": " + column + " = '" + v +
+                   "': not a number");
+}
+
+struct Comparison {
+  std::string experiment, swept, strategy, phase;
+  int point = 0, ranks = 0;
+  uint64_t r_rows = 0, s_rows = 0;
+  double measured = 0, predicted = 0;
+};
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+void write_comparison(const std::string& path, const std::vector<Comparison>& rows) {
+  std::ofstream out(path);
+  if (!out) throw RuntimeError("validate: cannot write " + path);
+  out << "experiment,point,swept,strategy,ranks,r_rows,s_rows,phase,measured_s,predicted_s,error\n";
+  out << std::setprecision(9);
+  for (auto& r : rows) {
+    out << csv_field(r.experiment) << "," << r.point << "," << csv_field(r.swept) << "," << r.strategy << "," << r.ranks
+        << "," << r.r_rows << "," << r.s_rows << "," << csv_field(r.phase) << "," << r.measured << "," << r.predicted
+        << ",";
+    if (r.measured > 0) out << (r.predicted - r.measured) / r.measured;
+    out << "\n";
+  }
+  if (!out) throw RuntimeError("validate: writing " + path + " failed");
+}
+
+// Every row of the CSV against the simulation of its point.
+int validate_measured(const ValidateArgs& v, const ExperimentPlan& plan) {
+  const CsvTable csv = read_csv(v.measured);
+  std::vector<Comparison> table;
+  double worst = 0;
+  size_t matched = 0;
+  std::cout << "validate " << plan.name << " (" << plan.file << ") against " << v.measured << ": " << csv.rows.size()
+            << " measured row(s), " << plan.points.size() << " point(s)\n";
+  for (size_t row = 0; row < csv.rows.size(); ++row) {
+    const std::string where = v.measured + ":" + std::to_string(csv.lines[row]);
+    if (csv.cell(row, "experiment") != plan.name) {
+      std::cout << "\n" << where << ": experiment '" << csv.cell(row, "experiment") << "', not " << plan.name
+                << ": skipped\n";
+      continue;
+    }
+    // The point with the row's strategy, sweep values and point number, whose options, sizes and
+    // shape are the row's too (a row of a run with other overrides matches nothing).
+    const PlannedPoint* pp = nullptr;
+    size_t index = 0;
+    std::string why = "no point of " + plan.file + " has strategy " + csv.cell(row, "strategy") + " and sweep values '" +
+                      csv.cell(row, "swept") + "'";
+    for (size_t i = 0; i < plan.points.size() && !pp; ++i) {
+      const RunPoint& p = plan.points[i].run;
+      if (p.strategy != csv.cell(row, "strategy") || plan.points[i].label() != csv.cell(row, "swept")) continue;
+      std::string options;
+      for (auto& [k, val] : p.strategy_options) options += (options.empty() ? "" : ";") + k + "=" + val;
+      std::ostringstream mine, theirs;
+      mine << "point " << i + 1 << ", |R| = " << p.workload.r.rows << ", |S| = " << p.workload.s.rows << ", "
+           << p.cluster.shape.nodes << " x " << p.cluster.shape.per_node << " ranks, options '" << options << "'";
+      theirs << "point " << csv.cell(row, "point") << ", |R| = " << csv.cell(row, "r_rows") << ", |S| = "
+             << csv.cell(row, "s_rows") << ", " << csv.cell(row, "nodes") << " x " << csv.cell(row, "ranks_per_node")
+             << " ranks, options '" << csv.cell(row, "strategy_options") << "'";
+      if (mine.str() == theirs.str()) {
+        pp = &plan.points[i];
+        index = i;
+      } else {
+        why = "the row has " + theirs.str() + "; the experiment's " + mine.str();
+      }
+    }
+    if (!pp) {
+      std::cout << "\n" << where << ": " << why << ": skipped\n";
+      continue;
+    }
+    const RunPoint& real = pp->run;
+    RunPoint sim = real;
+    sim.backend = "sim";
+    sim.verify = false;
+    sim.repeat = 1;
+    if (!v.profile.empty()) sim.cluster.profile = v.profile;
+    if (sim.cluster.profile.empty())
+      throw InputError("validate: no profile to simulate with: give --profile (e.g. the output of joinlab calibrate) "
+                       "or cluster.profile in the experiment");
+    validate_point(sim);
+    std::cerr << "validate: row " << (row + 1) << "/" << csv.rows.size() << ": simulating point " << index + 1
+              << " with profile " << sim.cluster.profile << "\n";
+    const RunOutcome predicted = run_point(sim);
+    ++matched;
+
+    std::cout << "\npoint " << index + 1 << ": " << real.strategy << ", " << real.cluster.shape.size() << " rank(s), |R| = "
+              << real.workload.r.rows << ", |S| = " << real.workload.s.rows
+              << (pp->label().empty() ? "" : ", " + pp->label()) << " (" << where << ")\n";
+    std::cout << "  " << std::left << std::setw(28) << "phase" << std::right << std::setw(14) << "measured ms"
+              << std::setw(15) << "predicted ms" << std::setw(10) << "error" << "\n";
+    Comparison base;
+    base.experiment = plan.name;
+    base.point = int(index) + 1;
+    base.swept = pp->label();
+    base.strategy = real.strategy;
+    base.ranks = real.cluster.shape.size();
+    base.r_rows = real.workload.r.rows;
+    base.s_rows = real.workload.s.rows;
+    auto line = [&](const std::string& phase, double measured, double pred) {
+      std::cout << "  " << std::left << std::setw(28) << phase << std::right << std::setw(14) << ms(measured)
+                << std::setw(15) << ms(pred) << std::setw(10) << err(pred, measured) << "\n";
+      Comparison c = base;
+      c.phase = phase;
+      c.measured = measured;
+      c.predicted = pred;
+      table.push_back(c);
+    };
+    // Timed phases in the order the simulation ran them, then any only the hardware had.
+    std::vector<std::string> done;
+    for (auto& q : predicted.phases) {
+      if (!timed_phase(q.name)) continue;
+      const std::string col = phase_column(q.name);
+      done.push_back(col);
+      line(q.name, csv.column(col) >= 0 && !csv.cell(row, col).empty() ? number_cell(csv, row, col) : 0.0, q.seconds);
+    }
+    for (size_t c = 0; c < csv.header.size(); ++c) {
+      const std::string& col = csv.header[c];
+      if (col.rfind("phase_", 0) != 0 || csv.rows[row][c].empty()) continue;
+      if (col == phase_column(kGeneratePhase) || col == phase_column(kVerifyPhase)) continue;
+      if (std::find(done.begin(), done.end(), col) != done.end()) continue;
+      line(col.substr(6, col.size() - 8) + " (not simulated)", number_cell(csv, row, col), 0.0);
+    }
+    const double measured_total = number_cell(csv, row, "total_s");
+    line("total", measured_total, predicted.total_seconds);
+    if (csv.column("count") >= 0 && !csv.cell(row, "count").empty() &&
+        csv.cell(row, "count") != std::to_string(predicted.digest.count))
+      std::cout << "  match count: measured " << csv.cell(row, "count") << ", predicted " << predicted.digest.count << "\n";
+    if (measured_total > 0) worst = std::max(worst, std::fabs(predicted.total_seconds - measured_total) / measured_total);
+  }
+  if (matched == 0)
+    throw InputError("validate: no row of " + v.measured + " belongs to experiment " + plan.name + " (" + plan.file + ")");
+  const std::string out = !v.out.empty() ? v.out : plan.output_dir + "/" + plan.name + "-validate.csv";
+  const std::filesystem::path dir = std::filesystem::path(out).parent_path();
+  std::error_code ec;
+  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+  write_comparison(out, table);
+  std::cout << "\nworst total error: " << std::fixed << std::setprecision(1) << 100 * worst << "% over " << matched
+            << " row(s); table written to " << out << "\n";
+  if (v.max_error > 0 && worst > v.max_error) {
+    std::ostringstream m;
+    m << "validate: worst total error " << std::fixed << std::setprecision(1) << 100 * worst << "% exceeds --max-error "
+      << 100 * v.max_error << "%";
+    throw VerificationError(m.str());
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 int validate_main(const std::vector<std::string>& args) {
   ValidateArgs v = parse(args);
+  if (!v.measured.empty()) {
+    // Only simulated here: the hardware backend of the file need not exist in this build.
+    std::vector<Override> overrides = v.run.overrides;
+    overrides.push_back({"experiment.backend", "sim"});
+    return validate_measured(v, plan_experiment(v.run.file, overrides));
+  }
   ExperimentPlan plan = plan_experiment(v.run.file, v.run.overrides);
   double worst = 0;
   std::cout << "validate " << plan.name << " (" << plan.file << "): " << plan.points.size() << " point(s)\n";

@@ -17,6 +17,7 @@ packages=(
   libsimgrid-dev            # simulation backend (SimGrid 3.32)
   libopenmpi-dev openmpi-bin  # multi-process ranks
   libucx-dev                # RDMA transport
+  python3-matplotlib        # plots/ (scale-out plot of simulated runs)
 )
 
 missing=()

@@ -477,34 +477,84 @@ ContentPtr merge_contents(const std::vector<ContentPtr>& parts) {
 }
 
 double expected_matches(const KeyContent& r, const KeyContent& s) {
-  double total = 0;
-  for (auto& a : r.parts) {
-    const double na = universe_count(*a.universe, a.constraints);
-    const double da = na > 0 ? double(a.light) / na : 0;
-    for (auto& b : s.parts) {
-      const double nb = universe_count(*b.universe, b.constraints);
-      const double db = nb > 0 ? double(b.light) / nb : 0;
-      std::vector<Constraint> both = a.constraints;
-      bool consistent = true;
-      for (auto& c : b.constraints) consistent = add_constraint(both, c) && consistent;
-      if (consistent && da > 0 && db > 0) total += da * db * intersection_count(*a.universe, *b.universe, both);
-      for (auto& [key, n] : a.heavy)
-        if (db > 0 && satisfies(key, b.constraints)) total += double(n) * db * member_weight(*b.universe, key);
-      for (auto& [key, n] : b.heavy)
-        if (da > 0 && satisfies(key, a.constraints)) total += double(n) * da * member_weight(*a.universe, key);
-      size_t i = 0, j = 0;  // heavy x heavy: both lists sorted by key
-      while (i < a.heavy.size() && j < b.heavy.size()) {
-        if (a.heavy[i].first < b.heavy[j].first) {
-          ++i;
-        } else if (b.heavy[j].first < a.heavy[i].first) {
-          ++j;
-        } else {
-          total += double(a.heavy[i].second) * double(b.heavy[j].second);
-          ++i;
-          ++j;
-        }
+  // Light-row densities of each component, once.
+  auto densities = [](const KeyContent& c) {
+    std::vector<double> d;
+    d.reserve(c.parts.size());
+    for (auto& x : c.parts) {
+      const double n = universe_count(*x.universe, x.constraints);
+      d.push_back(n > 0 ? double(x.light) / n : 0);
+    }
+    return d;
+  };
+  const std::vector<double> dr = densities(r), ds = densities(s);
+  auto pair = [&](size_t i, size_t j) {
+    const Component& a = r.parts[i];
+    const Component& b = s.parts[j];
+    const double da = dr[i], db = ds[j];
+    double total = 0;
+    std::vector<Constraint> both = a.constraints;
+    bool consistent = true;
+    for (auto& c : b.constraints) consistent = add_constraint(both, c) && consistent;
+    if (consistent && da > 0 && db > 0) total += da * db * intersection_count(*a.universe, *b.universe, both);
+    for (auto& [key, n] : a.heavy)
+      if (db > 0 && satisfies(key, b.constraints)) total += double(n) * db * member_weight(*b.universe, key);
+    for (auto& [key, n] : b.heavy)
+      if (da > 0 && satisfies(key, a.constraints)) total += double(n) * da * member_weight(*a.universe, key);
+    size_t x = 0, y = 0;  // heavy x heavy: both lists sorted by key
+    while (x < a.heavy.size() && y < b.heavy.size()) {
+      if (a.heavy[x].first < b.heavy[y].first) {
+        ++x;
+      } else if (b.heavy[y].first < a.heavy[x].first) {
+        ++y;
+      } else {
+        total += double(a.heavy[x].second) * double(b.heavy[y].second);
+        ++x;
+        ++y;
       }
     }
+    return total;
+  };
+  double total = 0;
+  if (r.parts.size() * s.parts.size() <= 256) {
+    for (size_t i = 0; i < r.parts.size(); ++i)
+      for (size_t j = 0; j < s.parts.size(); ++j) total += pair(i, j);
+    return total;
+  }
+  // Co-partitioned contents (a partitioned join's sides) have thousands of components, each
+  // meeting only those of the same partitions: a pair whose constraints put the same function
+  // on different partitions holds no common key (every term above is 0), so only the S
+  // components with r's first constraint's partition, or without that function, are visited.
+  struct Index {
+    std::map<uint32_t, std::vector<size_t>> with;  // by partition
+    std::vector<size_t> without;
+  };
+  std::map<decltype(fn_tuple(PartitionFn{})), Index> indexes;
+  auto index_of = [&](const PartitionFn& fn) -> const Index& {
+    auto key = fn_tuple(fn);
+    auto it = indexes.find(key);
+    if (it != indexes.end()) return it->second;
+    Index& idx = indexes[key];
+    for (size_t j = 0; j < s.parts.size(); ++j) {
+      const Constraint* hit = nullptr;
+      for (auto& c : s.parts[j].constraints)
+        if (same_fn(c.fn, fn)) hit = &c;
+      if (hit) idx.with[hit->part].push_back(j);
+      else idx.without.push_back(j);
+    }
+    return idx;
+  };
+  for (size_t i = 0; i < r.parts.size(); ++i) {
+    const Component& a = r.parts[i];
+    if (a.constraints.empty()) {
+      for (size_t j = 0; j < s.parts.size(); ++j) total += pair(i, j);
+      continue;
+    }
+    const Index& idx = index_of(a.constraints.front().fn);
+    auto hit = idx.with.find(a.constraints.front().part);
+    if (hit != idx.with.end())
+      for (size_t j : hit->second) total += pair(i, j);
+    for (size_t j : idx.without) total += pair(i, j);
   }
   return total;
 }

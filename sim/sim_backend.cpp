@@ -112,6 +112,7 @@ std::string serialize(const SimOutcome& o) {
   w.pod(s.operators);
   w.pod(s.transfers);
   w.pod(s.flows);
+  w.pod(s.waits);
   w.pod(s.spans_dropped);
   w.str(s.platform);
   w.str(s.flows_mode);
@@ -155,6 +156,7 @@ SimOutcome deserialize(const std::string& bytes) {
   s.operators = r.pod<uint64_t>();
   s.transfers = r.pod<uint64_t>();
   s.flows = r.pod<uint64_t>();
+  s.waits = r.pod<uint64_t>();
   s.spans_dropped = r.pod<uint64_t>();
   s.platform = r.str();
   s.flows_mode = r.str();
@@ -321,10 +323,10 @@ class SimBackend final : public Backend {
     if (std::getenv("JOINLAB_SIM_VERBOSE") || s.wall_seconds > 5) {
       std::fprintf(stderr,
                    "sim: %s; flows %s: %.6g s simulated in %.2f s wall, %.0f MiB peak; %llu operators, %llu transfers, "
-                   "%llu network flows%s\n",
+                   "%llu network flows, %llu waits%s\n",
                    s.platform.c_str(), s.flows_mode.c_str(), s.simulated_seconds, s.wall_seconds,
                    double(usage.ru_maxrss) / 1024.0, (unsigned long long)s.operators, (unsigned long long)s.transfers,
-                   (unsigned long long)s.flows,
+                   (unsigned long long)s.flows, (unsigned long long)s.waits,
                    s.spans_dropped ? (", " + std::to_string(s.spans_dropped) + " trace spans dropped").c_str() : "");
     }
     if (o.error_kind == 2) throw InputError(o.error);

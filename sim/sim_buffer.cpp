@@ -86,7 +86,7 @@ void RegionMap::write_split(uint64_t first_byte, uint32_t key_bytes, std::shared
   regions_[first_byte] = Region{end, key_bytes, nullptr, std::move(layout)};
 }
 
-ContentPtr RegionMap::read(uint64_t first_byte, uint64_t end_byte, uint32_t* key_bytes) const {
+ContentPtr RegionMap::read(uint64_t first_byte, uint64_t end_byte, uint32_t* key_bytes, bool gaps_unknown) const {
   if (regions_.empty() || end_byte <= first_byte) return nullptr;
   auto it = regions_.upper_bound(first_byte);
   if (it != regions_.begin()) --it;
@@ -105,14 +105,21 @@ ContentPtr RegionMap::read(uint64_t first_byte, uint64_t end_byte, uint32_t* key
     const uint64_t b = it->first;
     const Region& r = it->second;
     kb = r.key_bytes;
-    if (b > at) parts.push_back(unknown_content((b - at) / kb));
+    if (b > at && gaps_unknown) parts.push_back(unknown_content((b - at) / kb));
     const uint64_t lo = std::max(first_byte, b), hi = std::min(end_byte, r.end);
     parts.push_back(r.read_rows(b, (lo - b) / kb, (hi - b) / kb));
     at = hi;
   }
-  if (at < end_byte) parts.push_back(unknown_content((end_byte - at) / kb));
+  if (at < end_byte && gaps_unknown) parts.push_back(unknown_content((end_byte - at) / kb));
   if (key_bytes) *key_bytes = kb;
-  return merge_contents(parts);
+  if (parts.empty()) return nullptr;
+  return parts.size() == 1 ? parts.front() : merge_contents(parts);
+}
+
+ContentPtr RegionMap::at(uint64_t first_byte) const {
+  auto it = regions_.find(first_byte);
+  if (it == regions_.end()) return nullptr;
+  return it->second.read_rows(first_byte, 0, it->second.rows(first_byte));
 }
 
 void MemoryAccount::reserve(MemSpace space, uint64_t bytes, const std::string& tag) {

@@ -36,8 +36,12 @@ class RegionMap {
   void write_split(uint64_t first_byte, uint32_t key_bytes, std::shared_ptr<const SplitLayout> layout);
   // Content of bytes [first, end): null when nothing in the range was ever annotated (not a key
   // column); gaps between annotated regions read as unknown keys.
-  // key_bytes, if given, receives the element width of the annotated rows.
-  ContentPtr read(uint64_t first_byte, uint64_t end_byte, uint32_t* key_bytes = nullptr) const;
+  // key_bytes, if given, receives the element width of the annotated rows. With gaps_unknown =
+  // false, only the annotated rows count (a chunk image: header and values around its keys).
+  ContentPtr read(uint64_t first_byte, uint64_t end_byte, uint32_t* key_bytes = nullptr, bool gaps_unknown = true) const;
+  // The whole content of the region that starts exactly at first_byte (null if none does): what
+  // one put wrote there, even where an older, longer region left a tail behind it.
+  ContentPtr at(uint64_t first_byte) const;
   bool empty() const { return regions_.empty(); }
 
  private:

@@ -15,8 +15,10 @@
 #include <sstream>
 #include <type_traits>
 #include <unordered_map>
+#include <variant>
 
 #include "core/common/error.hpp"
+#include "core/exec/chunk.hpp"
 #include "models/profile.hpp"
 #include "sim/key_content.hpp"
 #include "sim/platform.hpp"
@@ -190,9 +192,10 @@ using TransferPtr = std::shared_ptr<Transfer>;
 // --- streams ---------------------------------------------------------------------------------
 
 struct Item {
-  enum Kind : uint8_t { Operator, Copy, Wait, Send, Recv, Put } kind = Operator;
+  enum Kind : uint8_t { Operator, Copy, Wait, Send, Recv, Put, Streaming } kind = Operator;
   EventPtr done;
   std::shared_ptr<Op> op;  // Operator
+  std::shared_ptr<StreamingOp> sop;  // Streaming
   std::shared_ptr<OpResult> result;
   Buffer buf, other;       // Send/Put: source. Recv: destination. Copy: destination, source
   uint64_t off = 0, other_off = 0, bytes = 0;
@@ -202,15 +205,17 @@ struct Item {
   uint64_t value = 0;
   EventPtr wait_for;       // Wait
   std::string describe() const {
-    static const char* names[] = {"operator", "copy", "wait for an event", "send to", "recv from", "put to"};
+    static const char* names[] = {"operator", "copy", "wait for an event", "send to", "recv from", "put to", ""};
     if (kind == Operator) return std::string("operator ") + to_string(params_of(*op).kind);
+    if (kind == Streaming) return std::string("streaming operator ") + to_string(params_of(*sop).kind);
     if (peer < 0) return names[kind];
     return std::string(names[kind]) + " rank " + std::to_string(peer) + " (tag " + std::to_string(tag) + ")";
   }
 };
 
 struct SimStream {
-  enum State : uint8_t { Idle, Busy, AwaitMessage, AwaitEvent } state = Idle;
+  // Consuming: a StreamConsumeOp runs (SimRank::consume advances it).
+  enum State : uint8_t { Idle, Busy, AwaitMessage, AwaitEvent, Consuming } state = Idle;
   std::deque<Item> queue;
   std::vector<Item> running;  // one item, or back-to-back sends to one peer
   sg4::ActivityPtr activity;  // the SimGrid activity it waits for (Busy), if any
@@ -225,7 +230,6 @@ struct SimStream {
 struct Window {
   Buffer buf;
   std::vector<uint64_t> flags;
-  std::vector<bool> changed;
 };
 
 // --- the node-aggregated network --------------------------------------------------------------
@@ -288,6 +292,8 @@ class SimRank final : public Rank {
   Event put(Stream s, int peer, int window, uint64_t remote_off, const Buffer& src, uint64_t off, uint64_t bytes,
             uint32_t flag, uint64_t value) override;
   uint64_t read_flag(int window, uint32_t flag) override;
+  Launched launch_streaming(Stream s, StreamingOp op) override;
+  void poll_pause() override;
 
   std::vector<uint64_t> allgather(const std::vector<uint64_t>& mine) override;
   void barrier() override { allgather({}); }
@@ -320,8 +326,16 @@ class SimRank final : public Rank {
   void finish(SimStream& st, int index);  // the running item(s) of st are done
   bool try_recv(SimStream& st);
   void start_transfer(SimStream& st, int dst, uint64_t bytes);
+  void start_put_transfer(SimStream& st, int peer, uint64_t bytes, bool src_host, bool dst_host);
   void check_peer(int peer, const char* what) const;
   void check_range(const Buffer& b, uint64_t off, uint64_t bytes, const char* what) const;
+  // gpj's persistent consumer (StreamConsumeOp) on stream `index`, advanced by pump().
+  struct Consumer;
+  void start_consumer(SimStream& st, int index);
+  bool consume();  // starts what the consumer can start; true once it is done
+  void consumer_batch_ended();
+  // Waits `seconds` of this rank's CPU time (polls), its streams running on.
+  void pay_polls(double seconds);
 
   SimWorld& world_;
   std::shared_ptr<MemoryAccount> account_;
@@ -336,11 +350,60 @@ class SimRank final : public Rank {
   bool rung_ = false;
   const char* blocked_on_ = nullptr;
   bool flag_changed_ = false;  // rung since block_until last looked
+  uint64_t changes_ = 0;       // rung, or own work done: what a polling loop waits for
+  double poll_debt_ = 0;       // flag reads not yet paid in simulated time
+  std::unique_ptr<Consumer> consumer_;
 };
 
 void SimEvent::wait() {
   if (!done_) owner_->block_until([this] { return done_; }, "an event of its own streams");
 }
+
+// gpj's persistent consumer on one GPU (ops.hpp StreamConsumeOp). Chunks become usable as their
+// puts land (the ring window's flag of a ring holds the sequence number of its last landed
+// chunk); each batch takes every usable chunk at the time it starts (in ring order, S chunks of a
+// partition only once all its R chunks were used) and runs as one execution on the GPU of the
+// modeled cost of its chunks: checksum, then chained build (R) or probe (S) of the chunk's rows at
+// the partition's table size, without the per-launch constant (the kernel is persistent), and at
+// least each partition's rows over its share of the grid (workers). A batch's chunks are released
+// (StreamProgress) when it ends. Output rows fill the staging halves; a full half is copied to
+// host memory over PCIe while the next fills, and the consumer waits when both are full.
+struct SimRank::Consumer {
+  StreamConsumeOp op;
+  OpResultPtr result;
+  int stream = 0;
+  int window = -1;                      // the rings' window
+  size_t rings = 0;
+  std::vector<uint64_t> next;           // per ring: chunks used
+  std::vector<uint64_t> r_total, r_done;  // per partition: R chunks over all rings
+  std::vector<std::vector<ContentPtr>> r_parts;  // per partition: used R chunks' keys
+  std::vector<ContentPtr> r_content;    // per partition: all of R, once complete
+  std::vector<std::vector<size_t>> blocked;  // per partition: rings whose next chunk is S
+  std::vector<HashTable> tables;        // as built: rows = capacity (the cost's table size)
+  std::vector<char> listed;             // per ring: in `look`
+  std::vector<size_t> look;             // rings that may have usable chunks
+  double worker_total = 0;
+  uint64_t remaining = 0;               // chunks not used yet
+  double matches = 0;                   // expected matches so far
+  uint64_t rows_out = 0;                // output rows so far (rounded matches)
+  // The batch in flight.
+  std::vector<std::pair<size_t, uint64_t>> batch;  // (ring, chunks used once it ends)
+  sg4::ExecPtr exec;
+  bool batch_done = false;
+  double batch_begin = 0;
+  uint64_t batch_chunks = 0, batch_rows = 0;
+  // Output: rows in the half being filled, rows of full halves not yet copied, the copy in flight.
+  uint64_t staged = 0, full = 0, flushing = 0, copied = 0;
+  sg4::CommPtr flush;
+  double flush_begin = 0;
+  uint64_t out_row_bytes() const { return op.r_fmt.key_bytes + op.r_fmt.val_bytes + op.s_fmt.val_bytes; }
+  void list(size_t ring) {
+    if (!listed[ring]) {
+      listed[ring] = 1;
+      look.push_back(ring);
+    }
+  }
+};
 
 // --- the world -------------------------------------------------------------------------------
 
@@ -583,9 +646,11 @@ void evaluate(const Op& op, OpResult& r) {
             sim_buffer(o.out.keys).regions.write_split(o.out.offset * o.out.fmt.key_bytes, o.out.fmt.key_bytes, layout);
         } else if constexpr (std::is_same_v<T, BuildOp>) {
           o.table->rows = o.in.rows;
-          if (o.table->keys) sim_buffer(o.table->keys).table = content_or_unknown(o.in);
+          const Buffer& tb = o.table->kind == TableKind::HashRowId ? o.table->heads : o.table->keys;  // the slots
+          if (tb) sim_buffer(tb).table = content_or_unknown(o.in);
         } else if constexpr (std::is_same_v<T, ProbeOp>) {
-          ContentPtr t = o.table->keys ? sim_buffer(o.table->keys).table : nullptr;
+          const Buffer& tb = o.table->kind == TableKind::HashRowId ? o.table->heads : o.table->keys;
+          ContentPtr t = tb ? sim_buffer(tb).table : nullptr;
           join_result(r, t ? expected_matches(*t, *content_or_unknown(o.probe)) : 0.0, o.out, o.out_first, o.mode);
         } else if constexpr (std::is_same_v<T, PartitionedJoinOp>) {
           auto whole = [](const Partitioned& p) {
@@ -631,6 +696,36 @@ bool on_host(const Op& op) {
 
 
 
+// PackChunksOp without data: chunk image i gets, at its first byte, the keys of its rows (the
+// slice of its partition), which its put carries to the receiver's ring slot.
+void evaluate_pack(const PackChunksOp& op, OpResult& r) {
+  const size_t fanout = op.rows.size();
+  if (op.begin.size() != fanout || op.first_seq.size() != fanout)
+    throw RuntimeError("pack_chunks: " + std::to_string(op.begin.size()) + " begins, " + std::to_string(fanout) +
+                       " row counts and " + std::to_string(op.first_seq.size()) +
+                       " sequence numbers do not describe the same partitions");
+  if (op.slot_rows == 0) throw RuntimeError("pack_chunks: slot_rows must be at least 1");
+  const uint64_t slot = chunk_slot_bytes(op.in.fmt, op.slot_rows);
+  uint64_t image = 0;
+  for (size_t p = 0; p < fanout; ++p) {
+    if (op.rows[p] && op.begin[p] + op.rows[p] > op.in.rows)
+      throw RuntimeError("pack_chunks: partition " + std::to_string(p) + " rows [" + std::to_string(op.begin[p]) + ", " +
+                         std::to_string(op.begin[p] + op.rows[p]) + ") lie past the " + std::to_string(op.in.rows) +
+                         " input rows");
+    for (uint64_t first = 0; first < op.rows[p]; first += op.slot_rows, ++image) {
+      const uint64_t n = std::min(op.slot_rows, op.rows[p] - first);
+      const uint64_t at = image * slot;
+      if (!op.out || at + chunk_bytes(op.in.fmt.key_bytes, op.in.fmt.val_bytes, op.slot_rows, n) > op.out->bytes)
+        throw RuntimeError("pack_chunks: chunk image " + std::to_string(image) + " does not fit buffer '" +
+                           (op.out ? op.out->tag : "null") + "' of " + std::to_string(op.out ? op.out->bytes : 0) +
+                           " bytes");
+      ContentPtr keys = op.in.keys ? read_keys(op.in.slice(op.begin[p] + first, n)) : nullptr;
+      sim_buffer(op.out).regions.write(at, op.in.fmt.key_bytes, keys ? keys : unknown_content(n));
+    }
+  }
+  r.count = image;
+}
+
 // --- SimRank ---------------------------------------------------------------------------------
 
 SimRank::SimRank(SimWorld& w, int id, ClusterShape shape) : Rank(id, shape), world_(w) {
@@ -668,6 +763,7 @@ Event SimRank::enqueue(int s, Item item, bool internal) {
 
 void SimRank::ring() {
   flag_changed_ = true;
+  changes_++;
   dirty = true;
   if (blocked_ && bell_ && !rung_) {
     rung_ = true;
@@ -706,6 +802,14 @@ void SimRank::block_until(const std::function<bool()>& pred, const char* what, s
       set.push_back(*extra);
       who.push_back(-2);
     }
+    if (consumer_ && consumer_->exec) {
+      set.push_back(consumer_->exec);
+      who.push_back(-3);
+    }
+    if (consumer_ && consumer_->flush) {
+      set.push_back(consumer_->flush);
+      who.push_back(-4);
+    }
     blocked_ = true;
     blocked_on_ = what;
     world_.blocked++;
@@ -713,6 +817,7 @@ void SimRank::block_until(const std::function<bool()>& pred, const char* what, s
       world_.fail(1, world_.deadlock_report());
       throw SimulationAborted{};
     }
+    world_.stats.waits++;
     const ssize_t i = sg4::Activity::wait_any(set);
     if (blocked_) {
       blocked_ = false;
@@ -725,6 +830,25 @@ void SimRank::block_until(const std::function<bool()>& pred, const char* what, s
       bell_ = nullptr;
     } else if (fired == -2) {
       *extra = nullptr;
+    } else if (fired == -3) {  // a consumer batch ended: pump() releases its chunks
+      consumer_->exec = nullptr;
+      consumer_->batch_done = true;
+      world_.busy--;
+    } else if (fired == -4) {  // a staging half reached host memory
+      Consumer& c = *consumer_;
+      c.flush = nullptr;
+      world_.busy--;
+      if (traced()) {
+        OpParams p;
+        p.kind = OpKind::Copy;
+        p.bytes = std::min(c.flushing, c.op.out.capacity) * c.out_row_bytes();
+        p.mem_src = int(MemSpace::Device);
+        p.mem_dst = int(c.op.out.keys ? c.op.out.keys->space : MemSpace::Pinned);
+        p.detail = "gpj output: staging -> host";
+        span("link pcie d2h", p, c.flush_begin, sg4::Engine::get_clock());
+      }
+      c.copied += c.flushing;
+      c.flushing = 0;
     } else {
       SimStream& st = *streams_[size_t(fired)];
       st.activity = nullptr;
@@ -743,6 +867,7 @@ void SimRank::pump() {
       SimStream* st = streams_[size_t(i)].get();
       if ((st->state == SimStream::AwaitEvent && st->running.front().wait_for->done()) ||
           (messages && st->state == SimStream::AwaitMessage && try_recv(*st)) ||
+          (st->state == SimStream::Consuming && consume()) ||
           (st->state == SimStream::Busy && st->transfer && st->transfer->done)) {
         finish(*st, i);
         progress = true;
@@ -777,6 +902,26 @@ void SimRank::start_transfer(SimStream& st, int dst, uint64_t bytes) {
   }
 }
 
+// A put inside a node whose source or window is host memory goes over PCIe (or stays in host
+// memory), not over NVLink; between nodes it leaves through the rank's NIC as any transfer.
+void SimRank::start_put_transfer(SimStream& st, int peer, uint64_t bytes, bool src_host, bool dst_host) {
+  if (shape().node_of(peer) != node() || (!src_host && !dst_host)) return start_transfer(st, peer, bytes);
+  const Platform& pf = world_.platform;
+  world_.stats.transfers++;
+  st.state = SimStream::Busy;
+  world_.busy++;
+  if (src_host && dst_host) {
+    st.track = "link host memory";
+    st.activity = world_.start_exec(pf.cpus[size_t(node())], 2.0 * double(bytes) / world_.profile.host.mem_bw);
+    return;
+  }
+  st.track = src_host ? "link pcie h2d" : "link pcie d2h";
+  world_.stats.flows++;
+  st.activity = sg4::Comm::sendto_async(src_host ? pf.cpus[size_t(node())] : pf.gpus[size_t(id())],
+                                        dst_host ? pf.cpus[size_t(node())] : pf.gpus[size_t(peer)],
+                                        std::max<uint64_t>(bytes, 1));
+}
+
 void SimRank::start(SimStream& st, int index) {
   st.running.clear();
   st.running.push_back(std::move(st.queue.front()));
@@ -793,7 +938,9 @@ void SimRank::start(SimStream& st, int index) {
       }
       const OpSample sample = op_sample(*it.op, *it.result);
       const bool host = on_host(*it.op);
-      const double seconds = host ? sample_bytes(sample) / world_.profile.host.mem_bw : world_.profile.ops.seconds(sample);
+      // Host memory bandwidth counts bytes read + written: a partition pass reads and writes its input.
+      const double host_bytes = sample_bytes(sample) * (std::holds_alternative<PartitionOp>(*it.op) ? 2 : 1);
+      const double seconds = host ? host_bytes / world_.profile.host.mem_bw : world_.profile.ops.seconds(sample);
       world_.stats.operators++;
       if (seconds <= 0) return finish(st, index);
       st.activity = world_.start_exec(host ? pf.cpus[size_t(node())] : pf.gpus[size_t(id())], seconds);
@@ -829,9 +976,28 @@ void SimRank::start(SimStream& st, int index) {
       if (it.wait_for->done()) return finish(st, index);
       st.state = SimStream::AwaitEvent;
       return;
+    case Item::Streaming: {
+      if (std::holds_alternative<StreamConsumeOp>(*it.sop)) return start_consumer(st, index);
+      const PackChunksOp& pack = std::get<PackChunksOp>(*it.sop);
+      try {
+        evaluate_pack(pack, *it.result);
+      } catch (const std::exception& e) {
+        throw RuntimeError("rank " + std::to_string(id()) + ": " + it.describe() + ": " + e.what());
+      }
+      // The sender CPUs read the partitioned tuples and write the images: one pass each way over
+      // host memory, whose bandwidth the node's ranks share (their executions share its CPU host).
+      const double seconds = 2.0 * double(pack.in.rows) * pack.in.fmt.tuple_bytes() / world_.profile.host.mem_bw;
+      world_.stats.operators++;
+      if (seconds <= 0) return finish(st, index);
+      st.activity = world_.start_exec(pf.cpus[size_t(node())], seconds);
+      st.state = SimStream::Busy;
+      world_.busy++;
+      return;
+    }
     case Item::Send: {
       // Back-to-back sends to one peer leave as one transfer of their sum.
-      while (!st.queue.empty() && st.queue.front().kind == Item::Send && st.queue.front().peer == it.peer &&
+      const int peer = it.peer;  // `it` moves when running grows
+      while (!st.queue.empty() && st.queue.front().kind == Item::Send && st.queue.front().peer == peer &&
              st.running.size() < 64) {
         st.running.push_back(std::move(st.queue.front()));
         st.queue.pop_front();
@@ -854,11 +1020,37 @@ void SimRank::start(SimStream& st, int index) {
       if (try_recv(st)) finish(st, index);
       return;
     case Item::Put: {
-      auto m = std::make_shared<Message>();
-      m->bytes = it.bytes;
-      m->content = sim_buffer(it.buf).regions.read(it.off, it.off + it.bytes, &m->key_bytes);
-      st.outgoing = {m};
-      return start_transfer(st, it.peer, it.bytes);
+      // Back-to-back puts to one peer (chunks of its partitions, credits) leave as one transfer of
+      // at most kPutBatchBytes and land in order when it ends: an RDMA NIC pipelines them on the
+      // same path, and a receiver still sees the first ones land while later ones are in flight.
+      // A put carries the keys annotated in its range (a chunk image: the keys between header and
+      // values).
+      constexpr uint64_t kPutBatchBytes = 1 << 20;
+      const int peer = it.peer, window = it.window;
+      const auto& peer_windows = world_.ranks[size_t(peer)]->windows_;
+      auto space = [&](const Item& x) { return peer_windows[size_t(x.window)].buf->space; };
+      const MemSpace dst_space = space(it);
+      uint64_t batch = it.bytes;
+      while (!st.queue.empty() && st.queue.front().kind == Item::Put && st.queue.front().peer == peer &&
+             space(st.queue.front()) == dst_space && st.running.size() < 64 &&
+             batch + st.queue.front().bytes <= kPutBatchBytes) {
+        batch += st.queue.front().bytes;
+        st.running.push_back(std::move(st.queue.front()));
+        st.queue.pop_front();
+      }
+      uint64_t total = 0;
+      st.outgoing.clear();
+      for (auto& p : st.running) {
+        auto m = std::make_shared<Message>();
+        m->bytes = p.bytes;
+        if (p.buf && p.bytes) m->content = sim_buffer(p.buf).regions.read(p.off, p.off + p.bytes, &m->key_bytes, false);
+        st.outgoing.push_back(std::move(m));
+        total += p.bytes;
+      }
+      const Buffer& src = st.running.front().buf;
+      const Buffer& dst = world_.ranks[size_t(peer)]->windows_[size_t(window)].buf;
+      return start_put_transfer(st, peer, total, !src || src->space != MemSpace::Device,
+                                !dst || dst->space != MemSpace::Device);
     }
   }
 }
@@ -927,23 +1119,35 @@ void SimRank::finish(SimStream& st, int index) {
         span(track, p, st.begin, end);
       }
       break;
-    case Item::Put: {
-      const MessagePtr& m = st.outgoing.front();
-      world_.ranks[size_t(it.peer)]->land_put(it.window, it.other_off, m->content, m->key_bytes, it.flag, it.value);
-      if (trace) {
-        OpParams p;
-        p.kind = OpKind::Put;
-        p.bytes = it.bytes;
-        p.detail = "to rank " + std::to_string(it.peer) + " flag " + std::to_string(it.flag);
-        span(track, p, st.begin, end);
-        span(st.track, p, st.begin, end);
+    case Item::Put:
+      for (size_t i = 0; i < st.running.size(); ++i) {
+        const Item& x = st.running[i];
+        const MessagePtr& m = st.outgoing[i];
+        world_.ranks[size_t(x.peer)]->land_put(x.window, x.other_off, m->content, m->key_bytes, x.flag, x.value);
+        if (trace) {
+          OpParams p;
+          p.kind = OpKind::Put;
+          p.bytes = x.bytes;
+          p.detail = "to rank " + std::to_string(x.peer) + " flag " + std::to_string(x.flag);
+          if (st.running.size() > 1) p.detail += " (" + std::to_string(st.running.size()) + " puts in one transfer)";
+          span(track, p, st.begin, end);
+          if (i == 0) span(st.track, p, st.begin, end);
+        }
       }
       break;
-    }
+    case Item::Streaming:
+      if (trace) {
+        OpParams p = params_of(*it.sop);
+        if (std::holds_alternative<PackChunksOp>(*it.sop)) p.detail += ", on host";
+        else p.rows_out = it.result->count;
+        span(track, std::move(p), st.begin, end);
+      }
+      break;
     case Item::Wait:
       break;
   }
   for (auto& r : st.running) r.done->complete();
+  changes_++;
   if (st.state == SimStream::Busy) world_.busy--;
   st.running.clear();
   st.outgoing.clear();
@@ -1049,7 +1253,6 @@ int SimRank::expose(const Buffer& buf, uint32_t flags) {
   Window win;
   win.buf = buf;
   win.flags.assign(flags, 0);
-  win.changed.assign(flags, false);
   windows_.push_back(std::move(win));
   barrier();  // every rank's window exists before anyone puts into it
   return int(windows_.size()) - 1;
@@ -1058,7 +1261,7 @@ int SimRank::expose(const Buffer& buf, uint32_t flags) {
 Event SimRank::put(Stream s, int peer, int window, uint64_t remote_off, const Buffer& src, uint64_t off, uint64_t bytes,
                    uint32_t flag, uint64_t value) {
   check_peer(peer, "put to");
-  check_range(src, off, bytes, "put");
+  if (bytes) check_range(src, off, bytes, "put");  // a flag-only put needs no source
   if (window < 0 || window >= int(windows_.size()))
     throw RuntimeError("rank " + std::to_string(id()) + ": put into window " + std::to_string(window) +
                        ", which was never exposed");
@@ -1081,7 +1284,7 @@ void SimRank::land_put(int window, uint64_t remote_off, const ContentPtr& conten
                        "'s window of " + std::to_string(win.buf->bytes) + " bytes");
   if (content) sim_buffer(win.buf).regions.write(remote_off, key_bytes, content);
   win.flags[flag] = value;
-  win.changed[flag] = true;
+  if (consumer_ && window == consumer_->window && flag < consumer_->rings) consumer_->list(flag);
   ring();
 }
 
@@ -1089,23 +1292,241 @@ uint64_t SimRank::read_flag(int window, uint32_t flag) {
   if (window < 0 || window >= int(windows_.size()) || flag >= windows_[size_t(window)].flags.size())
     throw RuntimeError("rank " + std::to_string(id()) + ": read_flag(" + std::to_string(window) + ", " +
                        std::to_string(flag) + ") outside the exposed windows");
+  // A read costs one poll of the rank's CPU time, paid at its next poll_pause or once 64 are due
+  // (a timer per read would cost more to simulate than the reads cost the real CPU).
   const double poll = world_.profile.host.poll_seconds;
-  // A read costs one poll; a read that finds nothing new waits (bounded) for the next put, so a
-  // polling loop advances simulated time instead of spinning at one instant.
-  const bool news = windows_[size_t(window)].changed[flag];
-  sg4::ActivityPtr timer = world_.start_timer(news ? poll : 100 * poll);
+  poll_debt_ += poll;
+  if (poll_debt_ >= 64 * poll) pay_polls(poll_debt_);
+  return windows_[size_t(window)].flags[flag];
+}
+
+// A polling loop found nothing new: it pays its reads (at least one poll) and then waits until
+// something it could be polling for happens on this rank (a put landed, a message arrived, its
+// own stream work or consumer progressed). Nothing in flight anywhere is the deadlock error.
+void SimRank::poll_pause() {
+  const uint64_t seen = changes_;
+  pay_polls(std::max(poll_debt_, world_.profile.host.poll_seconds));
+  if (changes_ != seen) return;
+  block_until([&] { return changes_ != seen; }, "a flag or counter it polls to change");
+}
+
+void SimRank::pay_polls(double seconds) {
+  poll_debt_ = 0;
+  if (seconds <= 0) return;
+  sg4::ActivityPtr timer = world_.start_timer(seconds);
   world_.busy++;  // the timer will wake this rank
-  bool landed = false;
-  block_until(
-      [&] {
-        landed = landed || flag_changed_;
-        return !timer || (!news && landed);
-      },
-      "a flag to change", &timer);
+  block_until([&] { return !timer; }, "its polling", &timer);
   world_.busy--;
-  Window& win = windows_[size_t(window)];
-  win.changed[flag] = false;
-  return win.flags[flag];
+}
+
+Launched SimRank::launch_streaming(Stream s, StreamingOp op) {
+  Item it;
+  it.kind = Item::Streaming;
+  it.sop = std::make_shared<StreamingOp>(std::move(op));
+  it.result = std::make_shared<OpResult>();
+  auto result = it.result;
+  Event e = enqueue(s.id, std::move(it));
+  return {e, result};
+}
+
+void SimRank::start_consumer(SimStream& st, int index) {
+  Item& it = st.running.front();
+  const std::string me = "rank " + std::to_string(id()) + ": stream_consume: ";
+  if (consumer_) throw RuntimeError(me + "a second consumer while one runs");
+  auto c = std::make_unique<Consumer>();
+  c->op = std::get<StreamConsumeOp>(*it.sop);
+  c->result = it.result;
+  c->stream = index;
+  const StreamConsumeOp& op = c->op;
+  const size_t parts = op.parts, rings = size_t(op.sources) * parts;
+  if (!op.progress || op.progress->rings() != rings)
+    throw RuntimeError(me + "needs a StreamProgress of " + std::to_string(rings) + " rings");
+  if (op.r_chunks.size() != rings || op.s_chunks.size() != rings)
+    throw RuntimeError(me + "chunk counts for " + std::to_string(op.r_chunks.size()) + " / " +
+                       std::to_string(op.s_chunks.size()) + " rings, expected " + std::to_string(rings));
+  if (op.partition_ids.size() != parts || op.tables.size() != parts || op.workers.size() != parts)
+    throw RuntimeError(me + "partition ids, tables and workers must have one entry per local partition");
+  if (op.slots == 0 || op.slot_rows == 0) throw RuntimeError(me + "no ring slots");
+  if (op.mode == OutputMode::Direct && op.staging_rows == 0) throw RuntimeError(me + "Direct output needs staging rows");
+  for (size_t w = 0; w < windows_.size(); ++w)
+    if (windows_[w].buf == op.rings) c->window = int(w);
+  if (c->window < 0) throw RuntimeError(me + "its ring buffer '" + (op.rings ? op.rings->tag : "null") + "' was never exposed");
+  if (windows_[size_t(c->window)].flags.size() < rings)
+    throw RuntimeError(me + "the rings' window has " + std::to_string(windows_[size_t(c->window)].flags.size()) +
+                       " flags for " + std::to_string(rings) + " rings");
+  c->rings = rings;
+  c->next.assign(rings, 0);
+  c->listed.assign(rings, 0);
+  c->r_total.assign(parts, 0);
+  c->r_done.assign(parts, 0);
+  c->r_parts.resize(parts);
+  c->r_content.resize(parts);
+  c->blocked.resize(parts);
+  for (size_t ring = 0; ring < rings; ++ring) {
+    c->r_total[ring % parts] += op.r_chunks[ring];
+    c->remaining += op.r_chunks[ring] + op.s_chunks[ring];
+    c->list(ring);
+  }
+  for (size_t q = 0; q < parts; ++q) {
+    HashTable t = op.tables[q];  // its size once built: the cost models' segment variable
+    t.rows = t.next ? t.next->bytes / sizeof(uint32_t) : 0;
+    c->tables.push_back(t);
+    c->worker_total += std::max<uint32_t>(1, op.workers[q]);
+    if (c->r_total[q] == 0) c->r_content[q] = std::make_shared<KeyContent>();
+  }
+  st.state = SimStream::Consuming;
+  consumer_ = std::move(c);
+}
+
+bool SimRank::consume() {
+  Consumer& c = *consumer_;
+  const StreamConsumeOp& op = c.op;
+  const Platform& pf = world_.platform;
+  if (c.batch_done) consumer_batch_ended();
+  // The copy engine takes every full staging half not yet copied (rows past the output's
+  // capacity are counted, not written).
+  auto start_flush = [&] {
+    if (c.flush || c.full == 0) return;
+    c.flushing = c.full;
+    c.full = 0;
+    const uint64_t room = op.out.capacity > op.out_first + c.copied ? op.out.capacity - op.out_first - c.copied : 0;
+    const uint64_t bytes = std::min(c.flushing, room) * c.out_row_bytes();
+    if (bytes == 0) {
+      c.copied += c.flushing;
+      c.flushing = 0;
+      return;
+    }
+    const MemSpace to = op.out.keys ? op.out.keys->space : MemSpace::Pinned;
+    world_.stats.transfers++;
+    world_.stats.flows++;
+    c.flush_begin = sg4::Engine::get_clock();
+    c.flush = sg4::Comm::sendto_async(pf.gpus[size_t(id())],
+                                      to == MemSpace::Device ? pf.gpus[size_t(id())] : pf.cpus[size_t(node())], bytes);
+    world_.busy++;
+  };
+  start_flush();
+  // A new batch unless both staging halves are full (one is being copied, the other waits).
+  if (!c.exec && c.remaining > 0 && c.full == 0) {
+    const size_t parts = op.parts;
+    const Window& win = windows_[size_t(c.window)];
+    const SimBuffer& rings = sim_buffer(op.rings);
+    const OpModels& models = world_.profile.ops;
+    std::vector<double> cost(parts, 0.0);
+    std::vector<size_t> look;
+    look.swap(c.look);
+    for (size_t ring : look) c.listed[ring] = 0;
+    c.batch.clear();
+    c.batch_chunks = c.batch_rows = 0;
+    for (size_t ring : look) {
+      const size_t q = ring % parts;
+      const uint64_t total = op.r_chunks[ring] + op.s_chunks[ring];
+      const uint64_t landed = std::min(win.flags[ring], total);
+      uint64_t k = c.next[ring];
+      for (; k < landed; ++k) {
+        const bool is_r = k < op.r_chunks[ring];
+        if (!is_r && c.r_done[q] < c.r_total[q]) {  // probes wait for the whole table
+          c.blocked[q].push_back(ring);
+          break;
+        }
+        ContentPtr keys = rings.regions.at((ring * op.slots + k % op.slots) * op.slot_bytes);
+        if (!keys) keys = unknown_content(0);
+        const uint64_t rows = keys->rows();
+        const TupleFormat fmt = is_r ? op.r_fmt : op.s_fmt;
+        Tuples chunk;
+        chunk.rows = chunk.capacity = rows;
+        chunk.fmt = fmt;
+        ChecksumOp check;
+        check.key_bytes = fmt.key_bytes;
+        check.column_bytes = {fmt.val_bytes};
+        check.rows = rows;
+        OpSample verify = op_sample(check, OpResult{});
+        OpSample use;
+        if (is_r) {
+          use = op_sample(BuildOp{chunk, &c.tables[q]}, OpResult{});
+          c.r_parts[q].push_back(keys);
+        } else {
+          const double m = expected_matches(*c.r_content[q], *keys);
+          c.matches += m;
+          OpResult r;
+          r.count = rounded(m);
+          JoinOutput out = op.out;
+          out.r_fmt = op.r_fmt;
+          out.s_fmt = op.s_fmt;
+          use = op_sample(ProbeOp{&c.tables[q], chunk, out, 0, op.mode}, r);
+        }
+        verify.x[0] = use.x[0] = 0;  // a persistent kernel: no launch per chunk
+        cost[q] += models.seconds(verify) + models.seconds(use);
+        c.batch_chunks++;
+        c.batch_rows += rows;
+      }
+      if (k > c.next[ring]) c.batch.push_back({ring, k});
+    }
+    if (!c.batch.empty()) {
+      // The whole GPU's rate, and no partition faster than its share of the grid.
+      double sum = 0, slowest = 0;
+      for (size_t q = 0; q < parts; ++q) {
+        sum += cost[q];
+        slowest = std::max(slowest, cost[q] * c.worker_total / std::max<uint32_t>(1, op.workers[q]));
+      }
+      c.batch_begin = sg4::Engine::get_clock();
+      c.exec = world_.start_exec(pf.gpus[size_t(id())], std::max(sum, slowest) + world_.profile.host.poll_seconds);
+      world_.stats.operators++;
+      world_.busy++;
+    }
+  }
+  if (c.remaining > 0 || c.exec) return false;
+  if (op.mode == OutputMode::Direct && c.staged > 0) {  // the last, partly filled half
+    c.full += c.staged;
+    c.staged = 0;
+    start_flush();
+  }
+  if (c.flush || c.full > 0) return false;
+  c.result->count = c.rows_out;
+  c.result->overflow = op.mode != OutputMode::CountOnly && op.out_first + c.rows_out > op.out.capacity;
+  consumer_.reset();
+  return true;
+}
+
+// The batch's chunks are used: release their slots, complete the tables whose last R chunk it
+// was, and stage its output rows.
+void SimRank::consumer_batch_ended() {
+  Consumer& c = *consumer_;
+  const StreamConsumeOp& op = c.op;
+  c.batch_done = false;
+  for (auto& [ring, upto] : c.batch) {
+    const size_t q = ring % op.parts;
+    const uint64_t r_used = std::min(upto, op.r_chunks[ring]) - std::min(c.next[ring], op.r_chunks[ring]);
+    c.remaining -= upto - c.next[ring];
+    c.next[ring] = upto;
+    op.progress->release(ring, upto);
+    c.list(ring);  // more may have landed meanwhile
+    c.r_done[q] += r_used;
+    if (r_used && c.r_done[q] == c.r_total[q]) {  // the table of q is complete: its probes may start
+      c.r_content[q] = c.r_parts[q].empty() ? std::make_shared<KeyContent>() : merge_contents(c.r_parts[q]);
+      c.r_parts[q].clear();
+      for (size_t waiting : c.blocked[q]) c.list(waiting);
+      c.blocked[q].clear();
+    }
+  }
+  const uint64_t rows = rounded(c.matches);
+  const uint64_t added = rows > c.rows_out ? rows - c.rows_out : 0;
+  c.rows_out += added;
+  if (op.mode == OutputMode::Direct) {
+    c.staged += added;
+    const uint64_t halves = c.staged / op.staging_rows;
+    c.full += halves * op.staging_rows;
+    c.staged -= halves * op.staging_rows;
+  }
+  if (traced()) {
+    OpParams p;
+    p.kind = OpKind::StreamConsume;
+    p.rows_in = c.batch_rows;
+    p.rows_out = added;
+    p.detail = "batch of " + std::to_string(c.batch_chunks) + " chunks";
+    span("stream " + std::to_string(c.stream) + " batches", std::move(p), c.batch_begin, sg4::Engine::get_clock());
+  }
+  c.batch.clear();
+  changes_++;  // the strategy returns credits for what was released
 }
 
 std::vector<uint64_t> SimRank::allgather(const std::vector<uint64_t>& mine) {

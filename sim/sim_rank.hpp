@@ -40,6 +40,7 @@ struct SimStats {
   double simulated_seconds = 0;
   double wall_seconds = 0;
   uint64_t operators = 0, transfers = 0, flows = 0;  // flows: SimGrid network activities
+  uint64_t waits = 0;  // times a rank's actor blocked in SimGrid
   uint64_t spans_dropped = 0;
   std::string platform;  // Platform::describe()
   std::string flows_mode;  // "pair" or "node"
