@@ -19,6 +19,7 @@
 #include "core/exec/backend.hpp"
 #include "core/experiment/cli.hpp"
 #include "core/experiment/environment.hpp"
+#include "core/runtime/cpu_backend.hpp"
 
 namespace joinlab {
 
@@ -409,6 +410,7 @@ Calibration measure(const CalibrationOptions& opt) {
   register_builtin();
   auto backend = make_backend(opt.backend);
   Calibration c;
+  c.host_mem_bw = host_copy_bandwidth();
   c.machine = host_cpu_model() + (gpu_model().empty() ? "" : ", " + gpu_model()) + ", backend " + opt.backend;
   const std::vector<uint64_t> sizes = size_range(opt);
   std::mutex mu;
@@ -504,9 +506,12 @@ Profile fit_profile(const Calibration& c, const Profile& base, const Calibration
   link_fit("d2h", p.d2h, "link.d2h");
   link_fit("p2p", p.p2p, "link.p2p");
   LinkSpec host_copy;
-  if (link_fit("host_copy", host_copy, "host.copy")) {
-    p.host.mem_bw = 2 * host_copy.bw;  // a copy reads and writes every byte
-    p.notes["host.mem_bw"] = "2 x pageable host copy bandwidth, " + p.notes["host.copy.bw"];
+  link_fit("host_copy", host_copy, "host.copy");  // one stream's host copy: a note only
+  // Host-side passes (partitioning, packing, CPU joins) run on every core, so the host memory
+  // bandwidth is that of a parallel copy, not of one stream's copy.
+  if (c.host_mem_bw > 0) {
+    p.host.mem_bw = c.host_mem_bw;
+    p.notes["host.mem_bw"] = "parallel copy over every core, bytes read + written per second, measured " + today();
   }
   if (p.ops.has("copy.device")) {
     const auto& coef = p.ops.get("copy.device").pieces().back().coef;

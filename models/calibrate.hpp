@@ -35,6 +35,7 @@ struct Calibration {
   std::map<std::string, std::vector<OpSample>> ops;
   std::map<std::string, std::vector<OpSample>> links;
   std::string machine;  // what it ran on
+  double host_mem_bw = 0;  // parallel host copy, bytes read + written per second (0: not measured)
   std::map<std::string, std::string> skipped;  // link -> why it was not measured
 };
 

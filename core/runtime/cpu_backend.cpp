@@ -35,32 +35,6 @@ uint64_t physical_memory() {
   return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : (8ULL << 30);
 }
 
-// Host memory copy bandwidth of this machine with all its cores, bytes read + written per
-// second: the best of repeated parallel 64 MiB copies (twice the last-level cache of the
-// development machines, so it measures DRAM) over about 0.2 s. Measured once per process.
-double host_copy_bandwidth() {
-  static double bw = [] {
-    const uint64_t bytes = 64ULL << 20;
-    const int threads = hardware_threads();
-    void* a = cpu::host_alloc(bytes);
-    void* b = cpu::host_alloc(bytes);
-    cpu::parallel_fill(a, 1, bytes, threads);
-    cpu::parallel_fill(b, 2, bytes, threads);
-    double best = 0;
-    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
-    for (int i = 0; i < 3 || std::chrono::steady_clock::now() < until; ++i) {
-      const auto t0 = std::chrono::steady_clock::now();
-      cpu::parallel_copy(i % 2 ? a : b, i % 2 ? b : a, bytes, threads);
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      best = std::max(best, 2.0 * double(bytes) / s);
-      if (i > 1000) break;
-    }
-    cpu::host_free(a);
-    cpu::host_free(b);
-    return best;
-  }();
-  return bw;
-}
 
 template <class T>
 T option(const BackendConfig& cfg, const std::string& key, T fallback, T min) {
@@ -127,6 +101,30 @@ class CpuBackend final : public Backend {
 };
 
 }  // namespace
+
+double host_copy_bandwidth() {
+  static double bw = [] {
+    const uint64_t bytes = 64ULL << 20;
+    const int threads = hardware_threads();
+    void* a = cpu::host_alloc(bytes);
+    void* b = cpu::host_alloc(bytes);
+    cpu::parallel_fill(a, 1, bytes, threads);
+    cpu::parallel_fill(b, 2, bytes, threads);
+    double best = 0;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+    for (int i = 0; i < 3 || std::chrono::steady_clock::now() < until; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      cpu::parallel_copy(i % 2 ? a : b, i % 2 ? b : a, bytes, threads);
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      best = std::max(best, 2.0 * double(bytes) / s);
+      if (i > 1000) break;
+    }
+    cpu::host_free(a);
+    cpu::host_free(b);
+    return best;
+  }();
+  return bw;
+}
 
 std::string what_of(const std::exception_ptr& e) {
   try {

@@ -24,6 +24,11 @@ CpuRankSetup cpu_rank_setup(const BackendConfig& cfg, int ranks_on_host);
 // The message of a caught exception (the reason a failing rank gives the others).
 std::string what_of(const std::exception_ptr& e);
 
+// Host memory copy bandwidth of this machine with all its cores, bytes read + written per
+// second: the best of repeated parallel 64 MiB copies (twice the last-level cache of the
+// development machines, so it measures DRAM) over about 0.2 s. Measured once per process.
+double host_copy_bandwidth();
+
 // Transports for ranks that are threads of this process, chosen by [cluster] transport. "inproc"
 // (the default) is built in; the process runtime registers "ucx" when the build has it.
 using ThreadTransportFactory =
