@@ -17,6 +17,7 @@
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/cuda_rank.hpp"
 #include "tests/cuda_test_util.hpp"
+#include "tests/test_workloads.hpp"
 
 namespace joinlab {
 namespace {
@@ -479,22 +480,7 @@ TEST(CudaHostLanes, HostOperatorsKeepTheStreamOrder) {
 
 // --- the strategies end to end -------------------------------------------------------------------------
 
-Workload pk_fk(uint64_t r_rows, uint64_t s_rows, uint8_t key_bytes = 4, double match = 1.0, double zipf = 0.0) {
-  Workload w;
-  w.r.name = "R";
-  w.r.rows = r_rows;
-  w.r.key_bytes = key_bytes;
-  w.r.payload_bytes = {key_bytes};
-  w.r.dist = KeyDist::UniqueDense;
-  w.s.name = "S";
-  w.s.rows = s_rows;
-  w.s.key_bytes = key_bytes;
-  w.s.payload_bytes = {4};
-  w.s.dist = KeyDist::ForeignKey;
-  w.s.match_rate = match;
-  w.s.zipf_z = zipf;
-  return w;
-}
+using test::pk_fk;
 
 RunPoint point(const std::string& strategy, const Workload& w, std::map<std::string, std::string> options, int ranks) {
   RunPoint p;

@@ -17,6 +17,7 @@
 #include "core/strategies/rank_joins.hpp"
 #include "core/strategies/rdma_exchange.hpp"
 #include "core/verify/checksum.hpp"
+#include "tests/test_workloads.hpp"
 
 using namespace joinlab;
 
@@ -26,22 +27,7 @@ using Options = std::map<std::string, std::string>;
 
 const std::vector<std::string> kDistributed = {"gpj", "gpj-b", "gpj-h", "crj"};
 
-Workload pk_fk(uint64_t r_rows, uint64_t s_rows, uint8_t key_bytes = 4, double match = 1.0, double zipf = 0.0) {
-  Workload w;
-  w.r.name = "R";
-  w.r.rows = r_rows;
-  w.r.key_bytes = key_bytes;
-  w.r.payload_bytes = {key_bytes};
-  w.r.dist = KeyDist::UniqueDense;
-  w.s.name = "S";
-  w.s.rows = s_rows;
-  w.s.key_bytes = key_bytes;
-  w.s.payload_bytes = {4};
-  w.s.dist = KeyDist::ForeignKey;
-  w.s.match_rate = match;
-  w.s.zipf_z = zipf;
-  return w;
-}
+using test::pk_fk;
 
 // Many-to-many: both sides uniform over a small range (the output outgrows |S|: gpj reruns).
 Workload many_to_many(uint64_t r_rows, uint64_t s_rows, uint64_t range) {

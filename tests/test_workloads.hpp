@@ -1,0 +1,28 @@
+// Workloads shared by the distributed-strategy tests (CPU and CUDA backends).
+#pragma once
+#include <cstdint>
+
+#include "core/workload/relation.hpp"
+
+namespace joinlab::test {
+
+// Primary key R (unique dense, one payload as wide as the key), foreign key S (one 4-byte
+// payload) with a match rate and Zipf skew: the one-payload-column tuples the gpj family ships.
+inline Workload pk_fk(uint64_t r_rows, uint64_t s_rows, uint8_t key_bytes = 4, double match = 1.0, double zipf = 0.0) {
+  Workload w;
+  w.r.name = "R";
+  w.r.rows = r_rows;
+  w.r.key_bytes = key_bytes;
+  w.r.payload_bytes = {key_bytes};
+  w.r.dist = KeyDist::UniqueDense;
+  w.s.name = "S";
+  w.s.rows = s_rows;
+  w.s.key_bytes = key_bytes;
+  w.s.payload_bytes = {4};
+  w.s.dist = KeyDist::ForeignKey;
+  w.s.match_rate = match;
+  w.s.zipf_z = zipf;
+  return w;
+}
+
+}  // namespace joinlab::test
