@@ -81,6 +81,20 @@ ValidateArgs parse(const std::vector<std::string>& args) {
   return v;
 }
 
+// The simulated twin of a hardware point: the sim backend with `profile` (or the experiment's).
+RunPoint simulated(const RunPoint& real, const std::string& profile) {
+  RunPoint sim = real;
+  sim.backend = "sim";
+  sim.verify = false;
+  sim.repeat = 1;
+  if (!profile.empty()) sim.cluster.profile = profile;
+  if (sim.cluster.profile.empty())
+    throw InputError("validate: no profile to simulate with: give --profile (e.g. the output of joinlab calibrate) "
+                     "or cluster.profile in the experiment");
+  validate_point(sim);
+  return sim;
+}
+
 std::string ms(double s) {
   std::ostringstream o;
   o << std::fixed << std::setprecision(3) << s * 1e3;
@@ -267,15 +281,7 @@ int validate_measured(const ValidateArgs& v, const ExperimentPlan& plan) {
       continue;
     }
     const RunPoint& real = pp->run;
-    RunPoint sim = real;
-    sim.backend = "sim";
-    sim.verify = false;
-    sim.repeat = 1;
-    if (!v.profile.empty()) sim.cluster.profile = v.profile;
-    if (sim.cluster.profile.empty())
-      throw InputError("validate: no profile to simulate with: give --profile (e.g. the output of joinlab calibrate) "
-                       "or cluster.profile in the experiment");
-    validate_point(sim);
+    const RunPoint sim = simulated(real, v.profile);
     std::cerr << "validate: row " << (row + 1) << "/" << csv.rows.size() << ": simulating point " << index + 1
               << " with profile " << sim.cluster.profile << "\n";
     const RunOutcome predicted = run_point(sim);
@@ -361,15 +367,7 @@ int validate_main(const std::vector<std::string>& args) {
     RunPoint real = pp.run;
     if (real.backend == "sim")
       throw InputError("validate: the experiment runs on backend sim; give the hardware with --backend cpu|cuda");
-    RunPoint sim = real;
-    sim.backend = "sim";
-    sim.verify = false;
-    sim.repeat = 1;
-    if (!v.profile.empty()) sim.cluster.profile = v.profile;
-    if (sim.cluster.profile.empty())
-      throw InputError("validate: no profile to simulate with: give --profile (e.g. the output of joinlab calibrate) "
-                       "or cluster.profile in the experiment");
-    validate_point(sim);
+    const RunPoint sim = simulated(real, v.profile);
     std::cerr << "validate: point " << (i + 1) << "/" << plan.points.size() << (pp.label().empty() ? "" : " " + pp.label())
               << ": measuring on " << real.backend << "\n";
     RunOutcome measured = run_point(real);
