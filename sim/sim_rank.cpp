@@ -54,6 +54,10 @@ constexpr size_t kMaxTraceSpans = 4000000;  // over all ranks; beyond it spans a
 
 struct Options {
   enum Flows { Pair, Node } flows = Pair;
+  // emulate_nodes: the declared nodes share one physical host (as a run with
+  // cluster.emulate_nodes on one machine does): the strategy sees the declared shape, the
+  // platform is one node of every GPU.
+  bool emulate_nodes = false;
   std::string flows_name;
   double precision = 0;
   int trace_ranks = 8;  // operators and transfers of the first node or so; phases are kept for all
@@ -118,6 +122,9 @@ Options parse_options(const BackendConfig& cfg, const Profile& prof) {
     } else if (key == "sim_precision") {
       o.precision = parse_real(key, v, 0);
       if (o.precision > 1e-2) bad_option(key, v, "a time quantum above 10 ms would distort every timing");
+    } else if (key == "emulate_nodes") {
+      if (v == "true" || v == "1" || v == "yes") o.emulate_nodes = true;
+      else if (v != "false" && v != "0" && v != "no") bad_option(key, v, "expected true or false");
     } else if (key == "sim_trace") {
       if (v == "auto") o.trace_ranks = 8;
       else if (v == "all") o.trace_ranks = INT_MAX;
@@ -337,6 +344,9 @@ class SimRank final : public Rank {
   // Waits `seconds` of this rank's CPU time (polls), its streams running on.
   void pay_polls(double seconds);
 
+  // The physical node of a rank (its CPU and host memory): the declared node, except under
+  // emulate_nodes, where every declared node is the one host.
+  int host_of(int rank) const;
   SimWorld& world_;
   std::shared_ptr<MemoryAccount> account_;
   std::vector<std::unique_ptr<SimStream>> streams_;
@@ -457,7 +467,7 @@ class SimWorld {
   }
   const char* link_track(int src, int dst) const {
     if (src == dst) return "link device";
-    return shape.node_of(src) == shape.node_of(dst) ? "link nvlink" : "link network";
+    return platform.shape.node_of(src) == platform.shape.node_of(dst) ? "link nvlink" : "link network";
   }
 
   Channel& channel(int src, int dst, int tag) { return channels_[ChannelKey{src, dst, tag}]; }
@@ -735,6 +745,7 @@ SimRank::SimRank(SimWorld& w, int id, ClusterShape shape) : Rank(id, shape), wor
 }
 
 int SimRank::streams() const { return world_.profile.gpu.streams; }
+int SimRank::host_of(int rank) const { return world_.platform.shape.node_of(rank); }
 
 SimStream& SimRank::stream(int s, bool internal) {
   if (s < 0 || s > streams() || (s == streams() && !internal))
@@ -905,20 +916,20 @@ void SimRank::start_transfer(SimStream& st, int dst, uint64_t bytes) {
 // A put inside a node whose source or window is host memory goes over PCIe (or stays in host
 // memory), not over NVLink; between nodes it leaves through the rank's NIC as any transfer.
 void SimRank::start_put_transfer(SimStream& st, int peer, uint64_t bytes, bool src_host, bool dst_host) {
-  if (shape().node_of(peer) != node() || (!src_host && !dst_host)) return start_transfer(st, peer, bytes);
+  if (host_of(peer) != host_of(id()) || (!src_host && !dst_host)) return start_transfer(st, peer, bytes);
   const Platform& pf = world_.platform;
   world_.stats.transfers++;
   st.state = SimStream::Busy;
   world_.busy++;
   if (src_host && dst_host) {
     st.track = "link host memory";
-    st.activity = world_.start_exec(pf.cpus[size_t(node())], 2.0 * double(bytes) / world_.profile.host.mem_bw);
+    st.activity = world_.start_exec(pf.cpus[size_t(host_of(id()))], 2.0 * double(bytes) / world_.profile.host.mem_bw);
     return;
   }
   st.track = src_host ? "link pcie h2d" : "link pcie d2h";
   world_.stats.flows++;
-  st.activity = sg4::Comm::sendto_async(src_host ? pf.cpus[size_t(node())] : pf.gpus[size_t(id())],
-                                        dst_host ? pf.cpus[size_t(node())] : pf.gpus[size_t(peer)],
+  st.activity = sg4::Comm::sendto_async(src_host ? pf.cpus[size_t(host_of(id()))] : pf.gpus[size_t(id())],
+                                        dst_host ? pf.cpus[size_t(host_of(id()))] : pf.gpus[size_t(peer)],
                                         std::max<uint64_t>(bytes, 1));
 }
 
@@ -943,7 +954,7 @@ void SimRank::start(SimStream& st, int index) {
       const double seconds = host ? host_bytes / world_.profile.host.mem_bw : world_.profile.ops.seconds(sample);
       world_.stats.operators++;
       if (seconds <= 0) return finish(st, index);
-      st.activity = world_.start_exec(host ? pf.cpus[size_t(node())] : pf.gpus[size_t(id())], seconds);
+      st.activity = world_.start_exec(host ? pf.cpus[size_t(host_of(id()))] : pf.gpus[size_t(id())], seconds);
       st.state = SimStream::Busy;
       world_.busy++;
       return;
@@ -953,8 +964,8 @@ void SimRank::start(SimStream& st, int index) {
       m->content = sim_buffer(it.other).regions.read(it.other_off, it.other_off + it.bytes, &m->key_bytes);
       st.outgoing = {m};
       const bool src_dev = it.other->space == MemSpace::Device, dst_dev = it.buf->space == MemSpace::Device;
-      sg4::Host* from = src_dev ? pf.gpus[size_t(it.other->owner)] : pf.cpus[size_t(shape().node_of(it.other->owner))];
-      sg4::Host* to = dst_dev ? pf.gpus[size_t(it.buf->owner)] : pf.cpus[size_t(shape().node_of(it.buf->owner))];
+      sg4::Host* from = src_dev ? pf.gpus[size_t(it.other->owner)] : pf.cpus[size_t(host_of(it.other->owner))];
+      sg4::Host* to = dst_dev ? pf.gpus[size_t(it.buf->owner)] : pf.cpus[size_t(host_of(it.buf->owner))];
       world_.stats.transfers++;
       if (from == to) {  // inside one memory: the copy reads and writes it
         st.track = src_dev ? "link device" : "link host memory";
@@ -989,7 +1000,7 @@ void SimRank::start(SimStream& st, int index) {
       const double seconds = 2.0 * double(pack.in.rows) * pack.in.fmt.tuple_bytes() / world_.profile.host.mem_bw;
       world_.stats.operators++;
       if (seconds <= 0) return finish(st, index);
-      st.activity = world_.start_exec(pf.cpus[size_t(node())], seconds);
+      st.activity = world_.start_exec(pf.cpus[size_t(host_of(id()))], seconds);
       st.state = SimStream::Busy;
       world_.busy++;
       return;
@@ -1401,7 +1412,7 @@ bool SimRank::consume() {
     world_.stats.flows++;
     c.flush_begin = sg4::Engine::get_clock();
     c.flush = sg4::Comm::sendto_async(pf.gpus[size_t(id())],
-                                      to == MemSpace::Device ? pf.gpus[size_t(id())] : pf.cpus[size_t(node())], bytes);
+                                      to == MemSpace::Device ? pf.gpus[size_t(id())] : pf.cpus[size_t(host_of(id()))], bytes);
     world_.busy++;
   };
   start_flush();
@@ -1557,7 +1568,7 @@ Bandwidths SimRank::bandwidths() const {
   b.p2p = world_.platform.intra_node_bw;
   b.net = world_.options.topo.nics == NicPlacement::PerGpu
               ? p.nic.bw
-              : p.nic.bw * world_.options.topo.nics_per_node / std::max(1, shape().per_node);
+              : p.nic.bw * world_.options.topo.nics_per_node / std::max(1, world_.platform.shape.per_node);
   b.source = "profile " + p.name + (p.status.empty() ? "" : " (" + p.status + ")");
   return b;
 }
@@ -1643,7 +1654,8 @@ SimOutcome simulate(const BackendConfig& cfg, const std::function<void(Rank&)>& 
   if (opt.precision > 0) sg4::Engine::set_config("surf/precision", opt.precision);
 
   SimWorld world(prof, opt, cfg.shape, cfg.device_memory);
-  world.platform = build_platform(prof, cfg.shape, opt.topo);
+  const ClusterShape physical = opt.emulate_nodes ? ClusterShape{1, cfg.shape.size()} : cfg.shape;
+  world.platform = build_platform(prof, physical, opt.topo);
   world.timer = world.platform.timer;
   world.stats.platform = world.platform.describe();
   world.stats.flows_mode = opt.flows_name;

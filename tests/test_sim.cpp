@@ -141,6 +141,25 @@ TEST_F(SimTest, OneTransferTakesLatencyPlusBytesOverBandwidth) {
   }
 }
 
+TEST_F(SimTest, EmulatedNodesShareOneHostsLinks) {
+  // Declared 2 nodes x 1 GPU, run on one host (cluster.emulate_nodes): the rank on the other
+  // declared node is reached over NVSwitch, while the strategy still sees two nodes.
+  const uint64_t bytes = 1000000000;
+  BackendConfig c = cluster(2, 1);
+  c.options["emulate_nodes"] = "true";
+  auto ph = simulate(c, [&](Rank& r) {
+    EXPECT_EQ(r.node(), r.id());  // the declared shape
+    Buffer b = r.alloc(MemSpace::Device, bytes, "b");
+    r.phase("transfer");
+    if (r.id() == 0) r.send(Stream{0}, 1, b, 0, bytes, 7).wait();
+    else r.recv(Stream{0}, 0, b, 0, bytes, 7).wait();
+    r.end_phases();
+  });
+  EXPECT_NEAR(seconds(ph[1], "transfer"), 2e-6 + 1e-2, 1e-11);  // NVSwitch, not the NIC's 4 us + 0.1 s
+  c.options["emulate_nodes"] = "maybe";
+  EXPECT_THROW(simulate(c, [](Rank&) {}), InputError);
+}
+
 TEST_F(SimTest, HostToDeviceCopyUsesPcie) {
   auto ph = simulate(cluster(1, 1), [](Rank& r) {
     Buffer h = r.alloc(MemSpace::Pinned, 500000000, "h"), d = r.alloc(MemSpace::Device, 500000000, "d");
