@@ -172,6 +172,15 @@ struct Message {
 };
 using MessagePtr = std::shared_ptr<Message>;
 
+// A message of `bytes` from `buf` at byte `off`, carrying the key content annotated there
+// (gaps_unknown: see RegionMap::read). No buffer: a content-free message.
+MessagePtr message_of(const Buffer& buf, uint64_t off, uint64_t bytes, bool gaps_unknown = true) {
+  auto m = std::make_shared<Message>();
+  m->bytes = bytes;
+  if (buf) m->content = sim_buffer(buf).regions.read(off, off + bytes, &m->key_bytes, gaps_unknown);
+  return m;
+}
+
 struct ChannelKey {
   int src, dst, tag;
   bool operator==(const ChannelKey& o) const { return src == o.src && dst == o.dst && tag == o.tag; }
@@ -960,9 +969,7 @@ void SimRank::start(SimStream& st, int index) {
       return;
     }
     case Item::Copy: {  // buf = destination, other = source
-      auto m = std::make_shared<Message>();
-      m->content = sim_buffer(it.other).regions.read(it.other_off, it.other_off + it.bytes, &m->key_bytes);
-      st.outgoing = {m};
+      st.outgoing = {message_of(it.other, it.other_off, it.bytes)};
       const bool src_dev = it.other->space == MemSpace::Device, dst_dev = it.buf->space == MemSpace::Device;
       sg4::Host* from = src_dev ? pf.gpus[size_t(it.other->owner)] : pf.cpus[size_t(host_of(it.other->owner))];
       sg4::Host* to = dst_dev ? pf.gpus[size_t(it.buf->owner)] : pf.cpus[size_t(host_of(it.buf->owner))];
@@ -1016,9 +1023,7 @@ void SimRank::start(SimStream& st, int index) {
       uint64_t total = 0;
       st.outgoing.clear();
       for (auto& s : st.running) {
-        auto m = std::make_shared<Message>();
-        m->bytes = s.bytes;
-        if (s.buf) m->content = sim_buffer(s.buf).regions.read(s.off, s.off + s.bytes, &m->key_bytes);
+        MessagePtr m = message_of(s.buf, s.off, s.bytes);
         world_.post(id(), s.peer, s.tag, m);
         st.outgoing.push_back(std::move(m));
         total += s.bytes;
@@ -1052,10 +1057,7 @@ void SimRank::start(SimStream& st, int index) {
       uint64_t total = 0;
       st.outgoing.clear();
       for (auto& p : st.running) {
-        auto m = std::make_shared<Message>();
-        m->bytes = p.bytes;
-        if (p.buf && p.bytes) m->content = sim_buffer(p.buf).regions.read(p.off, p.off + p.bytes, &m->key_bytes, false);
-        st.outgoing.push_back(std::move(m));
+        st.outgoing.push_back(message_of(p.bytes ? p.buf : Buffer(), p.off, p.bytes, false));  // flag-only: no content
         total += p.bytes;
       }
       const Buffer& src = st.running.front().buf;
