@@ -337,6 +337,28 @@ TEST(CudaOps, SortsMatchCpuAndAreSorted) {
             "sort n " + std::to_string(n) + (algo == SortAlgo::Radix ? " radix" : " merge"));
 }
 
+// The MSD radix sort hands partitions larger than a block (skew) to CUB: Zipf keys put a hot
+// key's rows in one partition, beyond a block at 1.5 M rows (segmented sort) and beyond a
+// device-wide sort's threshold (2^20 rows) at 24 M rows.
+TEST(CudaOps, RadixSortOfSkewedKeysMatchesCpu) {
+  JL_REQUIRE_GPU();
+  for (uint64_t n : {uint64_t(1500000), uint64_t(24000000)})
+    for (auto [kb, vb] : {std::pair<uint8_t, uint8_t>{4, 4}, {8, 8}})
+      same_on_both(
+          [&](Rank& rank) {
+            Tuples in = generate(rank, spec("S", n, KeyDist::Zipf, kb, vb, 5), nullptr, "S");
+            Tuples out = rank.alloc_tuples(MemSpace::Device, n, in.fmt, "sorted");
+            rank.launch(Stream{0}, SortOp{in, out, SortAlgo::Radix}).get();
+            Obs o;
+            add(o, digest(rank, out, 0, n));
+            const auto keys = test::read_back(rank, out.keys, n, kb);
+            o.push_back(std::is_sorted(keys.begin(), keys.end()));
+            for (uint64_t i = 0; i < n; i += n / 64) o.push_back(keys[i]);
+            return o;
+          },
+          "zipf sort n " + std::to_string(n) + " key bytes " + std::to_string(kb));
+}
+
 TEST(CudaOps, MergeJoinMatchesCpuForManyToMany) {
   JL_REQUIRE_GPU();
   for (const JoinCase& c : join_cases()) {

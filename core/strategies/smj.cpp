@@ -49,14 +49,18 @@ void run_smj(Rank& rank, const JoinJob& job) {
   report_output(rank, st, out, in.r, in.s, job.data_space);
 }
 
-// Read + write passes a sort makes over a relation. Radix: one per 8-bit digit of the key bits
-// that vary (dense keys 1..n vary in log2(n + 1) bits). Merge: a block-sort pass plus one merge
-// pass per doubling from 2^12-row blocks.
+// Read + write passes a sort makes over a relation. Radix: the CUDA backend's MSD sort, which
+// partitions on the high bits of the key bits that vary (dense keys 1..n vary in log2(n + 1)
+// bits) until partitions of ~4 Ki rows with at most 13 low bits remain (one scatter pass per 9
+// bits), then sorts each partition on chip: one more pass. Merge: a block-sort pass plus one
+// merge pass per doubling from 2^12-row blocks.
 double sort_passes(const RelationSpec& spec, SortAlgo algo) {
   if (algo == SortAlgo::Merge) return 1.0 + std::max(0.0, std::ceil(std::log2(double(spec.rows) / 4096.0)));
   const double bits =
       spec.dist == KeyDist::UniqueDense ? std::ceil(std::log2(double(spec.rows) + 1.0)) : 8.0 * spec.key_bytes;
-  return std::ceil(bits / 8.0);
+  const double partition_bits =
+      std::min(bits, std::max(bits - 13.0, std::ceil(std::log2(std::max(1.0, double(spec.rows) / 4096.0)))));
+  return 1.0 + std::ceil(partition_bits / 9.0);
 }
 
 // Device-memory bytes: each sort pass reads and writes its relation, the merge join reads both

@@ -9,6 +9,7 @@
 //                   on a one-GPU machine; not with nccl, which refuses two ranks on one GPU)
 //   timeout_s=S     how long a blocking wait waits for the other ranks (default 600)
 //   scatter=aligned|direct   partition writes: 128-byte-aligned windows (default) or direct runs
+//   radix_sort=msd|onesweep  radix sort: MSD (partition passes + on-chip sort; default) or CUB onesweep
 //   emulate_nodes=true       processes: a declared multi-node shape on one host (2 nodes x 1 GPU)
 #include <chrono>
 #include <cstdlib>
@@ -93,7 +94,7 @@ class CudaBackend : public Backend {
  private:
   struct Setup {
     int streams = 4;
-    bool aligned = true;
+    KernelOptions kernels;
     bool share = false;
     double timeout_s = 600;
   };
@@ -105,7 +106,12 @@ class CudaBackend : public Backend {
     if (auto it = cfg.options.find("scatter"); it != cfg.options.end()) {
       if (it->second != "aligned" && it->second != "direct")
         throw InputError("cluster option scatter = '" + it->second + "': expected aligned or direct");
-      s.aligned = it->second == "aligned";
+      s.kernels.aligned_scatter = it->second == "aligned";
+    }
+    if (auto it = cfg.options.find("radix_sort"); it != cfg.options.end()) {
+      if (it->second != "msd" && it->second != "onesweep")
+        throw InputError("cluster option radix_sort = '" + it->second + "': expected msd or onesweep");
+      s.kernels.onesweep_sort = it->second == "onesweep";
     }
     return s;
   }
@@ -156,7 +162,7 @@ class CudaBackend : public Backend {
       const int on_device = n / devices + (device < n % devices ? 1 : 0);
       JL_CUDA_CHECK(cudaSetDevice(device));
       ranks.push_back(std::make_unique<CudaRank>(r, cfg.shape, device, device_limit(cfg, device, on_device),
-                                                 setup.streams, fabrics[size_t(r)], epoch, setup.aligned));
+                                                 setup.streams, fabrics[size_t(r)], epoch, setup.kernels));
     }
     std::mutex mu;
     std::exception_ptr first_error;
@@ -217,7 +223,7 @@ class CudaBackend : public Backend {
       prepare_device(device, std::min(devices, slot.ranks_on_host));
       auto fabric = make_process_fabric(kind, device, slot.data, slot.host_of_rank);
       auto rank = std::make_unique<CudaRank>(slot.rank, cfg.shape, device, device_limit(cfg, device, on_device),
-                                             setup.streams, fabric, slot.epoch, setup.aligned);
+                                             setup.streams, fabric, slot.epoch, setup.kernels);
       fabric->start();
       return rank;
     };
@@ -249,5 +255,8 @@ void register_cuda_backend() {
   register_cluster_key("timeout_s", "cuda: seconds a blocking wait waits for the other ranks (default 600)");
   register_cluster_key("emulate_nodes", "true | false: under mpirun on one host, run a declared multi-node shape there");
   register_cluster_key("scatter", "cuda: partition writes, aligned (128-byte windows, default) or direct (unaligned runs)");
+  register_cluster_key("radix_sort",
+                       "cuda: radix sort, msd (partition on the high bits, sort partitions on chip; default) or onesweep "
+                       "(CUB's LSD sort)");
 }
 }  // namespace joinlab

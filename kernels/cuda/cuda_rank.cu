@@ -170,10 +170,10 @@ cudaEvent_t cuda_event_of(const Event& e) {
 // --- CudaRank ------------------------------------------------------------------------------------
 
 CudaRank::CudaRank(int id, ClusterShape shape, int device, uint64_t device_limit, int streams,
-                   std::shared_ptr<CudaFabric> fabric, std::chrono::steady_clock::time_point epoch, bool aligned_scatter)
+                   std::shared_ptr<CudaFabric> fabric, std::chrono::steady_clock::time_point epoch, KernelOptions kernel_options)
     : Rank(id, shape),
       device_(device),
-      aligned_scatter_(aligned_scatter),
+      kernel_options_(kernel_options),
       info_(device_info(device)),
       device_limit_(device_limit),
       device_used_(std::make_shared<std::atomic<uint64_t>>(0)),
@@ -289,7 +289,7 @@ Launched CudaRank::launch(Stream s, Op op) {
   JL_CUDA_CHECK(cudaEventRecord(start, st));
   {
     KernelContext ctx(st, info_);
-    ctx.aligned_scatter = aligned_scatter_;
+    ctx.options = kernel_options_;
     uint64_t* d_words = ctx.scratch_array<uint64_t>(p->nwords);
     zero_words(ctx, d_words, p->nwords);
     queue_op(ctx, op, d_words);

@@ -33,7 +33,7 @@ class CudaRank : public Rank {
   // Every byte to other ranks, flags and collectives go through `fabric` (cuda_fabric.hpp).
   CudaRank(int id, ClusterShape shape, int device, uint64_t device_limit, int streams,
            std::shared_ptr<CudaFabric> fabric, std::chrono::steady_clock::time_point epoch,
-           bool aligned_scatter = true);
+           KernelOptions kernel_options = {});
   ~CudaRank() override;
 
   std::string backend() const override { return "cuda"; }
@@ -88,7 +88,7 @@ class CudaRank : public Rank {
   int host_threads() const;  // CPU threads an operator on a host lane uses
 
   int device_;
-  bool aligned_scatter_;
+  KernelOptions kernel_options_;
   const DeviceInfo& info_;
   uint64_t device_limit_;
   std::shared_ptr<std::atomic<uint64_t>> device_used_;

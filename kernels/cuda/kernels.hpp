@@ -29,6 +29,16 @@ struct DeviceInfo {
 };
 const DeviceInfo& device_info(int device);  // read once per device
 
+// Kernel variants chosen by cluster options (cuda_backend.cu), for measuring one against another.
+struct KernelOptions {
+  // Partition scatter: 128-byte-aligned windows with carry buffers (default), or direct
+  // unaligned runs (scatter=direct).
+  bool aligned_scatter = true;
+  // Radix sort: MSD (partition passes on the high key bits, then each partition sorted on chip;
+  // default), or CUB's onesweep LSD sort over all key bits (radix_sort=onesweep).
+  bool onesweep_sort = false;
+};
+
 // What a kernel function needs besides its arguments: the stream, the device's limits and
 // stream-ordered temporary memory (cudaMallocAsync; freed on the stream when the context ends,
 // after every kernel it served has been queued).
@@ -56,9 +66,7 @@ class KernelContext {
   // device-computed size do this once).
   void sync();
   uint64_t scratch_bytes() const { return scratch_bytes_; }
-  // Partition scatter variant: 128-byte-aligned windows with carry buffers (default), or
-  // direct unaligned runs (cluster option scatter=direct).
-  bool aligned_scatter = true;
+  KernelOptions options;
   // Records an event after the kernels queued so far: the time since the previous mark (or the
   // operator's start) becomes a sub-span named `kernel` in the trace (per-kernel breakdown).
   void mark(const char* kernel);
