@@ -295,25 +295,34 @@ TEST(CudaOps, DirectOutputOverflowReportsTrueCount) {
   }
 }
 
+// With the offsets also in device memory (offsets_out), pairs that need no splitting are listed
+// on the device (the first two sizes); the last one's S partitions are split on the host.
 TEST(CudaOps, PartitionedJoinMatchesCpuWithSkew) {
   JL_REQUIRE_GPU();
-  for (const JoinCase& c : join_cases())
-    for (auto [nr, ns, bits] : {std::tuple<uint64_t, uint64_t, uint32_t>{5000, 20000, 3}, {200000, 800000, 6},
-                                {20000, 1000000, 2}})
-      same_on_both(
-          [&](Rank& rank) {
-            auto [r, s] = join_inputs(rank, c, nr, ns);
-            Tuples pr = rank.alloc_tuples(MemSpace::Device, nr, r.fmt, "pr");
-            Tuples ps = rank.alloc_tuples(MemSpace::Device, ns, s.fmt, "ps");
-            const PartitionFn fn{PartitionFn::Radix, bits, 0, 0};
-            auto ro = rank.launch(Stream{0}, PartitionOp{r, {}, fn, pr}).get().values;
-            auto so = rank.launch(Stream{0}, PartitionOp{s, {}, fn, ps}).get().values;
-            const uint64_t cap = c.mode == OutputMode::CountOnly ? 0 : 16 * ns;
-            JoinOutput out = rank.alloc_output(MemSpace::Device, cap, r.fmt, s.fmt, "out");
-            PartitionedJoinOp op{Partitioned{pr, ro}, Partitioned{ps, so}, out, 0, c.mode, c.table};
-            return join_observations(rank, out, rank.launch(Stream{0}, op).get(), c.mode);
-          },
-          "partitioned join " + name_of(c) + " |S| " + std::to_string(ns));
+  for (bool device_offsets : {false, true})
+    for (const JoinCase& c : join_cases())
+      for (auto [nr, ns, bits] : {std::tuple<uint64_t, uint64_t, uint32_t>{5000, 20000, 3}, {200000, 800000, 6},
+                                  {20000, 1000000, 2}})
+        same_on_both(
+            [&](Rank& rank) {
+              auto [r, s] = join_inputs(rank, c, nr, ns);
+              Tuples pr = rank.alloc_tuples(MemSpace::Device, nr, r.fmt, "pr");
+              Tuples ps = rank.alloc_tuples(MemSpace::Device, ns, s.fmt, "ps");
+              const PartitionFn fn{PartitionFn::Radix, bits, 0, 0};
+              Buffer rb, sb;
+              if (device_offsets) {
+                rb = rank.alloc(MemSpace::Device, (fn.fanout() + 1) * sizeof(uint64_t), "r offsets");
+                sb = rank.alloc(MemSpace::Device, (fn.fanout() + 1) * sizeof(uint64_t), "s offsets");
+              }
+              auto ro = rank.launch(Stream{0}, PartitionOp{r, {}, fn, pr, rb}).get().values;
+              auto so = rank.launch(Stream{0}, PartitionOp{s, {}, fn, ps, sb}).get().values;
+              const uint64_t cap = c.mode == OutputMode::CountOnly ? 0 : 16 * ns;
+              JoinOutput out = rank.alloc_output(MemSpace::Device, cap, r.fmt, s.fmt, "out");
+              PartitionedJoinOp op{Partitioned{pr, ro, rb}, Partitioned{ps, so, sb}, out, 0, c.mode, c.table};
+              return join_observations(rank, out, rank.launch(Stream{0}, op).get(), c.mode);
+            },
+            "partitioned join " + name_of(c) + " |S| " + std::to_string(ns) +
+                (device_offsets ? " offsets on the device" : ""));
 }
 
 TEST(CudaOps, SortsMatchCpuAndAreSorted) {

@@ -1,5 +1,6 @@
 #include "core/runtime/cpu_ops.hpp"
 
+#include <cstring>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -166,6 +167,10 @@ struct Executor {
                                              o.fn, o.out.key_ptr<K>(), o.out.val_ptr<V>(), threads);
       });
     });
+    if (o.offsets_out) {
+      check_span("partition", "offsets_out", o.offsets_out, 0, result.values.size(), sizeof(uint64_t));
+      std::memcpy(o.offsets_out->ptr, result.values.data(), result.values.size() * sizeof(uint64_t));
+    }
     result.count = n;
   }
 

@@ -65,18 +65,30 @@ struct RadixPartitioning {
   Tuples in, mid;  // mid: pass 1's output
   Launched pass1, pass2;
   bool merged = false;
+  Buffer offsets;  // the final pass's offsets, also in the rank's memory (for the join's kernels)
+  MemSpace space = MemSpace::Device;
+  std::string tag;
 };
+
+// Buffer for the final partitioning's offsets (2^bits partitions + the end).
+Buffer offsets_buffer(Rank& rank, MemSpace space, const RadixPlan& plan, const std::string& tag) {
+  return rank.alloc(space, ((uint64_t(1) << (plan.pass1_bits + plan.pass2_bits)) + 1) * sizeof(uint64_t),
+                    tag + ".offsets");
+}
 
 RadixPartitioning start_pass1(Rank& rank, Stream st, Tuples t, const RadixPlan& plan, bool merged, MemSpace space,
                               const std::string& tag) {
   RadixPartitioning rp;
   rp.in = t;
+  rp.space = space;
+  rp.tag = tag;
   rp.merged = merged && plan.pass2_bits > 0;
   if (plan.passes() == 0) return rp;
   PartitionOp pass1;
   pass1.in = t;
   pass1.fn = PartitionFn{PartitionFn::Radix, plan.pass1_bits + (rp.merged ? plan.pass2_bits : 0), 0, 0};
   pass1.out = rp.mid = rank.alloc_tuples(space, t.rows, t.fmt, tag + ".pass1");
+  if (plan.pass2_bits == 0 || rp.merged) pass1.offsets_out = rp.offsets = offsets_buffer(rank, space, plan, tag);
   rp.pass1 = rank.launch(st, pass1);
   return rp;
 }
@@ -89,14 +101,15 @@ void start_pass2(Rank& rank, Stream st, RadixPartitioning& rp, const RadixPlan& 
   pass2.in_segments = rp.pass1.get().values;
   pass2.fn = PartitionFn{PartitionFn::Radix, plan.pass2_bits, plan.pass1_bits, 0};
   pass2.out = rp.in;
+  pass2.offsets_out = rp.offsets = offsets_buffer(rank, rp.space, plan, rp.tag);
   rp.pass2 = rank.launch(st, pass2);
 }
 
 Partitioned finish(RadixPartitioning& rp, const RadixPlan& plan) {
   if (plan.passes() == 0) return Partitioned{rp.in, {0, rp.in.rows}};
-  if (plan.pass2_bits == 0 || rp.merged) return Partitioned{rp.mid, rp.pass1.get().values};
+  if (plan.pass2_bits == 0 || rp.merged) return Partitioned{rp.mid, rp.pass1.get().values, rp.offsets};
   // Segment-major offsets: final partition = pass-1 partition * 2^pass2_bits + pass-2 partition.
-  return Partitioned{rp.in, rp.pass2.get().values};
+  return Partitioned{rp.in, rp.pass2.get().values, rp.offsets};
 }
 
 }  // namespace

@@ -156,6 +156,13 @@ void queue(KernelContext& ctx, const PartitionOp& o, uint64_t* d_words) {
     partition<K, V>(ctx, o.in.key_ptr<K>(), o.in.val_ptr<V>(), seg, o.fn, o.out.key_ptr<K>(), o.out.val_ptr<V>(),
                     d_words + kFirstValueWord);
   });
+  if (o.offsets_out) {  // the offsets also stay on the device, for the operator that reads them next
+    const uint64_t bytes = (uint64_t(seg.size() - 1) * o.fn.fanout() + 1) * sizeof(uint64_t);
+    if (!o.offsets_out->ptr || o.offsets_out->bytes < bytes)
+      throw RuntimeError("partition: offsets_out holds " + std::to_string(o.offsets_out->bytes) + " bytes, the offsets need " +
+                         std::to_string(bytes));
+    JL_CUDA_CHECK(cudaMemcpyAsync(o.offsets_out->ptr, d_words + kFirstValueWord, bytes, cudaMemcpyDefault, ctx.stream()));
+  }
 }
 
 void queue(KernelContext& ctx, const BuildOp& o, uint64_t*) {
@@ -214,6 +221,13 @@ void queue(KernelContext& ctx, const ProbeOp& o, uint64_t* d_words) {
   });
 }
 
+// A partitioning's offsets in device memory (its partition operator's offsets_out), or null.
+const uint64_t* offsets_on_device(const Partitioned& p) {
+  const Buffer& b = p.offsets_copy;
+  if (!b || !b->ptr || b->space != MemSpace::Device || b->bytes < p.offsets.size() * sizeof(uint64_t)) return nullptr;
+  return static_cast<const uint64_t*>(b->ptr);
+}
+
 void queue(KernelContext& ctx, const PartitionedJoinOp& o, uint64_t* d_words) {
   if (o.r.offsets.empty() || o.s.offsets.empty()) return;
   need_tuples(o.r.all, o.r.offsets.back(), "partitioned join", "R");
@@ -225,8 +239,8 @@ void queue(KernelContext& ctx, const PartitionedJoinOp& o, uint64_t* d_words) {
     using VR = decltype(vr);
     using VS = decltype(vs);
     partitioned_join<K, VR, VS>(ctx, o.r.all.key_ptr<K>(), o.r.all.val_ptr<VR>(), o.r.offsets, o.s.all.key_ptr<K>(),
-                                o.s.all.val_ptr<VS>(), o.s.offsets, o.table, sink_of<K, VR, VS>(o.out, o.out_first, o.mode),
-                                d_words);
+                                o.s.all.val_ptr<VS>(), o.s.offsets, offsets_on_device(o.r), offsets_on_device(o.s),
+                                o.table, sink_of<K, VR, VS>(o.out, o.out_first, o.mode), d_words);
   });
 }
 

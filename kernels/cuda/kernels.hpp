@@ -173,8 +173,9 @@ void probe(KernelContext& ctx, const RowIdTableRef<K, VR>& t, const K* keys, con
 template <class K, class VR, class VS>
 void partitioned_join(KernelContext& ctx, const K* r_keys, const VR* r_vals,
                       const std::vector<uint64_t>& r_offsets, const K* s_keys, const VS* s_vals,
-                      const std::vector<uint64_t>& s_offsets, TableKind kind,
-                      const JoinSinkRef<K, VR, VS>& sink, uint64_t* d_words);
+                      const std::vector<uint64_t>& s_offsets, const uint64_t* r_dev_offsets,
+                      const uint64_t* s_dev_offsets, TableKind kind, const JoinSinkRef<K, VR, VS>& sink,
+                      uint64_t* d_words);
 
 // --- sorting and merge join -----------------------------------------------------------------
 template <class K, class V>

@@ -33,6 +33,13 @@ struct JoinItem {
   uint32_t r_rows, s_rows;
 };
 
+// Item p = partition pair p (from offsets in device memory; empty pairs make empty items).
+__global__ void items_of_partitions_kernel(const uint64_t* r_off, const uint64_t* s_off, uint64_t parts,
+                                           JoinItem* items) {
+  for (uint64_t p = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; p < parts; p += uint64_t(gridDim.x) * blockDim.x)
+    items[p] = JoinItem{r_off[p], s_off[p], uint32_t(r_off[p + 1] - r_off[p]), uint32_t(s_off[p + 1] - s_off[p])};
+}
+
 constexpr size_t align16(size_t b) { return (b + 15) / 16 * 16; }
 
 __host__ __device__ uint32_t pow2_at_least(uint64_t n) {
@@ -173,21 +180,13 @@ __global__ void __launch_bounds__(kPjThreads, 2) partitioned_join_kernel(const K
   }
 }
 
-template <class K, class VR, class VS, bool kChained>
-void partitioned_join_impl(KernelContext& ctx, const K* rk, const VR* rv, const std::vector<uint64_t>& r_off,
-                           const K* sk, const VS* sv, const std::vector<uint64_t>& s_off,
-                           const JoinSinkRef<K, VR, VS>& sink, uint64_t* d_words) {
-  using Table = SmemTable<K, VR, kChained>;
-  const uint32_t chunk_rows = Table::max_rows();
-  const uint64_t parts = r_off.size() - 1;
-  const uint64_t s_total = s_off.back() - s_off.front();
-  // S slices: a whole partition unless it is much larger than a block's fair share.
-  const uint64_t fair = s_total / (uint64_t(ctx.info().sm_count) * 32);
-  const uint64_t slice_rows = std::max<uint64_t>(8 * kPjRound, (fair + kPjRound - 1) / kPjRound * kPjRound);
+// Items of every non-empty pair: R partitions in chunks of at most chunk_rows, each probed by
+// every slice of at most slice_rows of the S partition; table_rows = the largest chunk.
+std::vector<JoinItem> split_items(const std::vector<uint64_t>& r_off, const std::vector<uint64_t>& s_off,
+                                  uint32_t chunk_rows, uint64_t slice_rows, uint32_t& table_rows) {
   std::vector<JoinItem> items;
-  items.reserve(parts);
-  uint32_t table_rows = 1;
-  for (uint64_t p = 0; p < parts; ++p) {
+  items.reserve(r_off.size() - 1);
+  for (uint64_t p = 0; p + 1 < r_off.size(); ++p) {
     const uint64_t nr = r_off[p + 1] - r_off[p], ns = s_off[p + 1] - s_off[p];
     if (!nr || !ns) continue;
     for (uint64_t rb = 0; rb < nr; rb += chunk_rows) {
@@ -197,18 +196,58 @@ void partitioned_join_impl(KernelContext& ctx, const K* rk, const VR* rv, const 
         items.push_back({r_off[p] + rb, s_off[p] + sb, rn, uint32_t(std::min<uint64_t>(slice_rows, ns - sb))});
     }
   }
-  if (items.empty()) return;
-  if (items.size() > uint64_t(INT32_MAX))
-    throw RuntimeError("partitioned join: " + std::to_string(items.size()) + " work items exceed one launch");
-  const JoinItem* d_items = ctx.upload(items);
+  return items;
+}
+
+template <class K, class VR, class VS, bool kChained>
+void partitioned_join_impl(KernelContext& ctx, const K* rk, const VR* rv, const std::vector<uint64_t>& r_off,
+                           const K* sk, const VS* sv, const std::vector<uint64_t>& s_off, const uint64_t* r_dev,
+                           const uint64_t* s_dev, const JoinSinkRef<K, VR, VS>& sink, uint64_t* d_words) {
+  using Table = SmemTable<K, VR, kChained>;
+  const uint32_t chunk_rows = Table::max_rows();
+  const uint64_t parts = r_off.size() - 1;
+  const uint64_t s_total = s_off.back() - s_off.front();
+  // S slices: a whole partition unless it is much larger than a block's fair share.
+  const uint64_t fair = s_total / (uint64_t(ctx.info().sm_count) * 32);
+  const uint64_t slice_rows = std::max<uint64_t>(8 * kPjRound, (fair + kPjRound - 1) / kPjRound * kPjRound);
+  uint32_t table_rows = 1;
+  uint64_t n_items = 0;
+  const JoinItem* d_items = nullptr;
+  // Every pair one item, if none needs splitting and the offsets are on the device: the items
+  // are listed there, so the kernel does not wait for the host to list 2^15 items and upload
+  // them (0.5 ms between phj's partition and join phases on the H100, W1).
+  if (r_dev && s_dev) {
+    uint64_t max_r = 0, max_s = 0;
+    for (uint64_t p = 0; p < parts; ++p) {
+      max_r = std::max(max_r, r_off[p + 1] - r_off[p]);
+      max_s = std::max(max_s, s_off[p + 1] - s_off[p]);
+    }
+    if (max_r <= chunk_rows && max_s <= slice_rows && parts <= uint64_t(INT32_MAX)) {
+      JoinItem* list = ctx.scratch_array<JoinItem>(parts);
+      items_of_partitions_kernel<<<grid_for(parts, 256, 8192), 256, 0, ctx.stream()>>>(r_dev, s_dev, parts, list);
+      JL_CUDA_LAUNCHED("items_of_partitions_kernel");
+      d_items = list;
+      n_items = parts;
+      table_rows = uint32_t(std::max<uint64_t>(1, max_r));
+    }
+  }
+  if (!d_items) {  // the general case, listed here: oversized pairs split into chunks and slices
+    const std::vector<JoinItem> items = split_items(r_off, s_off, chunk_rows, slice_rows, table_rows);
+    if (items.empty()) return;
+    if (items.size() > uint64_t(INT32_MAX))
+      throw RuntimeError("partitioned join: " + std::to_string(items.size()) + " work items exceed one launch");
+    d_items = ctx.upload(items);
+    n_items = items.size();
+  }
+  ctx.mark("work items");  // what the join spends before its kernel runs (host list and upload, or the device's)
   const size_t table_smem = Table::bytes(table_rows);
   const size_t write_smem = table_smem + emitter_smem<K, VR, VS>(kPjStage);
   allow_shared_memory(partitioned_join_kernel<K, VR, VS, kChained, false>, table_smem);
   allow_shared_memory(partitioned_join_kernel<K, VR, VS, kChained, true>, write_smem);
   prefer_shared_memory(partitioned_join_kernel<K, VR, VS, kChained, false>);
   prefer_shared_memory(partitioned_join_kernel<K, VR, VS, kChained, true>);
-  const unsigned grid = unsigned(items.size());
-  run_join_passes(ctx, sink.mode, items.size(), d_words, [&](bool write, uint64_t* counts, const uint64_t* offsets) {
+  const unsigned grid = unsigned(n_items);
+  run_join_passes(ctx, sink.mode, n_items, d_words, [&](bool write, uint64_t* counts, const uint64_t* offsets) {
     if (write)
       partitioned_join_kernel<K, VR, VS, kChained, true><<<grid, kPjThreads, write_smem, ctx.stream()>>>(
           rk, rv, sk, sv, d_items, table_rows, sink, counts, offsets, d_words);
@@ -224,7 +263,8 @@ void partitioned_join_impl(KernelContext& ctx, const K* rk, const VR* rv, const 
 
 template <class K, class VR, class VS>
 void partitioned_join(KernelContext& ctx, const K* r_keys, const VR* r_vals, const std::vector<uint64_t>& r_offsets,
-                      const K* s_keys, const VS* s_vals, const std::vector<uint64_t>& s_offsets, TableKind kind,
+                      const K* s_keys, const VS* s_vals, const std::vector<uint64_t>& s_offsets,
+                      const uint64_t* r_dev_offsets, const uint64_t* s_dev_offsets, TableKind kind,
                       const JoinSinkRef<K, VR, VS>& sink, uint64_t* d_words) {
   if (r_offsets.size() != s_offsets.size())
     throw RuntimeError("partitioned join: R has " + std::to_string(r_offsets.size()) + " partition offsets, S has " +
@@ -236,14 +276,17 @@ void partitioned_join(KernelContext& ctx, const K* r_keys, const VR* r_vals, con
                            " partition offsets are not ascending at index " + std::to_string(i));
   if (r_offsets.size() < 2) return;
   if (kind == TableKind::Chained)
-    partitioned_join_impl<K, VR, VS, true>(ctx, r_keys, r_vals, r_offsets, s_keys, s_vals, s_offsets, sink, d_words);
+    partitioned_join_impl<K, VR, VS, true>(ctx, r_keys, r_vals, r_offsets, s_keys, s_vals, s_offsets, r_dev_offsets,
+                                           s_dev_offsets, sink, d_words);
   else
-    partitioned_join_impl<K, VR, VS, false>(ctx, r_keys, r_vals, r_offsets, s_keys, s_vals, s_offsets, sink, d_words);
+    partitioned_join_impl<K, VR, VS, false>(ctx, r_keys, r_vals, r_offsets, s_keys, s_vals, s_offsets, r_dev_offsets,
+                                            s_dev_offsets, sink, d_words);
 }
 
 #define JL_PJOIN(K, VR, VS)                                                                                     \
   template void partitioned_join<K, VR, VS>(KernelContext&, const K*, const VR*, const std::vector<uint64_t>&, \
-                                            const K*, const VS*, const std::vector<uint64_t>&, TableKind,        \
+                                            const K*, const VS*, const std::vector<uint64_t>&, const uint64_t*,  \
+                                            const uint64_t*, TableKind,                                          \
                                             const JoinSinkRef<K, VR, VS>&, uint64_t*);
 JL_PJOIN(uint32_t, uint32_t, uint32_t)
 JL_PJOIN(uint32_t, uint32_t, uint64_t)
