@@ -10,8 +10,11 @@ each slope (seconds per byte) multiplied by the ratio of the resource that bound
   * cache-resident pieces (tables and gather sources inside the L2, partitions inside shared
     memory) by base (SMs x clock) / target (SMs x clock);
 constants (launch + synchronization) are kept, and the L2 break of the table-size and
-gather-source models moves to the target's L2 size. Re-run after `joinlab calibrate` replaces
-the base profile: the derived profiles follow the measured models.
+gather-source models moves to the target's L2 size. Of the fitted cache sizes of the models
+with cache terms (cache.far, cache.near), the far one (an effective L2) scales with the L2 size
+and the near one (per-SM L1 / shared memory, alike on these GPUs) is kept; their miss costs
+scale as the piece's other slopes. Re-run after `joinlab calibrate` replaces the base profile:
+the derived profiles follow the measured models.
 """
 import argparse
 import datetime
@@ -255,7 +258,18 @@ def derive(base_path, name, m):
         model = sec[3:]
         w("")
         w("[%s]" % sec)
-        for i, (_, value, comment) in enumerate(entries):
+        for key, value, comment in entries:
+            if not key.startswith("cache."):
+                continue
+            size = float(value)
+            if key == "cache.far":
+                w("%s = %s   # %s of %s x %.4f (L2 ratio %s / %s); was: %s" %
+                  (key, fmt(size * l2 / base_l2), key, base_name, l2 / base_l2, fmt(l2), fmt(base_l2), comment))
+            else:
+                w("%s = %s   # %s of %s, kept (per-SM L1 / shared memory alike); was: %s" %
+                  (key, fmt(size), key, base_name, comment))
+        segs = [(v, c) for k, v, c in entries if k == "seg"]
+        for i, (value, comment) in enumerate(segs):
             nums = [float(x) for x in value.split()]
             lower, coef = nums[0], nums[1:]
             cache_piece = model in CACHE_FIRST and i == 0
@@ -274,9 +288,17 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--base", default=os.path.join(here, "profiles", "h100.ini"))
     ap.add_argument("--out", default=os.path.join(here, "profiles"))
+    ap.add_argument("--force", action="store_true", help="also replace profiles that joinlab calibrate measured")
     args = ap.parse_args()
     for name, m in MACHINES.items():
         path = os.path.join(args.out, name + ".ini")
+        # A profile measured on its own hardware (h200 on the H200 device machine) beats one
+        # scaled from another GPU's: keep it.
+        if not args.force and os.path.exists(path):
+            with open(path) as f:
+                if any(line.startswith("status = calibrated") for line in f):
+                    print("kept", path, "(calibrated; --force replaces it)")
+                    continue
         with open(path, "w") as f:
             f.write(derive(args.base, name, m))
         print("wrote", path)

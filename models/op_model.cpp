@@ -3,6 +3,7 @@
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <type_traits>
 
 #include "core/common/error.hpp"
@@ -10,34 +11,174 @@
 namespace joinlab {
 
 const std::vector<ModelSpec>& model_specs() {
+  // legacy: the coefficients (after the constant) of the profiles calibrated before the later
+  // features (partitions and skew of a partitioning, hash-table collisions and cache misses,
+  // a partitioned join's work items and reloads) existed.
   static const std::vector<ModelSpec> specs = {
-      {"generate", {"bytes_out"}, ""},
-      {"histogram", {"bytes_in"}, "fanout"},
-      {"partition", {"bytes_in"}, "fanout"},
-      {"build.linear", {"bytes_in"}, "table_bytes"},
-      {"build.chained", {"bytes_in"}, "table_bytes"},
-      {"probe.linear", {"bytes_in", "bytes_out"}, "table_bytes"},
-      {"probe.chained", {"bytes_in", "bytes_out"}, "table_bytes"},
-      {"partitioned_join.linear", {"bytes_in", "bytes_out"}, "partition_bytes"},
-      {"partitioned_join.chained", {"bytes_in", "bytes_out"}, "partition_bytes"},
-      {"sort.radix", {"bytes_in"}, "key_bytes"},
-      {"sort.merge", {"bytes_in_log2_rows"}, ""},
-      {"merge_join", {"bytes_in", "bytes_out"}, ""},
-      {"gather", {"bytes_in"}, "source_bytes"},
-      {"checksum", {"bytes_in"}, ""},
-      {"scan", {"bytes_in"}, ""},
-      {"copy.device", {"bytes_in"}, ""},
+      {"generate", {"bytes_out"}, "", {}, 0},
+      {"histogram", {"bytes_in", "partitions", "skew_rows"}, "fanout", {}, 1},
+      {"partition", {"bytes_in", "partitions", "skew_rows"}, "fanout", {}, 1},
+      {"build.linear", {"bytes_in", "collision_bytes"}, "table_bytes", {"far"}, 1},
+      {"build.chained", {"bytes_in", "collision_bytes"}, "table_bytes", {"far"}, 1},
+      {"probe.linear", {"bytes_in", "bytes_out"}, "table_bytes", {"near", "far"}, 2},
+      {"probe.chained", {"bytes_in", "bytes_out"}, "table_bytes", {"near", "far"}, 2},
+      {"partitioned_join.linear",
+       {"bytes_in", "bytes_out", "items", "rounds", "r_reload_bytes", "s_reload_bytes", "host_items"},
+       "partition_bytes", {}, 2},
+      {"partitioned_join.chained",
+       {"bytes_in", "bytes_out", "items", "rounds", "r_reload_bytes", "s_reload_bytes", "host_items"},
+       "partition_bytes", {}, 2},
+      {"sort.radix", {"bytes_in", "cub_bytes", "cub_sorts", "segment_max_bytes"}, "key_bytes", {}, 1},
+      {"sort.merge", {"bytes_in_log2_rows"}, "", {}, 0},
+      {"merge_join", {"bytes_in", "bytes_out"}, "", {"near"}, 2},
+      {"gather", {"bytes_in"}, "source_bytes", {}, 0},
+      {"checksum", {"bytes_in"}, "", {}, 0},
+      {"scan", {"bytes_in"}, "", {}, 0},
+      {"copy.device", {"bytes_in"}, "", {}, 0},
       // Allocations (the rank waits for them; the backend may touch the memory).
-      {"alloc.device", {"bytes"}, ""},
-      {"alloc.host", {"bytes"}, ""},  // pinned and pageable host memory
+      {"alloc.device", {"bytes"}, "", {}, 0},
+      {"alloc.host", {"bytes"}, "", {}, 0},  // pinned and pageable host memory
   };
   return specs;
+}
+
+std::vector<std::string> ModelSpec::all_features() const {
+  std::vector<std::string> f = features;
+  for (auto& c : caches) f.push_back(c + "_misses");
+  return f;
+}
+
+bool ModelSpec::byte_feature(size_t i) const {
+  if (i >= features.size()) return false;
+  const std::string& f = features[i];
+  return f.rfind("bytes", 0) == 0 || (f.size() > 13 && f.compare(f.size() - 13, 13, "_reload_bytes") == 0);
 }
 
 const ModelSpec* find_model_spec(const std::string& name) {
   for (auto& s : model_specs())
     if (s.name == name) return &s;
   return nullptr;
+}
+
+// --- key access and cache hits ---------------------------------------------------------------
+
+double KeyAccess::lookups() const {
+  double n = 0;
+  for (double h : heavy) n += h;
+  for (auto& t : tails) n += t.lookups;
+  return n;
+}
+
+KeyAccess KeyAccess::uniform(double lookups, double keys) { return zipf(lookups, keys, 0); }
+
+KeyAccess KeyAccess::zipf(double lookups, double keys, double z) {
+  KeyAccess a;
+  if (lookups > 0 && keys > 0) a.tails.push_back({lookups, keys, z, 1});
+  return a;
+}
+
+namespace {
+
+// Keys grouped by popularity: `count` keys, each looked up `each` times.
+struct KeyGroup {
+  double count, each;
+};
+
+// Ranks are grouped geometrically (5% apart): a Zipf tail of 2^28 keys is ~400 groups.
+constexpr double kGroupRatio = 1.05;
+
+// Integral of k^-z over [a, b).
+double power_integral(double z, double a, double b) {
+  if (z == 0) return b - a;
+  if (std::fabs(z - 1) < 1e-12) return std::log(b / a);
+  return (std::pow(b, 1 - z) - std::pow(a, 1 - z)) / (1 - z);
+}
+
+std::vector<KeyGroup> key_groups(const KeyAccess& access) {
+  std::vector<KeyGroup> g;
+  std::vector<double> heavy = access.heavy;
+  std::sort(heavy.begin(), heavy.end(), std::greater<double>());
+  for (size_t i = 0; i < heavy.size();) {
+    size_t j = i;
+    double sum = 0;
+    while (j < heavy.size() && heavy[j] * kGroupRatio >= heavy[i]) sum += heavy[j++];
+    if (sum > 0) g.push_back({double(j - i), sum / double(j - i)});
+    i = j;
+  }
+  for (auto& t : access.tails) {
+    if (t.lookups <= 0 || t.keys <= 0) continue;
+    if (t.zipf == 0) {
+      g.push_back({t.keys, t.lookups / t.keys});
+      continue;
+    }
+    // Rank r's share is the integral of k^-z over [r - 1/2, r + 1/2).
+    const double first = std::max(1.0, t.first_rank), last = first + t.keys;  // ranks [first, last)
+    const double total = power_integral(t.zipf, first - 0.5, last - 0.5);
+    for (double a = first; a < last;) {
+      const double b = std::min(last, std::max(a + 1, std::ceil(a * kGroupRatio)));
+      const double w = power_integral(t.zipf, a - 0.5, b - 0.5) / total * t.lookups;
+      if (w > 0) g.push_back({b - a, w / (b - a)});
+      a = b;
+    }
+  }
+  return g;
+}
+
+// A cache of `capacity` keys that evicts at random (the GPU's L2 is not an LRU): a key of share p
+// is cached with probability p T / (1 + p T), where the characteristic time T fills the cache,
+// sum_k p_k T / (1 + p_k T) = capacity; the hit fraction is sum_k p_k^2 T / (1 + p_k T) (Fricker,
+// Robert, Roberts, "A versatile and accurate approximation for LRU cache performance", ITC 2012,
+// its RANDOM policy). Uniform lookups hit capacity / keys; a few hot keys stay cached. On the
+// H100's npj probes it predicted Zipf 0.75 from Zipf 0 and 1.5 within 11%, Che's LRU within 17%
+// (experiments/validate/check_model_forms.py).
+double random_cache_hit(const std::vector<KeyGroup>& groups, double capacity) {
+  double keys = 0, total = 0;
+  for (auto& g : groups) {
+    keys += g.count;
+    total += g.count * g.each;
+  }
+  if (total <= 0) return 1.0;
+  if (capacity >= keys) return 1.0;
+  if (capacity <= 0) return 0.0;
+  auto filled = [&](double t, double* slope) {  // sum c p t / (1 + p t) and its derivative
+    double f = 0, d = 0;
+    for (auto& g : groups) {
+      const double p = g.each / total, q = 1 + p * t;
+      f += g.count * p * t / q;
+      d += g.count * p / (q * q);
+    }
+    *slope = d;
+    return f;
+  };
+  // The filling is concave and increasing with filled(t) <= t: Newton from t = capacity climbs
+  // monotonically to the root.
+  double t = capacity;
+  for (int i = 0; i < 200; ++i) {
+    double d = 0;
+    const double f = filled(t, &d) - capacity;
+    if (f >= -1e-9 * capacity || d <= 0) break;
+    t -= f / d;
+  }
+  double hit = 0;
+  for (auto& g : groups) {
+    const double p = g.each / total;
+    hit += g.count * p * p * t / (1 + p * t);
+  }
+  return std::min(1.0, std::max(0.0, hit));
+}
+
+}  // namespace
+
+double cache_hit_fraction(const Locality& l, double cache_bytes) {
+  if (l.lookups <= 0) return 1.0;
+  if (l.bytes <= 0 || cache_bytes >= l.bytes) return 1.0;
+  const double keys = std::max(l.keys, 1.0);
+  const double capacity = keys * cache_bytes / l.bytes;  // keys' worth of the structure cached
+  const KeyAccess access = l.access.empty() ? KeyAccess::uniform(l.lookups, keys) : l.access;
+  // Uniform lookups (the common case, and every simulated operator without skew): closed form.
+  if (access.heavy.empty() && access.tails.size() == 1 && access.tails[0].zipf == 0)
+    return std::min(1.0, capacity / access.tails[0].keys);
+  return random_cache_hit(key_groups(access), capacity);
 }
 
 namespace {
@@ -58,6 +199,142 @@ double output_bytes(const JoinOutput& out, OutputMode mode, uint64_t matches) {
   return double(matches) * (out.r_fmt.key_bytes + out.r_fmt.val_bytes + out.s_fmt.val_bytes);
 }
 
+// Passes a join operator makes over its inputs: CountThenWrite counts, then writes at exact
+// positions (run_join_passes in kernels/cuda/join_common.cuh; the CPU kernels alike); CountOnly
+// and Direct make one.
+double join_passes(OutputMode mode) { return mode == OutputMode::CountThenWrite ? 2.0 : 1.0; }
+
+// Extra slots an insert into a linear-probing table visits beyond its home slot, on average
+// over the build (Knuth: a successful search at load a takes (1 + 1/(1 - a)) / 2 probes). Each
+// is another compare-and-swap, mostly in the home slot's cache line.
+double collision_probes(double load) {
+  load = std::min(std::max(load, 0.0), 0.95);
+  return 0.5 * load / (1 - load);
+}
+
+// Rows in partitions, over rows: rows * sum of squared shares (1/fanout uniformly, up to 1 when
+// one key holds everything). Skewed partitions contend on the same counters and write cursors.
+double skew_rows(const std::vector<uint64_t>& counts) {
+  double rows = 0, sq = 0;
+  for (uint64_t c : counts) {
+    rows += double(c);
+    sq += double(c) * double(c);
+  }
+  return rows > 0 ? sq / rows : 0;
+}
+
+std::vector<uint64_t> counts_of_offsets(const std::vector<uint64_t>& offsets) {
+  std::vector<uint64_t> c;
+  for (size_t i = 1; i < offsets.size(); ++i) c.push_back(offsets[i] >= offsets[i - 1] ? offsets[i] - offsets[i - 1] : 0);
+  return c;
+}
+
+// The work items of the per-partition join (kernels/cuda/partitioned_join.cu): an R partition
+// is cut into chunks of what one shared-memory table of 64 KB holds, an S partition into slices
+// when it is much larger than a block's fair share (on the H100's 132 SMs, 32 items each), and
+// every chunk is built and probed once per slice. Skewed S partitions are sliced, so their R
+// chunk is built again per slice; oversized R partitions are chunked, so their S rows are read
+// again per chunk. A block loads its rows in rounds of 2048 (512 threads x 4 rows, their loads
+// in flight together) to build, then to probe: a round waits for memory once, so an item's time
+// follows its rounds more than its bytes (on the H100, 2^15 items of 3072 rows took as long as
+// 2^15 of 4096: experiments/results/validate and h100-2026-11-22-s2).
+// The items are listed on the device when every pair is one item and both offsets are in device
+// memory (Partitioned::offsets_copy, which phj sets); otherwise the host lists them and uploads the
+// list before the kernel runs (0.3-1.5 ms for 2^15 items on the H100): `host_items`.
+struct JoinWork {
+  double items = 0, rounds = 0, r_reload_rows = 0, s_reload_rows = 0, host_items = 0;
+};
+
+bool offsets_in_device_memory(const Partitioned& p) {
+  const Buffer& b = p.offsets_copy;
+  return b && b->space == MemSpace::Device && b->bytes >= p.offsets.size() * sizeof(uint64_t);
+}
+
+uint64_t smem_table_rows(const TupleFormat& r, bool chained) {
+  auto align16 = [](uint64_t b) { return (b + 15) / 16 * 16; };
+  auto bytes = [&](uint64_t rows) {
+    uint64_t slots = 1;
+    while (slots < std::max<uint64_t>(chained ? rows : 2 * rows, 32)) slots <<= 1;
+    if (!chained) return align16(slots * r.key_bytes) + align16(slots * r.val_bytes);
+    return align16(slots * 4) + align16(rows * 4) + align16(rows * r.key_bytes) + align16(rows * r.val_bytes);
+  };
+  constexpr uint64_t kTableBudget = 64 * 1024;
+  uint64_t rows = 1;
+  while (bytes(rows * 2) <= kTableBudget) rows *= 2;
+  return rows;
+}
+
+JoinWork join_work(const PartitionedJoinOp& o) {
+  JoinWork w;
+  if (o.r.offsets.size() < 2 || o.r.offsets.size() != o.s.offsets.size()) return w;
+  constexpr double kRound = 512 * 4, kBlocks = 132 * 32;
+  const double chunk = double(smem_table_rows(o.r.all.fmt, o.table == TableKind::Chained));
+  const double s_total = double(o.s.offsets.back() - o.s.offsets.front());
+  const double slice = std::max(8 * kRound, std::ceil(s_total / kBlocks / kRound) * kRound);
+  bool split = false;
+  for (size_t p = 0; p + 1 < o.r.offsets.size(); ++p) {
+    const double nr = double(o.r.offsets[p + 1] - o.r.offsets[p]), ns = double(o.s.offsets[p + 1] - o.s.offsets[p]);
+    if (nr <= 0 || ns <= 0) continue;
+    const double chunks = std::ceil(nr / chunk), slices = std::ceil(ns / slice);
+    split = split || chunks > 1 || slices > 1;
+    w.items += chunks * slices;
+    // Every item builds its chunk (full chunks but the last) and probes its slice.
+    const double last_chunk = nr - (chunks - 1) * chunk, last_slice = ns - (slices - 1) * slice;
+    const double build = (chunks - 1) * std::ceil(chunk / kRound) + std::ceil(last_chunk / kRound);
+    const double probe = (slices - 1) * std::ceil(slice / kRound) + std::ceil(last_slice / kRound);
+    w.rounds += build * slices + probe * chunks;
+    w.r_reload_rows += nr * (slices - 1);
+    w.s_reload_rows += ns * (chunks - 1);
+  }
+  if (split || !offsets_in_device_memory(o.r) || !offsets_in_device_memory(o.s)) w.host_items = w.items;
+  return w;
+}
+
+// The CUDA radix sort is an MSD sort (kernels/cuda/sort.cu): the high key bits partition the rows
+// so that a partition holds about 4096 rows when the keys spread over [0, max key], a block sorts
+// each partition of up to 5120 rows on chip, and larger partitions (a hot key's) go to CUB: one
+// device-wide sort each from 2^20 rows, the others in one segmented sort (one block per segment,
+// so its largest segment is its critical path). Skew therefore costs what CUB sorts (`cub_rows`),
+// its calls (`cub_sorts`) and the largest segment (`segment_max_rows`), estimated from the keys'
+// spread (hot keys are scattered over the key range: keygen.hpp).
+struct MsdWork {
+  double cub_rows = 0, cub_sorts = 0, segment_max_rows = 0;
+};
+
+MsdWork msd_work(double rows, const KeyAccess* access) {
+  constexpr double kLocalCapacity = 5120, kLocalTarget = 4096, kDeviceWide = double(1 << 20);
+  constexpr int kLocalBits = 13;
+  MsdWork w;
+  if (rows <= kLocalCapacity || !access || access->empty()) return w;  // uniform keys: no oversized partition
+  const std::vector<KeyGroup> groups = key_groups(*access);
+  double keys = 0, total = 0;
+  for (auto& g : groups) keys += g.count, total += g.count * g.each;
+  if (total <= 0) return w;
+  const double scale = rows / total;  // the access's lookups are the rows to sort
+  const double range = std::max(keys, 1.0);
+  int low = 0;
+  while (low < kLocalBits && rows * std::ldexp(2.0, low) / range <= kLocalTarget) ++low;
+  const double keys_per_part = std::min(range, std::ldexp(1.0, low));
+  // Rows of a partition besides its hottest key: the mean over the partition's other keys.
+  const double base = rows * (keys_per_part - 1) / range;
+  bool segmented = false;
+  for (auto& g : groups) {
+    const double part = g.each * scale + base;
+    if (part <= kLocalCapacity) continue;
+    const double n = std::min(g.count, range / keys_per_part);  // at most one hot key per partition counted
+    w.cub_rows += n * part;
+    if (part >= kDeviceWide) {
+      w.cub_sorts += n;
+    } else {
+      segmented = true;
+      w.segment_max_rows = std::max(w.segment_max_rows, part);
+    }
+  }
+  if (segmented) w.cub_sorts += 1;
+  w.cub_rows = std::min(w.cub_rows, rows);  // the base of many hot partitions is not more than the rows
+  return w;
+}
+
 OpSample make(std::string model, std::vector<double> features, double segment = 0) {
   OpSample s;
   s.model = std::move(model);
@@ -70,7 +347,7 @@ OpSample make(std::string model, std::vector<double> features, double segment = 
 
 }  // namespace
 
-OpSample op_sample(const Op& op, const OpResult& result) {
+OpSample op_sample(const Op& op, const OpResult& result, const KeyAccess* access) {
   return std::visit(
       [&](const auto& o) -> OpSample {
         using T = std::decay_t<decltype(o)>;
@@ -79,30 +356,74 @@ OpSample op_sample(const Op& op, const OpResult& result) {
         } else if constexpr (std::is_same_v<T, GeneratePayloadOp>) {
           return make("generate", {double(o.rows) * o.spec.payload_bytes[size_t(o.column)]});
         } else if constexpr (std::is_same_v<T, HistogramOp>) {
-          return make("histogram", {double(o.in.rows) * o.in.fmt.key_bytes}, o.fn.fanout());
+          return make("histogram", {double(o.in.rows) * o.in.fmt.key_bytes, double(o.fn.fanout()), skew_rows(result.values)},
+                      o.fn.fanout());
         } else if constexpr (std::is_same_v<T, PartitionOp>) {
-          return make("partition", {double(o.in.rows) * o.in.fmt.tuple_bytes()}, o.fn.fanout());
+          const double segments = o.in_segments.size() > 1 ? double(o.in_segments.size() - 1) : 1.0;
+          return make("partition",
+                      {double(o.in.rows) * o.in.fmt.tuple_bytes(), segments * o.fn.fanout(),
+                       skew_rows(counts_of_offsets(result.values))},
+                      o.fn.fanout());
         } else if constexpr (std::is_same_v<T, BuildOp>) {
-          return make(std::string("build.") + table_suffix(o.table->kind),
-                      {double(o.in.rows) * o.in.fmt.tuple_bytes()}, table_bytes(*o.table));
+          const HashTable& t = *o.table;
+          const double rows = double(t.rows ? t.rows : o.in.rows), bytes = double(o.in.rows) * o.in.fmt.tuple_bytes();
+          const double collisions =
+              t.kind == TableKind::Chained || t.slots == 0 ? 0.0 : collision_probes(rows / double(t.slots));
+          OpSample s = make(std::string("build.") + table_suffix(t.kind), {bytes, bytes * collisions}, table_bytes(t));
+          // Each insert goes to a random slot (chained: a random bucket head).
+          s.locality.lookups = double(o.in.rows);
+          s.locality.bytes = t.kind == TableKind::Chained ? double(t.slots) * 4 : table_bytes(t);
+          s.locality.keys = rows;
+          return s;
         } else if constexpr (std::is_same_v<T, ProbeOp>) {
-          return make(std::string("probe.") + table_suffix(o.table->kind),
-                      {double(o.probe.rows) * o.probe.fmt.tuple_bytes(), output_bytes(o.out, o.mode, result.count)},
-                      table_bytes(*o.table));
+          const double passes = join_passes(o.mode);
+          OpSample s = make(std::string("probe.") + table_suffix(o.table->kind),
+                            {passes * double(o.probe.rows) * o.probe.fmt.tuple_bytes(),
+                             output_bytes(o.out, o.mode, result.count)},
+                            table_bytes(*o.table));
+          s.locality.lookups = passes * double(o.probe.rows);
+          s.locality.bytes = table_bytes(*o.table);
+          s.locality.keys = double(std::max<uint64_t>(o.table->rows, 1));
+          if (access) {
+            s.locality.access = *access;
+            for (double& h : s.locality.access.heavy) h *= passes;
+            for (auto& t : s.locality.access.tails) t.lookups *= passes;
+          }
+          return s;
         } else if constexpr (std::is_same_v<T, PartitionedJoinOp>) {
-          const double rb = double(o.r.all.rows) * o.r.all.fmt.tuple_bytes();
-          const double in = rb + double(o.s.all.rows) * o.s.all.fmt.tuple_bytes();
+          const double passes = join_passes(o.mode);
+          const double rt = o.r.all.fmt.tuple_bytes(), st = o.s.all.fmt.tuple_bytes();
+          const double rb = double(o.r.all.rows) * rt;
+          const double in = rb + double(o.s.all.rows) * st;
           const double parts = std::max<double>(1, o.r.fanout());
+          const JoinWork w = join_work(o);
           return make(std::string("partitioned_join.") + table_suffix(o.table),
-                      {in, output_bytes(o.out, o.mode, result.count)}, rb / parts);
+                      {passes * in, output_bytes(o.out, o.mode, result.count), passes * w.items, passes * w.rounds,
+                       passes * w.r_reload_rows * rt, passes * w.s_reload_rows * st, w.host_items},
+                      rb / parts);
         } else if constexpr (std::is_same_v<T, SortOp>) {
           const double bytes = double(o.in.rows) * o.in.fmt.tuple_bytes();
-          if (o.algo == SortAlgo::Radix) return make("sort.radix", {bytes}, o.in.fmt.key_bytes);
+          if (o.algo == SortAlgo::Radix) {
+            const MsdWork w = msd_work(double(o.in.rows), access);
+            const double tb = o.in.fmt.tuple_bytes();
+            return make("sort.radix", {bytes, w.cub_rows * tb, w.cub_sorts, w.segment_max_rows * tb}, o.in.fmt.key_bytes);
+          }
           return make("sort.merge", {bytes * std::log2(std::max<double>(2, double(o.in.rows)))});
         } else if constexpr (std::is_same_v<T, MergeJoinOp>) {
-          return make("merge_join",
-                      {double(o.r.rows) * o.r.fmt.tuple_bytes() + double(o.s.rows) * o.s.fmt.tuple_bytes(),
-                       output_bytes(o.out, o.mode, result.count)});
+          const double passes = join_passes(o.mode);
+          OpSample s = make("merge_join",
+                            {passes * (double(o.r.rows) * o.r.fmt.tuple_bytes() + double(o.s.rows) * o.s.fmt.tuple_bytes()),
+                             output_bytes(o.out, o.mode, result.count)});
+          // Every S row looks up its run of R keys: runs of equal S keys find theirs in cache.
+          s.locality.lookups = passes * double(o.s.rows);
+          s.locality.bytes = double(o.r.rows) * o.r.fmt.tuple_bytes();
+          s.locality.keys = double(std::max<uint64_t>(o.r.rows, 1));
+          if (access) {
+            s.locality.access = *access;
+            for (double& h : s.locality.access.heavy) h *= passes;
+            for (auto& t : s.locality.access.tails) t.lookups *= passes;
+          }
+          return s;
         } else if constexpr (std::is_same_v<T, GatherOp>) {
           return make("gather", {double(o.rows) * (o.id_bytes + o.col_bytes)},
                       o.column ? double(o.column->bytes) : 0.0);
@@ -124,13 +445,22 @@ OpSample alloc_sample(MemSpace space, uint64_t bytes) {
 }
 
 double sample_bytes(const OpSample& s) {
+  const ModelSpec* spec = find_model_spec(s.model);
   double b = 0;
-  for (size_t i = 1; i < s.x.size(); ++i) b += s.x[i];
+  for (size_t i = 1; i < s.x.size(); ++i)
+    if (!spec || spec->byte_feature(i - 1)) b += s.x[i];
   return b;
 }
 
-PiecewiseModel::PiecewiseModel(std::vector<ModelPiece> pieces) : pieces_(std::move(pieces)) {
+PiecewiseModel::PiecewiseModel(std::vector<ModelPiece> pieces, std::vector<double> caches)
+    : pieces_(std::move(pieces)), caches_(std::move(caches)) {
   std::sort(pieces_.begin(), pieces_.end(), [](const ModelPiece& a, const ModelPiece& b) { return a.lower < b.lower; });
+}
+
+std::vector<double> PiecewiseModel::features(const OpSample& s) const {
+  std::vector<double> x = s.x;
+  for (double c : caches_) x.push_back(s.locality.lookups * (1.0 - cache_hit_fraction(s.locality, c)));
+  return x;
 }
 
 double PiecewiseModel::seconds(const OpSample& s) const {
@@ -138,8 +468,15 @@ double PiecewiseModel::seconds(const OpSample& s) const {
   const ModelPiece* piece = &pieces_.front();
   for (auto& p : pieces_)
     if (s.segment >= p.lower) piece = &p;
+  // The cache terms follow the sample's own features, which may be fewer than the coefficients
+  // (a sample made for an older model): missing features count 0.
+  const size_t base = std::min(s.x.size(), piece->coef.size() - std::min(piece->coef.size(), caches_.size()));
   double t = 0;
-  for (size_t i = 0; i < piece->coef.size() && i < s.x.size(); ++i) t += piece->coef[i] * s.x[i];
+  for (size_t i = 0; i < base; ++i) t += piece->coef[i] * s.x[i];
+  for (size_t c = 0; c < caches_.size(); ++c) {
+    const double k = piece->coef[piece->coef.size() - caches_.size() + c];
+    if (k != 0) t += k * s.locality.lookups * (1.0 - cache_hit_fraction(s.locality, caches_[c]));
+  }
   return std::max(t, 0.0);
 }
 
@@ -151,10 +488,34 @@ const PiecewiseModel& OpModels::get(const std::string& model) const {
 
 namespace {
 
+// The samples of one fit as rows of features (cache misses included).
+struct Design {
+  std::vector<std::vector<double>> x;
+  std::vector<double> seconds, segment;
+  size_t features() const { return x.empty() ? 0 : x.front().size(); }
+};
+
+Design design_of(const std::vector<OpSample>& samples, const std::vector<double>& caches) {
+  Design d;
+  const PiecewiseModel shape({}, caches);
+  for (auto& s : samples) {
+    d.x.push_back(shape.features(s));
+    d.seconds.push_back(s.seconds);
+    d.segment.push_back(s.segment);
+  }
+  return d;
+}
+
 // Non-negative least squares by active set elimination: solve, drop the most negative
-// coefficient, repeat. Rows are pre-scaled by 1 / seconds (relative error).
-std::vector<double> fit_piece(const std::vector<const OpSample*>& rows, size_t nfeat) {
+// coefficient, repeat. Rows are pre-scaled by 1 / seconds (relative error). A feature that is
+// 0 in every row gets 0.
+std::vector<double> fit_piece(const Design& d, const std::vector<size_t>& rows, size_t nfeat) {
   std::vector<bool> active(nfeat, true);
+  for (size_t j = 0; j < nfeat; ++j) {
+    bool any = false;
+    for (size_t i : rows) any = any || d.x[i][j] != 0;
+    active[j] = any;
+  }
   std::vector<double> coef(nfeat, 0.0);
   for (size_t round = 0; round < nfeat; ++round) {
     std::vector<size_t> cols;
@@ -163,9 +524,9 @@ std::vector<double> fit_piece(const std::vector<const OpSample*>& rows, size_t n
     if (cols.empty()) break;
     Eigen::MatrixXd a(rows.size(), cols.size());
     Eigen::VectorXd b = Eigen::VectorXd::Ones(Eigen::Index(rows.size()));
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const double w = 1.0 / std::max(rows[i]->seconds, 1e-12);
-      for (size_t c = 0; c < cols.size(); ++c) a(Eigen::Index(i), Eigen::Index(c)) = rows[i]->x[cols[c]] * w;
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const double w = 1.0 / std::max(d.seconds[rows[r]], 1e-12);
+      for (size_t c = 0; c < cols.size(); ++c) a(Eigen::Index(r), Eigen::Index(c)) = d.x[rows[r]][cols[c]] * w;
     }
     // Column scaling keeps the solve well conditioned when features differ by 1e9.
     Eigen::VectorXd scale(cols.size());
@@ -193,21 +554,39 @@ std::vector<double> fit_piece(const std::vector<const OpSample*>& rows, size_t n
   return coef;
 }
 
-}  // namespace
+FitReport evaluate_design(const PiecewiseModel& m, const Design& d) {
+  FitReport r;
+  double sq = 0;
+  for (size_t i = 0; i < d.x.size(); ++i) {
+    if (d.seconds[i] <= 0) continue;
+    const ModelPiece* piece = &m.pieces().front();
+    for (auto& p : m.pieces())
+      if (d.segment[i] >= p.lower) piece = &p;
+    double t = 0;
+    for (size_t j = 0; j < piece->coef.size() && j < d.x[i].size(); ++j) t += piece->coef[j] * d.x[i][j];
+    const double e = std::fabs(std::max(t, 0.0) - d.seconds[i]) / d.seconds[i];
+    sq += e * e;
+    r.max_rel_error = std::max(r.max_rel_error, e);
+    r.samples++;
+  }
+  r.rms_rel_error = r.samples ? std::sqrt(sq / r.samples) : 0;
+  return r;
+}
 
-PiecewiseModel fit_piecewise(const std::vector<OpSample>& samples, std::vector<double> breaks, FitReport* report) {
-  if (samples.empty()) throw RuntimeError("cannot fit a cost model without samples");
-  const size_t nfeat = samples.front().x.size();
+PiecewiseModel fit_design(const Design& d, std::vector<double> breaks, const std::vector<double>& caches,
+                          FitReport* report) {
+  if (d.x.empty()) throw RuntimeError("cannot fit a cost model without samples");
+  const size_t nfeat = d.features();
   std::sort(breaks.begin(), breaks.end());
   std::vector<double> lowers{0.0};
   for (double b : breaks)
     if (b > 0) lowers.push_back(b);
   // Assign samples to segments; merge segments too thin to fit into the one below.
   auto members = [&](size_t i) {
-    std::vector<const OpSample*> m;
+    std::vector<size_t> m;
     double lo = lowers[i], hi = i + 1 < lowers.size() ? lowers[i + 1] : INFINITY;
-    for (auto& s : samples)
-      if ((i == 0 || s.segment >= lo) && s.segment < hi) m.push_back(&s);
+    for (size_t k = 0; k < d.x.size(); ++k)
+      if ((i == 0 || d.segment[k] >= lo) && d.segment[k] < hi) m.push_back(k);
     return m;
   };
   for (size_t i = lowers.size(); i-- > 1;)
@@ -217,33 +596,108 @@ PiecewiseModel fit_piecewise(const std::vector<OpSample>& samples, std::vector<d
   for (size_t i = 0; i < lowers.size(); ++i) {
     auto m = members(i);
     if (m.empty()) continue;
-    pieces.push_back({lowers[i], fit_piece(m, nfeat)});
+    pieces.push_back({lowers[i], fit_piece(d, m, nfeat)});
   }
   pieces.front().lower = 0;
-  PiecewiseModel model(std::move(pieces));
-  if (report) *report = evaluate_fit(model, samples);
+  PiecewiseModel model(std::move(pieces), caches);
+  if (report) *report = evaluate_design(model, d);
   return model;
 }
 
-PiecewiseModel fit_piecewise_auto(const std::vector<OpSample>& samples, FitReport* report) {
+PiecewiseModel fit_design_auto(const Design& d, const std::vector<double>& caches, FitReport* report) {
   FitReport best_rep;
-  PiecewiseModel best = fit_piecewise(samples, {}, &best_rep);
-  std::vector<double> values;
-  for (auto& s : samples) values.push_back(s.segment);
+  PiecewiseModel best = fit_design(d, {}, caches, &best_rep);
+  std::vector<double> values = d.segment;
   std::sort(values.begin(), values.end());
   values.erase(std::unique(values.begin(), values.end()), values.end());
-  const size_t need = samples.empty() ? 0 : samples.front().x.size() + 1;
+  const size_t need = d.features() + 1;
   for (size_t i = 1; i < values.size(); ++i) {
-    const double cut = values[i];
+    // Halfway (geometrically) between two sampled values: a profile's rounding of the bound
+    // cannot move a sampled value (or an unsampled one equal to it) across.
+    const double cut = values[i - 1] > 0 ? std::sqrt(values[i - 1] * values[i]) : values[i] / 2;
     size_t below = 0;
-    for (auto& s : samples) below += s.segment < cut;
-    if (below < need || samples.size() - below < need) continue;
+    for (double v : d.segment) below += v < cut;
+    if (below < need || d.x.size() - below < need) continue;
     FitReport rep;
-    PiecewiseModel m = fit_piecewise(samples, {cut}, &rep);
+    PiecewiseModel m = fit_design(d, {cut}, caches, &rep);
     if (m.pieces().size() == 2 && rep.rms_rel_error < 0.8 * best_rep.rms_rel_error) {
       best = m;
       best_rep = rep;
     }
+  }
+  if (report) *report = best_rep;
+  return best;
+}
+
+}  // namespace
+
+PiecewiseModel fit_piecewise(const std::vector<OpSample>& samples, std::vector<double> breaks, FitReport* report,
+                             const std::vector<double>& caches) {
+  if (samples.empty()) throw RuntimeError("cannot fit a cost model without samples");
+  return fit_design(design_of(samples, caches), std::move(breaks), caches, report);
+}
+
+PiecewiseModel fit_piecewise_auto(const std::vector<OpSample>& samples, FitReport* report,
+                                  const std::vector<double>& caches) {
+  if (samples.empty()) throw RuntimeError("cannot fit a cost model without samples");
+  return fit_design_auto(design_of(samples, caches), caches, report);
+}
+
+std::vector<double> cache_candidates(const std::string& level) {
+  const bool near = level == "near";
+  std::vector<double> v;
+  for (int i = 0; i <= (near ? 24 : 20); ++i) v.push_back(std::round((near ? 4096.0 : double(1 << 20)) * std::pow(2.0, i / 2.0)));
+  return v;
+}
+
+PiecewiseModel fit_model(const ModelSpec& spec, const std::vector<OpSample>& samples, bool auto_break,
+                         const std::vector<double>& breaks, FitReport* report) {
+  if (samples.empty()) throw RuntimeError("cannot fit a cost model of " + spec.name + " without samples");
+  if (spec.caches.empty()) {
+    Design d = design_of(samples, {});
+    return auto_break ? fit_design_auto(d, {}, report) : fit_design(d, breaks, {}, report);
+  }
+  // Misses of every sample at every candidate size of every level, once; then every
+  // combination of sizes is a linear fit.
+  std::vector<std::vector<double>> candidates;
+  std::vector<std::vector<std::vector<double>>> misses;  // [level][candidate][sample]
+  for (auto& level : spec.caches) {
+    candidates.push_back(cache_candidates(level));
+    misses.emplace_back();
+    for (double c : candidates.back()) {
+      std::vector<double> m;
+      for (auto& s : samples) m.push_back(s.locality.lookups * (1.0 - cache_hit_fraction(s.locality, c)));
+      misses.back().push_back(std::move(m));
+    }
+  }
+  Design d = design_of(samples, {});
+  const size_t base = d.features();
+  for (auto& row : d.x) row.resize(base + spec.caches.size(), 0.0);
+  std::vector<size_t> pick(spec.caches.size(), 0);
+  PiecewiseModel best;
+  FitReport best_rep;
+  bool have = false;
+  for (;;) {
+    std::vector<double> caches;
+    for (size_t l = 0; l < pick.size(); ++l) {
+      caches.push_back(candidates[l][pick[l]]);
+      for (size_t i = 0; i < d.x.size(); ++i) d.x[i][base + l] = misses[l][pick[l]][i];
+    }
+    // A nearer level larger than a farther one is no hierarchy.
+    bool ordered = true;
+    for (size_t l = 1; l < caches.size(); ++l) ordered = ordered && caches[l - 1] < caches[l];
+    if (ordered) {
+      FitReport rep;
+      PiecewiseModel m = auto_break ? fit_design_auto(d, caches, &rep) : fit_design(d, breaks, caches, &rep);
+      if (!have || rep.rms_rel_error < best_rep.rms_rel_error * (1 - 1e-9)) {
+        best = m;
+        best_rep = rep;
+        have = true;
+      }
+    }
+    size_t l = 0;
+    while (l < pick.size() && ++pick[l] == candidates[l].size()) pick[l++] = 0;
+    if (l == pick.size()) break;
   }
   if (report) *report = best_rep;
   return best;

@@ -1,9 +1,12 @@
 // Per-operator cost models: the time of one operator run as a linear function of a few size
-// features (bytes read, bytes written, ...), with separate coefficients per segment of a
-// "segment variable" where a cache or a shared-memory limit changes the slope (the hash table
-// leaving L2, partitions no longer fitting shared memory, the fanout passing the write-combine
-// buffers). Calibration (calibrate.cpp) measures samples and fits the coefficients with Eigen
-// least squares; the simulator (sim/) and the validator evaluate them.
+// features (bytes read, bytes written, work items, ...), with separate coefficients per segment
+// of a "segment variable" where a limit changes the slope (partitions no longer fitting shared
+// memory, the fanout passing the write-combine buffers). Random lookups (hash-table probes, the
+// merge join's reads of R) add one feature per cache level of the model: the lookups that miss
+// a cache of a fitted size, estimated from the table's size and from how the looked-up keys are
+// spread (a skewed probe side hits a few hot keys that stay cached). Calibration (calibrate.cpp)
+// measures samples and fits the coefficients and cache sizes with Eigen least squares; the
+// simulator (sim/) and the validator evaluate them.
 //
 // The features of each operator are fixed here (model_specs()), so a profile only holds numbers.
 #pragma once
@@ -16,34 +19,80 @@
 
 namespace joinlab {
 
+// How an operator's random lookups spread over the keys they look up: hot keys one by one, then
+// tails of keys whose lookups follow Zipf(z) by rank (z = 0: uniformly). The simulator derives
+// it from a relation's content, calibration from the distribution it generated.
+struct KeyAccess {
+  struct Tail {
+    double lookups = 0;     // lookups into this tail
+    double keys = 0;        // distinct keys of the tail
+    double zipf = 0;        // exponent of the tail's popularity by rank (0: uniform)
+    double first_rank = 1;  // rank of the tail's first key in its Zipf law (after the hot keys)
+  };
+  std::vector<double> heavy;  // lookups of each hot key
+  std::vector<Tail> tails;
+  double lookups() const;
+  bool empty() const { return heavy.empty() && tails.empty(); }
+  static KeyAccess uniform(double lookups, double keys);
+  static KeyAccess zipf(double lookups, double keys, double z);
+};
+
+// The random lookups of one operator run: `lookups` into a structure of `bytes` that holds
+// `keys` keys (a hash table, a sorted relation), spread over them as `access` says (empty:
+// uniformly over `keys`).
+struct Locality {
+  double lookups = 0;
+  double bytes = 0;
+  double keys = 0;
+  KeyAccess access;
+};
+
+// Fraction of the lookups that hit a cache of `cache_bytes`: the cache holds
+// keys * cache_bytes / bytes keys' worth of the structure and evicts at random, so a key stays
+// in it the more likely the more often it is looked up (op_model.cpp). Uniform lookups hit
+// cache_bytes / bytes; 1 when the structure fits.
+double cache_hit_fraction(const Locality& l, double cache_bytes);
+
 // What a cost model sees of one operator run.
 struct OpSample {
   std::string model;      // "partition", "probe.linear", ... (model_specs())
   std::vector<double> x;  // features, x[0] = 1 (the constant: launch and synchronization)
   double segment = 0;     // value of the model's segment variable
   double seconds = 0;     // measured time (calibration samples only)
+  Locality locality;      // the random lookups (models with cache levels)
 };
 
 struct ModelSpec {
   std::string name;
-  std::vector<std::string> features;  // after the constant
+  std::vector<std::string> features;  // after the constant (op_sample's x)
   std::string segment;                // segment variable, "" = one piece
+  // Cache levels ("near", "far"): one more feature each, "<level>_misses" = lookups that miss a
+  // cache of the size fitted for that level (the profile's "cache.<level> = BYTES" line).
+  std::vector<std::string> caches;
+  // Coefficients (after the constant) a profile written before the later features existed
+  // holds; its missing coefficients are 0 (0: every coefficient is required).
+  size_t legacy = 0;
+  size_t coefficients() const { return 1 + features.size() + caches.size(); }
+  std::vector<std::string> all_features() const;  // features, then "<level>_misses"
+  bool byte_feature(size_t i) const;              // feature i (after the constant) counts bytes
 };
 const std::vector<ModelSpec>& model_specs();
 const ModelSpec* find_model_spec(const std::string& name);
 
-// Features of an operator run. `result` supplies what only the run knows (match counts).
-OpSample op_sample(const Op& op, const OpResult& result);
+// Features of an operator run. `result` supplies what only the run knows (match counts,
+// partition offsets); `access` how the lookups of a probe (the probe side's keys over the table's)
+// or of a merge join (S's keys over R's) spread (null: uniformly).
+OpSample op_sample(const Op& op, const OpResult& result, const KeyAccess* access = nullptr);
 // A copy within device memory (the "copy.device" model).
 OpSample device_copy_sample(uint64_t bytes);
 // An allocation (the "alloc.device" / "alloc.host" models).
 OpSample alloc_sample(MemSpace space, uint64_t bytes);
-// Bytes an operator reads plus writes (what a host-memory-bound run moves).
+// Bytes an operator reads plus writes (what a host-memory-bound run moves): its byte features.
 double sample_bytes(const OpSample& s);
 
 struct ModelPiece {
   double lower = 0;          // applies from this value of the segment variable up
-  std::vector<double> coef;  // one per feature, constant first
+  std::vector<double> coef;  // one per feature, constant first, cache misses last
 };
 
 struct FitReport {
@@ -54,13 +103,18 @@ struct FitReport {
 class PiecewiseModel {
  public:
   PiecewiseModel() = default;
-  explicit PiecewiseModel(std::vector<ModelPiece> pieces);
+  // `caches`: bytes of each cache level of the model's spec, in its order.
+  explicit PiecewiseModel(std::vector<ModelPiece> pieces, std::vector<double> caches = {});
   double seconds(const OpSample& s) const;
   const std::vector<ModelPiece>& pieces() const { return pieces_; }
+  const std::vector<double>& caches() const { return caches_; }
   bool empty() const { return pieces_.empty(); }
+  // The sample's features with its cache misses appended (one per cache level).
+  std::vector<double> features(const OpSample& s) const;
 
  private:
   std::vector<ModelPiece> pieces_;  // sorted by lower, first lower = 0
+  std::vector<double> caches_;
 };
 
 class OpModels {
@@ -78,13 +132,24 @@ class OpModels {
 // Least-squares fit of one model to samples, minimizing relative error (each sample weighted
 // by 1 / its time), with non-negative coefficients. `breaks` are the lower bounds of the
 // segments after the first (empty: one piece); a segment with fewer samples than features is
-// merged into the one below it. RuntimeError if there are no samples.
+// merged into the one below it. `caches`: the cache sizes of the model's levels (the samples'
+// miss features follow from them). RuntimeError if there are no samples.
 PiecewiseModel fit_piecewise(const std::vector<OpSample>& samples, std::vector<double> breaks,
-                             FitReport* report = nullptr);
+                             FitReport* report = nullptr, const std::vector<double>& caches = {});
 // The same with the break found from the samples: every split between two sampled values of the
-// segment variable is tried, and the best one is kept if it cuts the rms error by a fifth (a
-// cache edge shows as a change of slope; where there is none, one piece is kept).
-PiecewiseModel fit_piecewise_auto(const std::vector<OpSample>& samples, FitReport* report = nullptr);
+// segment variable is tried (cut halfway, geometrically, between them, so that a value sampled
+// on either side stays on its side whatever a profile's rounding), and the best one is kept if
+// it cuts the rms error by a fifth (a cache edge shows as a change of slope; where there is
+// none, one piece is kept).
+PiecewiseModel fit_piecewise_auto(const std::vector<OpSample>& samples, FitReport* report = nullptr,
+                                  const std::vector<double>& caches = {});
+// A model of `spec` fitted to samples: breaks as given (auto: found from the samples), and for
+// a model with cache levels every combination of candidate cache sizes (powers of sqrt(2)) tried,
+// the best kept.
+PiecewiseModel fit_model(const ModelSpec& spec, const std::vector<OpSample>& samples, bool auto_break,
+                         const std::vector<double>& breaks, FitReport* report = nullptr);
+// Candidate sizes of a cache level ("near": 4 KiB .. 16 MiB, "far": 1 MiB .. 1 GiB).
+std::vector<double> cache_candidates(const std::string& level);
 // Relative errors of a model over samples.
 FitReport evaluate_fit(const PiecewiseModel& m, const std::vector<OpSample>& samples);
 

@@ -174,6 +174,7 @@ Profile parse_profile(std::istream& in, const std::string& file) {
   std::string section, raw;
   std::set<std::string> seen;
   std::map<std::string, std::vector<ModelPiece>> pieces;
+  std::map<std::string, std::map<std::string, double>> caches;  // model -> level -> bytes
   const std::set<std::string> sections = known_sections();
   while (std::getline(in, raw)) {
     ps.line++;
@@ -205,8 +206,26 @@ Profile parse_profile(std::istream& in, const std::string& file) {
     std::string value = trim(rest);
     const std::string full = section + "." + key;
     if (section.rfind("op.", 0) == 0) {
-      if (key != "seg") ps.fail(full, value, "operator sections hold only 'seg = LOWER C0 C1 ...' lines");
-      const ModelSpec& spec = *find_model_spec(section.substr(3));
+      const std::string model = section.substr(3);
+      const ModelSpec& spec = *find_model_spec(model);
+      if (key.rfind("cache.", 0) == 0) {  // cache.<level> = BYTES
+        const std::string level = key.substr(6);
+        if (std::find(spec.caches.begin(), spec.caches.end(), level) == spec.caches.end()) {
+          std::string levels;
+          for (auto& c : spec.caches) levels += (levels.empty() ? "" : ", ") + c;
+          ps.fail(full, value, "model " + model + " has no cache level '" + level + "'" +
+                                   (levels.empty() ? std::string(" (it has none)") : " (it has " + levels + ")"));
+        }
+        double d = 0;
+        if (!parse_double(value, d) || d <= 0) ps.fail(full, value, "expected a positive number of bytes");
+        if (comment.empty()) ps.fail(full, value, "a number without a source: add '# where it comes from'");
+        if (caches[model].count(level)) ps.fail(full, value, "given twice");
+        caches[model][level] = d;
+        p.notes[full] = comment;
+        continue;
+      }
+      if (key != "seg")
+        ps.fail(full, value, "operator sections hold only 'seg = LOWER C0 C1 ...' and 'cache.LEVEL = BYTES' lines");
       std::istringstream vs(value);
       std::vector<double> nums;
       std::string tok;
@@ -216,19 +235,27 @@ Profile parse_profile(std::istream& in, const std::string& file) {
         if (d < 0) ps.fail(full, value, "'" + tok + "' is negative (times and bounds are >= 0)");
         nums.push_back(d);
       }
-      const size_t want = 2 + spec.features.size();
-      if (nums.size() != want) {
+      // The full form, or (a profile calibrated before the later features) the legacy one.
+      const size_t want = 1 + spec.coefficients(), older = spec.legacy ? 2 + spec.legacy : want;
+      // Models without cache levels also take any count in between (features added one by one;
+      // the missing later ones are 0).
+      const bool between = spec.caches.empty() && nums.size() > older && nums.size() < want;
+      if (nums.size() != want && nums.size() != older && !between) {
         std::string feats = "constant";
-        for (auto& f : spec.features) feats += ", " + f;
-        ps.fail(full, value, "expected " + std::to_string(want) + " numbers (segment lower bound of " +
+        for (auto& f : spec.all_features()) feats += ", " + f;
+        ps.fail(full, value, "expected " + std::to_string(want) +
+                                 (older != want ? " (or " + std::to_string(older) + ", without the later features)" : std::string()) +
+                                 " numbers (segment lower bound of " +
                                  (spec.segment.empty() ? std::string("0") : spec.segment) + ", then seconds per " +
                                  feats + "), got " + std::to_string(nums.size()));
       }
       if (comment.empty()) ps.fail(full, value, "a number without a source: add '# where it comes from'");
       if (spec.segment.empty() && nums[0] != 0) ps.fail(full, value, "this model has one segment: its lower bound must be 0");
-      for (auto& piece : pieces[section.substr(3)])
+      for (auto& piece : pieces[model])
         if (piece.lower == nums[0]) ps.fail(full, value, "a second segment with the same lower bound");
-      pieces[section.substr(3)].push_back({nums[0], std::vector<double>(nums.begin() + 1, nums.end())});
+      std::vector<double> coef(nums.begin() + 1, nums.end());
+      coef.resize(spec.coefficients(), 0.0);  // later features of a legacy line: 0
+      pieces[model].push_back({nums[0], coef});
       p.notes[full + "@" + num(nums[0])] = comment;
       continue;
     }
@@ -274,7 +301,24 @@ Profile parse_profile(std::istream& in, const std::string& file) {
     }
   if (p.topology.levels < 1 || p.topology.levels > 3)
     throw InputError(file + ": topology.levels = " + std::to_string(p.topology.levels) + ": must be 1, 2 or 3");
-  for (auto& [name, ps_] : pieces) p.ops.set(name, PiecewiseModel(ps_));
+  for (auto& [name, ps_] : pieces) {
+    const ModelSpec& spec = *find_model_spec(name);
+    std::vector<double> sizes;
+    for (size_t l = 0; l < spec.caches.size(); ++l) {
+      const std::string& level = spec.caches[l];
+      auto it = caches[name].find(level);
+      // A level whose misses cost nothing (every legacy line) needs no size.
+      bool used = false;
+      for (auto& piece : ps_) used = used || piece.coef[1 + spec.features.size() + l] != 0;
+      if (it == caches[name].end() && used)
+        throw InputError(file + ": [op." + name + "] cache." + level + " is missing (its " + level +
+                         "_misses coefficient is not 0)");
+      sizes.push_back(it == caches[name].end() ? 0.0 : it->second);
+    }
+    p.ops.set(name, PiecewiseModel(ps_, sizes));
+  }
+  for (auto& [name, levels] : caches)
+    if (!pieces.count(name)) throw InputError(file + ": [op." + name + "] has cache sizes but no 'seg' line");
   p.path = file;
   return p;
 }
@@ -331,13 +375,23 @@ void write_profile(const Profile& p, std::ostream& out) {
   }
   for (auto& spec : model_specs()) {
     if (!p.ops.has(spec.name)) continue;
+    const PiecewiseModel& m = p.ops.get(spec.name);
     out << "\n[op." << spec.name << "]\n# seg = lower(" << (spec.segment.empty() ? "-" : spec.segment)
         << ") constant";
-    for (auto& f : spec.features) out << " " << f;
-    out << "   (seconds, seconds per byte)\n";
-    for (auto& piece : p.ops.get(spec.name).pieces()) {
+    for (auto& f : spec.all_features()) out << " " << f;
+    out << "   (seconds, seconds per unit of each feature: bytes, rows, items, misses)\n";
+    for (size_t c = 0; c < spec.caches.size() && c < m.caches().size(); ++c) {
+      if (m.caches()[c] <= 0) continue;  // a legacy model without cache terms
+      const std::string key = "op." + spec.name + ".cache." + spec.caches[c];
+      std::string n = note(key);
+      out << "cache." << spec.caches[c] << " = " << num(m.caches()[c]) << "   # "
+          << (n.empty() ? "(no source recorded)" : n) << "\n";
+    }
+    for (auto& piece : m.pieces()) {
       std::ostringstream line;
-      line << "seg = " << num(piece.lower);
+      // Bounds at full precision: a bound rounded up would move a table of exactly the sampled
+      // size to the piece below (the 2^27-byte tables of the 2026-11-22 profile did).
+      line << "seg = " << std::setprecision(12) << piece.lower;
       for (double c : piece.coef) line << " " << std::setprecision(5) << c;
       std::string n = note("op." + spec.name + ".seg@" + num(piece.lower));
       out << line.str() << "   # " << (n.empty() ? "(no source recorded)" : n) << "\n";

@@ -9,6 +9,8 @@
 //   [section]
 //   key = value        # source of the number (required for numbers)
 //   seg = LOWER C0 C1 [C2]   # (op sections only, repeatable) one piece of a piecewise model
+//   cache.LEVEL = BYTES      # (op sections of models with cache levels) the fitted cache size
+//                            # of that level; required when its misses coefficient is not 0
 #pragma once
 #include <cstdint>
 #include <iosfwd>

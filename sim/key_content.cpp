@@ -197,6 +197,7 @@ Component skewed_component(double z, uint64_t n, uint64_t rows, const std::funct
   for (size_t i = 0; i < keys.size(); ++i)
     if (counts[i]) c.heavy.push_back({keys[i], counts[i]});
   c.light = counts.back();
+  c.light_zipf = z;
   std::sort(c.heavy.begin(), c.heavy.end());
   // Two ranks can map to one key only through a bug; merge to keep the list canonical.
   for (size_t i = 1; i < c.heavy.size();)
@@ -388,26 +389,89 @@ std::vector<uint64_t> split_counts(const KeyContent& c, const PartitionFn& fn) {
   return counts;
 }
 
-std::vector<ContentPtr> split_content(const KeyContent& c, const PartitionFn& fn) {
-  const uint32_t fanout = fn.fanout();
-  std::vector<std::shared_ptr<KeyContent>> out(fanout);
-  for (auto& o : out) o = std::make_shared<KeyContent>();
-  for (auto& comp : c.parts) {
-    std::vector<Component> pieces(fanout);
-    for (uint32_t p = 0; p < fanout; ++p) {
-      pieces[p].universe = comp.universe;
-      pieces[p].constraints = comp.constraints;
-      add_constraint(pieces[p].constraints, {fn, p});
-    }
-    for (auto& h : comp.heavy) pieces[fn(h.first)].heavy.push_back(h);
-    if (comp.light) {
-      auto light = apportion(light_fractions(comp, fn), comp.light);
-      for (uint32_t p = 0; p < fanout; ++p) pieces[p].light = light[p];
-    }
-    for (uint32_t p = 0; p < fanout; ++p)
-      if (pieces[p].rows()) out[p]->parts.push_back(std::move(pieces[p]));
+namespace {
+
+// Adds y's light rows (y's constraints: cs) to `into` when into is one component of light rows
+// over the same keys and constraints.
+bool absorb_rows(ContentPtr& into, const Component& y, const std::vector<Constraint>& cs) {
+  if (into->parts.size() != 1) return false;
+  const Component& x = into->parts.front();
+  if (!x.heavy.empty() || !y.heavy.empty() || x.light_zipf != y.light_zipf || !same_universe(*x.universe, *y.universe) ||
+      x.constraints.size() != cs.size() ||
+      !std::equal(x.constraints.begin(), x.constraints.end(), cs.begin(),
+                  [](const Constraint& p, const Constraint& q) { return same_fn(p.fn, q.fn) && p.part == q.part; }))
+    return false;
+  if (into.use_count() == 1) {  // ours alone (made non-const by single()): no copy per message
+    const_cast<KeyContent&>(*into).parts.front().light += y.light;
+    return true;
   }
-  return std::vector<ContentPtr>(out.begin(), out.end());
+  Component c = x;
+  c.light += y.light;
+  into = single(std::move(c));
+  return true;
+}
+
+}  // namespace
+
+ContentSplit::ContentSplit(const KeyContent& c, const PartitionFn& fn) : fn_(fn) {
+  for (auto& comp : c.parts) {
+    Share s;
+    s.base = comp;
+    s.base.heavy.clear();
+    s.base.light = 0;
+    s.constraints = std::move(s.base.constraints);
+    s.base.constraints.clear();
+    if (comp.light) s.light = apportion(light_fractions(comp, fn), comp.light);
+    for (auto& h : comp.heavy) s.heavy.push_back({fn(h.first), h});
+    std::stable_sort(s.heavy.begin(), s.heavy.end(), [](auto& a, auto& b) { return a.first < b.first; });  // keys stay sorted
+    shares_.push_back(std::move(s));
+  }
+}
+
+ContentPtr ContentSplit::piece(uint32_t p) const {
+  auto out = std::make_shared<KeyContent>();
+  out->parts.reserve(shares_.size());
+  for (const Share& s : shares_) {
+    auto heavy = std::equal_range(s.heavy.begin(), s.heavy.end(), std::make_pair(p, std::make_pair(uint64_t(0), uint64_t(0))),
+                                  [](auto& a, auto& b) { return a.first < b.first; });
+    const uint64_t light = s.light.empty() ? 0 : s.light[p];
+    if (light == 0 && heavy.first == heavy.second) continue;
+    Component piece = s.base;
+    piece.constraints.reserve(s.constraints.size() + 1);
+    piece.constraints = s.constraints;
+    add_constraint(piece.constraints, {fn_, p});
+    for (auto h = heavy.first; h != heavy.second; ++h) piece.heavy.push_back(h->second);
+    piece.light = light;
+    if (piece.rows()) out->parts.push_back(std::move(piece));
+  }
+  return out;
+}
+
+bool ContentSplit::absorb_piece(ContentPtr& into, uint32_t p) const {
+  // Piece p is one component of light rows only (one share with rows there, none heavy)...
+  const Share* only = nullptr;
+  for (const Share& s : shares_) {
+    const bool heavy = std::any_of(s.heavy.begin(), s.heavy.end(), [&](auto& h) { return h.first == p; });
+    if (heavy) return false;
+    if (s.light.empty() || s.light[p] == 0) continue;
+    if (only) return false;
+    only = &s;
+  }
+  if (!only) return false;
+  // ... whose keys and constraints are those of `into`'s one component (absorb_uniform's test).
+  scratch_ = only->constraints;
+  add_constraint(scratch_, {fn_, p});
+  Component y = only->base;  // no constraints, no heavy keys: nothing allocated
+  y.light = only->light[p];
+  return absorb_rows(into, y, scratch_);
+}
+
+std::vector<ContentPtr> split_content(const KeyContent& c, const PartitionFn& fn) {
+  const ContentSplit split(c, fn);
+  std::vector<ContentPtr> out;
+  out.reserve(fn.fanout());
+  for (uint32_t p = 0; p < fn.fanout(); ++p) out.push_back(split.piece(p));
+  return out;
 }
 
 ContentPtr scale_content(const ContentPtr& c, uint64_t rows) {
@@ -428,6 +492,7 @@ ContentPtr scale_content(const ContentPtr& c, uint64_t rows) {
     Component s;
     s.universe = comp.universe;
     s.constraints = comp.constraints;
+    s.light_zipf = comp.light_zipf;
     for (size_t k = 0; k < comp.heavy.size(); ++k)
       if (n[k]) s.heavy.push_back({comp.heavy[k].first, n[k]});
     s.light = n.back();
@@ -474,6 +539,11 @@ ContentPtr merge_contents(const std::vector<ContentPtr>& parts) {
     }
   }
   return out;
+}
+
+
+bool absorb_uniform(ContentPtr& into, const KeyContent& b) {
+  return b.parts.size() == 1 && absorb_rows(into, b.parts.front(), b.parts.front().constraints);
 }
 
 double expected_matches(const KeyContent& r, const KeyContent& s) {
@@ -557,6 +627,17 @@ double expected_matches(const KeyContent& r, const KeyContent& s) {
     for (size_t j : idx.without) total += pair(i, j);
   }
   return total;
+}
+
+KeyAccess key_access(const KeyContent& c) {
+  KeyAccess a;
+  for (auto& comp : c.parts) {
+    for (auto& h : comp.heavy) a.heavy.push_back(double(h.second));
+    const double keys = comp.light ? universe_count(*comp.universe, comp.constraints) : 0;
+    if (keys > 0)
+      a.tails.push_back({double(comp.light), keys, comp.light_zipf, double(comp.heavy.size()) + 1});
+  }
+  return a;
 }
 
 }  // namespace joinlab::sim

@@ -23,6 +23,7 @@
 #include "core/common/hashing.hpp"
 #include "core/workload/keygen.hpp"
 #include "core/workload/relation.hpp"
+#include "models/op_model.hpp"
 
 namespace joinlab::sim {
 
@@ -48,6 +49,7 @@ struct Component {
   UniversePtr universe;
   std::vector<Constraint> constraints;             // canonical order
   uint64_t light = 0;                              // rows spread over universe ∩ constraints
+  double light_zipf = 0;  // cost models only: the light rows follow Zipf(light_zipf) by rank, after the heavy keys
   std::vector<std::pair<uint64_t, uint64_t>> heavy;  // (key, rows), sorted by key
   uint64_t rows() const;
 };
@@ -66,14 +68,51 @@ ContentPtr unknown_content(uint64_t rows);
 
 // Splits `c` by `fn`: per-partition contents whose rows sum to c's rows exactly.
 std::vector<ContentPtr> split_content(const KeyContent& c, const PartitionFn& fn);
+// The same split, kept as row counts and built one partition at a time: a partitioned buffer is
+// read partition by partition (a message each), and holding every partition's content of every
+// rank (a million at 1024 ranks) would cost far more memory than the counts.
+class ContentSplit {
+ public:
+  ContentSplit(const KeyContent& c, const PartitionFn& fn);
+  ContentPtr piece(uint32_t p) const;  // split_content(c, fn)[p]
+  // absorb_uniform(into, *piece(p)), without building piece p.
+  bool absorb_piece(ContentPtr& into, uint32_t p) const;
+
+ private:
+  struct Share {
+    Component base;  // c's component without rows and constraints
+    std::vector<Constraint> constraints;  // its constraints
+    std::vector<uint64_t> light;  // per partition (empty: none)
+    std::vector<std::pair<uint32_t, std::pair<uint64_t, uint64_t>>> heavy;  // (partition, (key, rows)), by partition
+  };
+  PartitionFn fn_;
+  std::vector<Share> shares_;
+  mutable std::vector<Constraint> scratch_;  // absorb_piece's constraints of piece p
+};
+// One partition of a split, not built: what a message of a partitioned buffer's partition
+// carries, since its receiver most often only adds its rows to a region it extends.
+struct PieceRef {
+  std::shared_ptr<const ContentSplit> split;
+  uint32_t part = 0;
+  uint64_t rows = 0;  // split->rows(part), known to the reader (its partition offsets)
+  explicit operator bool() const { return bool(split); }
+};
 // Only the row counts of split_content (the same numbers, without building contents).
 std::vector<uint64_t> split_counts(const KeyContent& c, const PartitionFn& fn);
 // `rows` of c's rows (rows <= c.rows()), every component and key in proportion.
 ContentPtr scale_content(const ContentPtr& c, uint64_t rows);
 // The union of contents (components over the same keys and constraints are combined).
 ContentPtr merge_contents(const std::vector<ContentPtr>& parts);
+// Adds b's rows to `into` when both are light rows only, of one universe under the same
+// constraints (false otherwise, `into` unchanged). Rows of such a content are interchangeable,
+// so any range of the union holds what the same range of the two side by side holds. `into` is
+// updated in place when nothing else holds it, else replaced by a new content.
+bool absorb_uniform(ContentPtr& into, const KeyContent& b);
 // Expected number of (r, s) row pairs with equal keys.
 double expected_matches(const KeyContent& r, const KeyContent& s);
+
+// How lookups of c's rows spread over their keys (the cost models' cache terms, op_model.hpp).
+KeyAccess key_access(const KeyContent& c);
 
 // Largest-remainder rounding of non-negative weights to integers summing to `total`, ties
 // going to the lower index. The one rounding rule used everywhere, so counts stay consistent.

@@ -7,38 +7,67 @@
 
 namespace joinlab::sim {
 
+const std::shared_ptr<const ContentSplit>& SplitLayout::split(size_t seg) const {
+  for (auto& [s, split] : cache_)
+    if (s == seg) return split;
+  if (cache_.size() >= 4) cache_.erase(cache_.begin());
+  cache_.emplace_back(seg, std::make_shared<const ContentSplit>(*parents[seg], fn));
+  return cache_.back().second;
+}
+
 ContentPtr SplitLayout::piece(size_t index) const {
   const size_t fanout = fn.fanout();
-  const size_t seg = index / fanout;
-  for (auto& [s, parts] : cache_)
-    if (s == seg) return parts[index % fanout];
-  if (cache_.size() >= 4) cache_.erase(cache_.begin());
-  cache_.emplace_back(seg, split_content(*parents[seg], fn));
-  return cache_.back().second[index % fanout];
+  return split(index / fanout)->piece(uint32_t(index % fanout));
+}
+
+size_t SplitLayout::piece_at(uint64_t first_row) const {
+  // Where the previous read ended, when a buffer is read piece after piece (a shuffle's rounds),
+  // else by binary search.
+  auto holds = [&](size_t k) { return k + 1 < offsets.size() && offsets[k] <= first_row && first_row < offsets[k + 1]; };
+  if (holds(next_)) return next_;
+  const size_t i = size_t(std::upper_bound(offsets.begin(), offsets.end(), first_row) - offsets.begin());
+  return i == 0 ? 0 : i - 1;
+}
+
+PieceRef SplitLayout::exact_piece(uint64_t first_row, uint64_t end_row) const {
+  const size_t fanout = fn.fanout();
+  const size_t i = piece_at(first_row);
+  if (i + 1 >= offsets.size() || offsets[i] != first_row || offsets[i + 1] != end_row || end_row == first_row)
+    return {};
+  const size_t seg = i / fanout;
+  if (i % fanout == 0 && end_row >= offsets[(seg + 1) * fanout]) return {};  // the whole segment: read() gives its parent
+  next_ = i + 1;
+  return {split(seg), uint32_t(i % fanout), end_row - first_row};
 }
 
 ContentPtr SplitLayout::read(uint64_t first_row, uint64_t end_row) const {
   const size_t fanout = fn.fanout();
+  ContentPtr first;  // the common case, one piece (a partition sent as one message), needs no list
   std::vector<ContentPtr> parts;
-  // First piece whose end is past first_row.
-  size_t i = size_t(std::upper_bound(offsets.begin(), offsets.end(), first_row) - offsets.begin());
-  i = i == 0 ? 0 : i - 1;
+  auto add = [&](ContentPtr c) {
+    if (!first) return void(first = std::move(c));
+    if (parts.empty()) parts.push_back(first);
+    parts.push_back(std::move(c));
+  };
+  size_t i = piece_at(first_row);
   while (i + 1 < offsets.size() && offsets[i] < end_row) {
     const size_t seg = i / fanout;
     const uint64_t seg_begin = offsets[seg * fanout], seg_end = offsets[(seg + 1) * fanout];
     if (i % fanout == 0 && first_row <= seg_begin && end_row >= seg_end) {  // a whole segment
-      if (seg_end > seg_begin) parts.push_back(parents[seg]);
+      if (seg_end > seg_begin) add(parents[seg]);
       i += fanout;
       continue;
     }
     const uint64_t lo = std::max(first_row, offsets[i]), hi = std::min(end_row, offsets[i + 1]);
     if (hi > lo) {
       ContentPtr p = piece(i);
-      parts.push_back(hi - lo == offsets[i + 1] - offsets[i] ? p : scale_content(p, hi - lo));
+      add(hi - lo == offsets[i + 1] - offsets[i] ? p : scale_content(p, hi - lo));
     }
     ++i;
   }
-  return parts.empty() ? std::make_shared<KeyContent>() : merge_contents(parts);
+  next_ = i;
+  if (!first) return std::make_shared<KeyContent>();
+  return parts.empty() ? first : merge_contents(parts);
 }
 
 ContentPtr RegionMap::Region::read_rows(uint64_t begin, uint64_t first_row, uint64_t end_row) const {
@@ -79,6 +108,50 @@ void RegionMap::write(uint64_t first_byte, uint32_t key_bytes, ContentPtr conten
   regions_[first_byte] = Region{end, key_bytes, std::move(content), nullptr};
 }
 
+template <class Absorb, class Build>
+void RegionMap::merge_write(uint64_t first_byte, uint64_t rows, uint32_t key_bytes, Absorb absorb, Build build) {
+  const uint64_t end = first_byte + rows * key_bytes;
+  if (end == first_byte) return;
+  clear_range(first_byte, end);
+  auto mergeable = [&](const Region& r) { return !r.split && r.content && r.key_bytes == key_bytes; };
+  auto prev = regions_.lower_bound(first_byte);
+  const bool has_prev = prev != regions_.begin() && std::prev(prev)->second.end == first_byte &&
+                        mergeable(std::prev(prev)->second);
+  if (has_prev) --prev;
+  auto next = regions_.find(end);
+  const bool has_next = next != regions_.end() && mergeable(next->second);
+  // A neighbour grows (its content in place when nothing else holds it): no region, content or
+  // map node per message.
+  if (has_prev && absorb(prev->second.content)) {
+    prev->second.end = end;
+    if (has_next && absorb_uniform(prev->second.content, *next->second.content)) {  // the write closed a gap
+      prev->second.end = next->second.end;
+      regions_.erase(next);
+    }
+    return;
+  }
+  if (has_next && absorb(next->second.content)) {
+    auto node = regions_.extract(next);
+    node.key() = first_byte;
+    regions_.insert(std::move(node));
+    return;
+  }
+  regions_[first_byte] = Region{end, key_bytes, build(), nullptr};
+}
+
+void RegionMap::write_merging(uint64_t first_byte, uint32_t key_bytes, ContentPtr content) {
+  merge_write(
+      first_byte, content->rows(), key_bytes, [&](ContentPtr& into) { return absorb_uniform(into, *content); },
+      [&] { return std::move(content); });
+}
+
+void RegionMap::write_merging(uint64_t first_byte, uint32_t key_bytes, const PieceRef& piece) {
+  merge_write(
+      first_byte, piece.rows, key_bytes,
+      [&](ContentPtr& into) { return piece.split->absorb_piece(into, piece.part); },
+      [&] { return piece.split->piece(piece.part); });
+}
+
 void RegionMap::write_split(uint64_t first_byte, uint32_t key_bytes, std::shared_ptr<const SplitLayout> layout) {
   const uint64_t end = first_byte + layout->offsets.back() * key_bytes;
   if (end == first_byte) return;
@@ -114,6 +187,19 @@ ContentPtr RegionMap::read(uint64_t first_byte, uint64_t end_byte, uint32_t* key
   if (key_bytes) *key_bytes = kb;
   if (parts.empty()) return nullptr;
   return parts.size() == 1 ? parts.front() : merge_contents(parts);
+}
+
+PieceRef RegionMap::read_piece(uint64_t first_byte, uint64_t end_byte, uint32_t* key_bytes) const {
+  if (regions_.empty() || end_byte <= first_byte) return {};
+  auto it = regions_.upper_bound(first_byte);
+  if (it == regions_.begin()) return {};
+  --it;
+  const Region& r = it->second;
+  if (!r.split || end_byte > r.end || (first_byte - it->first) % r.key_bytes || (end_byte - it->first) % r.key_bytes)
+    return {};
+  PieceRef p = r.split->exact_piece((first_byte - it->first) / r.key_bytes, (end_byte - it->first) / r.key_bytes);
+  if (p && key_bytes) *key_bytes = r.key_bytes;
+  return p;
 }
 
 ContentPtr RegionMap::at(uint64_t first_byte) const {

@@ -17,28 +17,41 @@ namespace joinlab::sim {
 
 // A partition operator's output, kept whole: segment s, partition p occupies rows
 // [offsets[s*F+p], offsets[s*F+p+1]) and holds split_content(parents[s], fn)[p]. Pieces are
-// built only when a narrower range is read.
+// built only when a narrower range is read (from the recently read segments' splits).
 struct SplitLayout {
   std::vector<ContentPtr> parents;
   PartitionFn fn;
   std::vector<uint64_t> offsets;  // relative to the region's first row; segments * fanout + 1
   ContentPtr piece(size_t index) const;
   ContentPtr read(uint64_t first_row, uint64_t end_row) const;  // relative rows
+  // read(first_row, end_row) unbuilt, when the rows are exactly one piece (else null).
+  PieceRef exact_piece(uint64_t first_row, uint64_t end_row) const;
 
  private:
-  mutable std::vector<std::pair<size_t, std::vector<ContentPtr>>> cache_;  // recently split segments
+  const std::shared_ptr<const ContentSplit>& split(size_t seg) const;
+  mutable std::vector<std::pair<size_t, std::shared_ptr<const ContentSplit>>> cache_;  // recently split segments
+  mutable size_t next_ = 0;  // the piece after the last one read
+  size_t piece_at(uint64_t first_row) const;  // the last piece that starts at or before first_row
 };
 
 class RegionMap {
  public:
   // Rows [first_row, first_row + content rows) of elements of key_bytes now hold `content`.
   void write(uint64_t first_byte, uint32_t key_bytes, ContentPtr content);
+  // write, and a region it continues (or that continues it) of the same uniform rows
+  // (merge_uniform) becomes one with it: a buffer filled by many receives keeps one region
+  // instead of one per message. Reads are the same; at() finds only the merged region's start.
+  void write_merging(uint64_t first_byte, uint32_t key_bytes, ContentPtr content);
+  void write_merging(uint64_t first_byte, uint32_t key_bytes, const PieceRef& piece);  // built only if kept apart
   void write_split(uint64_t first_byte, uint32_t key_bytes, std::shared_ptr<const SplitLayout> layout);
   // Content of bytes [first, end): null when nothing in the range was ever annotated (not a key
   // column); gaps between annotated regions read as unknown keys.
   // key_bytes, if given, receives the element width of the annotated rows. With gaps_unknown =
   // false, only the annotated rows count (a chunk image: header and values around its keys).
   ContentPtr read(uint64_t first_byte, uint64_t end_byte, uint32_t* key_bytes = nullptr, bool gaps_unknown = true) const;
+  // read(first_byte, end_byte) unbuilt, when the bytes are exactly one piece of a partition
+  // operator's output (else null).
+  PieceRef read_piece(uint64_t first_byte, uint64_t end_byte, uint32_t* key_bytes) const;
   // The whole content of the region that starts exactly at first_byte (null if none does): what
   // one put wrote there, even where an older, longer region left a tail behind it.
   ContentPtr at(uint64_t first_byte) const;
@@ -54,6 +67,10 @@ class RegionMap {
     ContentPtr read_rows(uint64_t begin, uint64_t first_row, uint64_t end_row) const;
   };
   void clear_range(uint64_t first, uint64_t end);
+  // write_merging's neighbours: absorb(content) adds the new rows to a neighbour's content,
+  // build() makes them a content of their own.
+  template <class Absorb, class Build>
+  void merge_write(uint64_t first_byte, uint64_t rows, uint32_t key_bytes, Absorb absorb, Build build);
   std::map<uint64_t, Region> regions_;  // by first byte
 };
 

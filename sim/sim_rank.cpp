@@ -1,10 +1,13 @@
 #include "sim/sim_rank.hpp"
 
 #include <simgrid/Exception.hpp>
+#include <boost/container/small_vector.hpp>
 #include <simgrid/s4u.hpp>
 #include <xbt/log.h>
 
 #include <malloc.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -163,21 +166,52 @@ using EventPtr = std::shared_ptr<SimEvent>;
 
 // --- messages --------------------------------------------------------------------------------
 
-struct Message {
+// One byte range of a message (a vectored send has several): its size and the key content
+// annotated there.
+struct Piece {
   uint64_t bytes = 0;
   ContentPtr content;
+  PieceRef partition;  // or, unbuilt, one partition of a partitioned buffer (sends only)
   uint32_t key_bytes = 0;
+};
+
+struct Message;
+using MessagePtr = std::shared_ptr<Message>;
+struct Message {
+  uint64_t bytes = 0;  // of all its pieces
+  boost::container::small_vector<Piece, 4> pieces;  // a shuffle chunk: keys and values of R and S
   bool arrived = false;
   SimRank* waiter = nullptr;  // the receiver blocked on it, woken when it arrives
+  MessagePtr next;            // the next one posted on its channel
 };
-using MessagePtr = std::shared_ptr<Message>;
 
-// A message of `bytes` from `buf` at byte `off`, carrying the key content annotated there
-// (gaps_unknown: see RegionMap::read). No buffer: a content-free message.
+// The piece of `bytes` from `buf` at byte `off`, carrying the key content annotated there
+// (gaps_unknown: see RegionMap::read). No buffer: a content-free piece.
+Piece piece_of(const Buffer& buf, uint64_t off, uint64_t bytes, bool gaps_unknown = true, bool unbuilt = false) {
+  Piece p;
+  p.bytes = bytes;
+  if (!buf) return p;
+  const RegionMap& regions = sim_buffer(buf).regions;
+  if (unbuilt) p.partition = regions.read_piece(off, off + bytes, &p.key_bytes);
+  if (!p.partition) p.content = regions.read(off, off + bytes, &p.key_bytes, gaps_unknown);
+  return p;
+}
+
+// A message of one piece (a copy, a put), or of the ranges of a (vectored) send.
 MessagePtr message_of(const Buffer& buf, uint64_t off, uint64_t bytes, bool gaps_unknown = true) {
   auto m = std::make_shared<Message>();
   m->bytes = bytes;
-  if (buf) m->content = sim_buffer(buf).regions.read(off, off + bytes, &m->key_bytes, gaps_unknown);
+  m->pieces.push_back(piece_of(buf, off, bytes, gaps_unknown));
+  return m;
+}
+template <class Ranges>
+MessagePtr message_of(const Ranges& ranges) {
+  auto m = std::make_shared<Message>();
+  m->pieces.reserve(ranges.size());
+  for (const BufferRange& r : ranges) {
+    m->pieces.push_back(piece_of(r.buf, r.off, r.bytes, true, true));
+    m->bytes += r.bytes;
+  }
   return m;
 }
 
@@ -190,9 +224,24 @@ struct ChannelHash {
     return size_t(mix64((uint64_t(uint32_t(k.src)) << 32 | uint32_t(k.dst)) ^ mix64(uint64_t(uint32_t(k.tag)))));
   }
 };
+// Messages posted and not yet taken, in the order their sends started: a list through
+// Message::next (a channel lives for one message or a few; a deque would allocate 600 bytes).
 struct Channel {
-  std::deque<MessagePtr> messages;  // posted, in the order their sends started
-  SimRank* waiter = nullptr;        // a receiver waiting for the next message to be posted
+  MessagePtr head;
+  Message* tail = nullptr;
+  SimRank* waiter = nullptr;  // a receiver waiting for the next message to be posted
+  bool empty() const { return !head; }
+  void push(MessagePtr m) {
+    Message* last = m.get();
+    (tail ? tail->next : head) = std::move(m);
+    tail = last;
+  }
+  MessagePtr pop() {
+    MessagePtr m = std::move(head);
+    head = std::move(m->next);
+    if (!head) tail = nullptr;
+    return m;
+  }
 };
 
 // A transfer in flight: a SimGrid flow of its own (pair mode), or a member of a merged
@@ -202,8 +251,8 @@ struct Transfer {
   SimRank* rank = nullptr;  // woken when it is done
   int src = 0, dst = 0;
   uint64_t bytes = 0;
+  const std::vector<MessagePtr>* messages = nullptr;  // sends: arrive when it is done
 };
-using TransferPtr = std::shared_ptr<Transfer>;
 
 // --- streams ---------------------------------------------------------------------------------
 
@@ -213,8 +262,9 @@ struct Item {
   std::shared_ptr<Op> op;  // Operator
   std::shared_ptr<StreamingOp> sop;  // Streaming
   std::shared_ptr<OpResult> result;
-  Buffer buf, other;       // Send/Put: source. Recv: destination. Copy: destination, source
-  uint64_t off = 0, other_off = 0, bytes = 0;
+  Buffer buf, other;       // Put: source. Copy: destination, source
+  boost::container::small_vector<BufferRange, 4> ranges;  // Send: sources. Recv: destinations
+  uint64_t off = 0, other_off = 0, bytes = 0;  // bytes: of all ranges (Send/Recv)
   int peer = -1, tag = 0;  // Send/Recv/Put
   int window = 0;          // Put
   uint32_t flag = 0;
@@ -229,18 +279,42 @@ struct Item {
   }
 };
 
+// An in-order queue that keeps its storage: a stream's items come and go by the million, and a
+// std::deque of items this large allocates a block for each one.
+template <class T>
+class Fifo {
+ public:
+  bool empty() const { return head_ == items_.size(); }
+  T& front() { return items_[head_]; }
+  void push_back(T&& x) { items_.push_back(std::move(x)); }
+  void pop_front() {  // after moving the front out
+    if (++head_ == items_.size()) {
+      items_.clear();
+      head_ = 0;
+    } else if (head_ >= 64 && 2 * head_ >= items_.size()) {
+      items_.erase(items_.begin(), items_.begin() + long(head_));
+      head_ = 0;
+    }
+  }
+
+ private:
+  std::vector<T> items_;
+  size_t head_ = 0;
+};
+
 struct SimStream {
   // Consuming: a StreamConsumeOp runs (SimRank::consume advances it).
   enum State : uint8_t { Idle, Busy, AwaitMessage, AwaitEvent, Consuming } state = Idle;
-  std::deque<Item> queue;
+  Fifo<Item> queue;
   std::vector<Item> running;  // one item, or back-to-back sends to one peer
   sg4::ActivityPtr activity;  // the SimGrid activity it waits for (Busy), if any
-  TransferPtr transfer;       // or a node-merged transfer (Busy)
+  Transfer* transfer = nullptr;  // or a node-merged transfer (Busy): &node_transfer
+  Transfer node_transfer;
   std::vector<MessagePtr> outgoing;  // messages of the running sends or put
   MessagePtr incoming;        // AwaitMessage: the message of the running recv, once posted
   double begin = 0;
   EventPtr last;
-  std::string track;          // link track of the running transfer
+  const char* track = "";     // link track of the running transfer (a literal: set per transfer)
 };
 
 struct Window {
@@ -262,12 +336,12 @@ struct Window {
 class NodeNetwork {
  public:
   NodeNetwork(const Platform& p, uint64_t* flows);
-  void add(const TransferPtr& t);  // from a rank actor: starts with the next flush
+  void add(Transfer* t);  // from a rank actor: starts with the next flush (t lives until it is done)
   void stop();  // the simulation is over: the flushers end (SimGrid cannot kill them cleanly)
 
  private:
   struct NodeState {
-    std::map<int, std::vector<TransferPtr>> pending;  // by destination node
+    std::vector<Transfer*> pending;  // in the order they were added
     sg4::ExecPtr bell;  // suspended while the flusher waits; resumed to wake it
     bool rung = false;
   };
@@ -304,6 +378,8 @@ class SimRank final : public Rank {
 
   Event send(Stream s, int peer, const Buffer& src, uint64_t off, uint64_t bytes, int tag) override;
   Event recv(Stream s, int peer, const Buffer& dst, uint64_t off, uint64_t bytes, int tag) override;
+  Event send_v(Stream s, int peer, const std::vector<BufferRange>& ranges, int tag) override;
+  Event recv_v(Stream s, int peer, const std::vector<BufferRange>& ranges, int tag) override;
   int expose(const Buffer& buf, uint32_t flags) override;
   Event put(Stream s, int peer, int window, uint64_t remote_off, const Buffer& src, uint64_t off, uint64_t bytes,
             uint32_t flag, uint64_t value) override;
@@ -312,6 +388,7 @@ class SimRank final : public Rank {
   void poll_pause() override;
 
   std::vector<uint64_t> allgather(const std::vector<uint64_t>& mine) override;
+  std::vector<uint64_t> alltoall(const std::vector<uint64_t>& mine, size_t per_rank) override;
   void barrier() override { allgather({}); }
 
   double now() const override { return sg4::Engine::get_clock(); }
@@ -352,6 +429,8 @@ class SimRank final : public Rank {
   void consumer_batch_ended();
   // Waits `seconds` of this rank's CPU time (polls), its streams running on.
   void pay_polls(double seconds);
+  // An allgather's dissemination rounds, once every rank deposited `mine`; returns the call.
+  int collective(const std::vector<uint64_t>& mine);
 
   // The physical node of a rank (its CPU and host memory): the declared node, except under
   // emulate_nodes, where every declared node is the one host.
@@ -359,7 +438,8 @@ class SimRank final : public Rank {
   SimWorld& world_;
   std::shared_ptr<MemoryAccount> account_;
   std::vector<std::unique_ptr<SimStream>> streams_;
-  std::vector<int> active_;  // streams that exist
+  std::vector<int> active_;  // streams that exist, in the order they were made
+  uint64_t live_ = 0;        // bit i: stream i has work queued or running (pump() skips the others)
   std::vector<sg4::ActivityPtr> wait_set_;  // block_until's, kept to spare allocations
   std::vector<int> wait_who_;
   std::vector<Window> windows_;
@@ -483,7 +563,7 @@ class SimWorld {
   void post(int src, int dst, int tag, const MessagePtr& m) {
     ranks[size_t(dst)]->dirty = true;
     Channel& ch = channel(src, dst, tag);
-    ch.messages.push_back(m);
+    ch.push(m);
     if (ch.waiter) {  // its receiver waits: it takes the message and is woken when it arrives
       m->waiter = ch.waiter;
       ch.waiter = nullptr;
@@ -493,19 +573,14 @@ class SimWorld {
   MessagePtr take(int src, int dst, int tag, SimRank* waiter) {
     const ChannelKey key{src, dst, tag};
     auto it = channels_.find(key);
-    if (it == channels_.end() || it->second.messages.empty()) {
+    if (it == channels_.end() || it->second.empty()) {
       channels_[key].waiter = waiter;
       return nullptr;
     }
-    MessagePtr m = it->second.messages.front();
-    it->second.messages.pop_front();
-    if (it->second.messages.empty() && !it->second.waiter) channels_.erase(it);
+    MessagePtr m = it->second.pop();
+    if (it->second.empty() && !it->second.waiter) channels_.erase(it);
     m->waiter = waiter;
     return m;
-  }
-  void arrived(const MessagePtr& m) {
-    m->arrived = true;
-    if (m->waiter) m->waiter->ring();
   }
 
   // --- collectives: contributions by call index ---
@@ -514,10 +589,18 @@ class SimWorld {
     if (c.parts.empty()) c.parts.resize(size_t(shape.size()));
     c.parts[size_t(rank)] = std::move(mine);
   }
-  std::vector<uint64_t> gathered(int call) {
+  // Words [first, first + count) of every rank's contribution, in rank order (all of them:
+  // allgather; this rank's: alltoall).
+  std::vector<uint64_t> gathered(int call, size_t first = 0, size_t count = SIZE_MAX) {
     auto& c = collectives_[call];
+    size_t total = 0;
+    for (auto& v : c.parts) total += std::min(count, v.size() - std::min(first, v.size()));
     std::vector<uint64_t> all;
-    for (auto& v : c.parts) all.insert(all.end(), v.begin(), v.end());
+    all.reserve(total);
+    for (auto& v : c.parts) {
+      const size_t from = std::min(first, v.size());
+      all.insert(all.end(), v.begin() + long(from), v.begin() + long(from + std::min(count, v.size() - from)));
+    }
     if (++c.reads == shape.size()) collectives_.erase(call);
     return all;
   }
@@ -548,9 +631,9 @@ NodeNetwork::NodeNetwork(const Platform& p, uint64_t* flows) : platform_(p), flo
   }
 }
 
-void NodeNetwork::add(const TransferPtr& t) {
+void NodeNetwork::add(Transfer* t) {
   NodeState& n = nodes_[size_t(platform_.shape.node_of(t->src))];
-  n.pending[platform_.shape.node_of(t->dst)].push_back(t);
+  n.pending.push_back(t);
   if (n.bell && !n.rung) {
     n.rung = true;
     n.bell->resume();
@@ -566,30 +649,43 @@ void NodeNetwork::stop() {
     }
 }
 
+// A message's last byte is in: its receiver, if waiting, is woken.
+void arrive(const MessagePtr& m) {
+  m->arrived = true;
+  if (m->waiter) m->waiter->ring();
+}
+
 void NodeNetwork::flush_loop(int node) {
   NodeState& n = nodes_[size_t(node)];
   std::vector<sg4::ActivityPtr> waiting;              // merged flows in flight, then the bell
-  std::vector<std::vector<TransferPtr>> carried;      // what each flow carries
+  std::vector<std::vector<Transfer*>> carried;        // what each flow carries
+  std::vector<Transfer*> batch;                        // the transfers of one flush
+  std::vector<int> srcs, dsts;
   for (;;) {
     if (stopping_) return;
     if (!n.pending.empty()) {
       // Let every rank that acts at this instant add its transfers first.
       sg4::this_actor::yield();
       sg4::this_actor::yield();
-      auto batches = std::move(n.pending);
+      // One flow per destination node, in node order, its members in the order they came.
+      batch.swap(n.pending);
       n.pending.clear();
-      for (auto& [dst_node, members] : batches) {
+      const auto node_of = [&](const Transfer* t) { return platform_.shape.node_of(t->dst); };
+      std::stable_sort(batch.begin(), batch.end(), [&](auto* a, auto* b) { return node_of(a) < node_of(b); });
+      auto distinct = [](std::vector<int>& v) {
+        std::sort(v.begin(), v.end());
+        return double(std::unique(v.begin(), v.end()) - v.begin());
+      };
+      for (size_t first = 0, end; first < batch.size(); first = end) {
+        const int dst_node = node_of(batch[first]);
         uint64_t total = 0;
-        std::vector<int> srcs, dsts;
-        for (auto& m : members) {
-          total += m->bytes;
-          srcs.push_back(m->src);
-          dsts.push_back(m->dst);
+        srcs.clear();
+        dsts.clear();
+        for (end = first; end < batch.size() && node_of(batch[end]) == dst_node; ++end) {
+          total += batch[end]->bytes;
+          srcs.push_back(batch[end]->src);
+          dsts.push_back(batch[end]->dst);
         }
-        auto distinct = [](std::vector<int>& v) {
-          std::sort(v.begin(), v.end());
-          return double(std::unique(v.begin(), v.end()) - v.begin());
-        };
         const double path = dst_node == node ? platform_.intra_node_bw : platform_.inter_node_bw;
         static int payload;
         sg4::CommPtr c = inbox_[size_t(dst_node)]->put_init(&payload, std::max<uint64_t>(total, 1));
@@ -597,8 +693,9 @@ void NodeNetwork::flush_loop(int node) {
         c->start();
         ++*flows_;
         waiting.push_back(c);
-        carried.push_back(std::move(members));
+        carried.emplace_back(batch.begin() + long(first), batch.begin() + long(end));
       }
+      batch.clear();
       continue;
     }
     if (!n.bell) {  // published only once suspended: a ring before that would be lost
@@ -618,6 +715,8 @@ void NodeNetwork::flush_loop(int node) {
     }
     for (auto& t : carried[size_t(i)]) {
       t->done = true;
+      if (t->messages)  // the receivers learn it now, not once the sender next runs
+        for (auto& m : *t->messages) arrive(m);
       t->rank->ring();
     }
     waiting.erase(waiting.begin() + i);
@@ -693,6 +792,15 @@ void evaluate(const Op& op, OpResult& r) {
       op);
 }
 
+// How a probe's (a merge join's) lookups spread over the table's (R's) keys: the probe side's
+// content, for the cost models' cache terms (skewed keys hit a few hot, cached ones).
+KeyAccess lookup_access(const Op& op) {
+  if (auto* p = std::get_if<ProbeOp>(&op)) return key_access(*content_or_unknown(p->probe));
+  if (auto* m = std::get_if<MergeJoinOp>(&op)) return key_access(*content_or_unknown(m->s));
+  if (auto* so = std::get_if<SortOp>(&op)) return key_access(*content_or_unknown(so->in));  // MSD sort's hot partitions
+  return {};
+}
+
 // Where an operator runs: on the node's CPU when the data it writes (or reads) is host memory.
 bool on_host(const Op& op) {
   auto host_space = [](const Buffer& b) { return b && b->space != MemSpace::Device; };
@@ -760,6 +868,7 @@ SimStream& SimRank::stream(int s, bool internal) {
   if (s < 0 || s > streams() || (s == streams() && !internal))
     throw RuntimeError("rank " + std::to_string(id()) + ": stream " + std::to_string(s) + " does not exist (the sim backend gives " +
                        std::to_string(streams()) + " streams, 0.." + std::to_string(streams() - 1) + ")");
+  if (s >= 64) throw RuntimeError("the sim backend keeps at most 63 streams per rank");
   if (size_t(s) >= streams_.size()) streams_.resize(size_t(s) + 1);
   if (!streams_[size_t(s)]) {
     active_.push_back(s);
@@ -778,6 +887,7 @@ Event SimRank::enqueue(int s, Item item, bool internal) {
   st.last = item.done;
   Event e(item.done);
   st.queue.push_back(std::move(item));
+  live_ |= uint64_t(1) << s;
   return e;
 }
 
@@ -804,7 +914,7 @@ void SimRank::block_until(const std::function<bool()>& pred, const char* what, s
     set.clear();
     who.clear();
     for (int i : active_)
-      if (streams_[size_t(i)]->state == SimStream::Busy && streams_[size_t(i)]->activity) {
+      if ((live_ >> i & 1) && streams_[size_t(i)]->state == SimStream::Busy && streams_[size_t(i)]->activity) {
         set.push_back(streams_[size_t(i)]->activity);
         who.push_back(i);
       }
@@ -884,6 +994,7 @@ void SimRank::pump() {
     const bool messages = dirty;
     dirty = false;
     for (int i : active_) {
+      if (!(live_ >> i & 1)) continue;
       SimStream* st = streams_[size_t(i)].get();
       if ((st->state == SimStream::AwaitEvent && st->running.front().wait_for->done()) ||
           (messages && st->state == SimStream::AwaitMessage && try_recv(*st)) ||
@@ -896,6 +1007,7 @@ void SimRank::pump() {
         start(*st, i);
         progress = true;
       }
+      if (st->state == SimStream::Idle) live_ &= ~(uint64_t(1) << i);
     }
   }
 }
@@ -909,11 +1021,8 @@ void SimRank::start_transfer(SimStream& st, int dst, uint64_t bytes) {
     st.activity = world_.start_exec(world_.platform.gpus[size_t(id())],
                                     world_.profile.ops.seconds(device_copy_sample(bytes)));
   } else if (world_.node_net) {
-    st.transfer = std::make_shared<Transfer>();
-    st.transfer->rank = this;
-    st.transfer->src = id();
-    st.transfer->dst = dst;
-    st.transfer->bytes = bytes;
+    st.node_transfer = Transfer{false, this, id(), dst, bytes, nullptr};
+    st.transfer = &st.node_transfer;
     world_.node_net->add(st.transfer);
   } else {
     world_.stats.flows++;
@@ -956,7 +1065,8 @@ void SimRank::start(SimStream& st, int index) {
       } catch (const std::exception& e) {
         throw RuntimeError("rank " + std::to_string(id()) + ": " + it.describe() + ": " + e.what());
       }
-      const OpSample sample = op_sample(*it.op, *it.result);
+      const KeyAccess access = lookup_access(*it.op);
+      const OpSample sample = op_sample(*it.op, *it.result, access.empty() ? nullptr : &access);
       const bool host = on_host(*it.op);
       // Host memory bandwidth counts bytes read + written: a partition pass reads and writes its input.
       const double host_bytes = sample_bytes(sample) * (std::holds_alternative<PartitionOp>(*it.op) ? 2 : 1);
@@ -1023,12 +1133,14 @@ void SimRank::start(SimStream& st, int index) {
       uint64_t total = 0;
       st.outgoing.clear();
       for (auto& s : st.running) {
-        MessagePtr m = message_of(s.buf, s.off, s.bytes);
+        MessagePtr m = message_of(s.ranges);
         world_.post(id(), s.peer, s.tag, m);
         st.outgoing.push_back(std::move(m));
         total += s.bytes;
       }
-      return start_transfer(st, st.running.front().peer, total);
+      start_transfer(st, st.running.front().peer, total);
+      if (st.transfer) st.transfer->messages = &st.outgoing;
+      return;
     }
     case Item::Recv:
       st.incoming = nullptr;
@@ -1072,11 +1184,23 @@ bool SimRank::try_recv(SimStream& st) {
   const Item& it = st.running.front();
   if (!st.incoming) st.incoming = world_.take(it.peer, id(), it.tag, this);
   if (!st.incoming || !st.incoming->arrived) return false;
-  if (st.incoming->bytes != it.bytes)
+  const Message& m = *st.incoming;
+  auto sizes = [](const auto& v) {
+    std::string s;
+    for (auto& x : v) s += (s.empty() ? "" : " + ") + std::to_string(x.bytes);
+    return s + " bytes";
+  };
+  bool same = m.pieces.size() == it.ranges.size();
+  for (size_t i = 0; same && i < m.pieces.size(); ++i) same = m.pieces[i].bytes == it.ranges[i].bytes;
+  if (!same)
     throw RuntimeError("rank " + std::to_string(id()) + ": the message from rank " + std::to_string(it.peer) + " tag " +
-                       std::to_string(it.tag) + " has " + std::to_string(st.incoming->bytes) +
-                       " bytes but the receive expects " + std::to_string(it.bytes));
-  if (st.incoming->content) sim_buffer(it.buf).regions.write(it.off, st.incoming->key_bytes, st.incoming->content);
+                       std::to_string(it.tag) + " has " + sizes(m.pieces) + " but the receive expects " +
+                       sizes(it.ranges));
+  for (size_t i = 0; i < m.pieces.size(); ++i) {
+    RegionMap& to = sim_buffer(it.ranges[i].buf).regions;
+    if (m.pieces[i].partition) to.write_merging(it.ranges[i].off, m.pieces[i].key_bytes, m.pieces[i].partition);
+    else if (m.pieces[i].content) to.write_merging(it.ranges[i].off, m.pieces[i].key_bytes, m.pieces[i].content);
+  }
   return true;
 }
 
@@ -1096,8 +1220,8 @@ void SimRank::finish(SimStream& st, int index) {
       }
       break;
     case Item::Copy: {
-      const MessagePtr& m = st.outgoing.front();
-      if (m->content) sim_buffer(it.buf).regions.write(it.off, m->key_bytes, m->content);
+      const Piece& m = st.outgoing.front()->pieces.front();
+      if (m.content) sim_buffer(it.buf).regions.write(it.off, m.key_bytes, m.content);
       if (trace) {
         OpParams p;
         p.kind = OpKind::Copy;
@@ -1106,18 +1230,20 @@ void SimRank::finish(SimStream& st, int index) {
         p.mem_dst = int(it.buf->space);
         p.detail = std::string(to_string(it.other->space)) + " -> " + to_string(it.buf->space);
         span(track, p, st.begin, end);
-        if (!st.track.empty()) span(st.track, p, st.begin, end);
+        if (*st.track) span(st.track, p, st.begin, end);
       }
       break;
     }
     case Item::Send:
-      for (auto& m : st.outgoing) world_.arrived(m);
+      for (auto& m : st.outgoing)
+        if (!m->arrived) arrive(m);
       if (trace)
         for (size_t i = 0; i < st.running.size(); ++i) {
           OpParams p;
           p.kind = OpKind::Send;
           p.bytes = st.running[i].bytes;
           p.detail = "to rank " + std::to_string(it.peer) + " tag " + std::to_string(st.running[i].tag);
+          if (st.running[i].ranges.size() > 1) p.detail += ", " + std::to_string(st.running[i].ranges.size()) + " ranges";
           if (st.running.size() > 1) p.detail += " (" + std::to_string(st.running.size()) + " sends in one transfer)";
           span(track, p, st.begin, end);
           if (i == 0) span(st.track, p, st.begin, end);
@@ -1129,14 +1255,15 @@ void SimRank::finish(SimStream& st, int index) {
         p.kind = OpKind::Recv;
         p.bytes = it.bytes;
         p.detail = "from rank " + std::to_string(it.peer) + " tag " + std::to_string(it.tag);
+        if (it.ranges.size() > 1) p.detail += ", " + std::to_string(it.ranges.size()) + " ranges";
         span(track, p, st.begin, end);
       }
       break;
     case Item::Put:
       for (size_t i = 0; i < st.running.size(); ++i) {
         const Item& x = st.running[i];
-        const MessagePtr& m = st.outgoing[i];
-        world_.ranks[size_t(x.peer)]->land_put(x.window, x.other_off, m->content, m->key_bytes, x.flag, x.value);
+        const Piece& m = st.outgoing[i]->pieces.front();
+        world_.ranks[size_t(x.peer)]->land_put(x.window, x.other_off, m.content, m.key_bytes, x.flag, x.value);
         if (trace) {
           OpParams p;
           p.kind = OpKind::Put;
@@ -1239,27 +1366,35 @@ void SimRank::stream_wait(Stream s, const Event& e) {
   enqueue(s.id, std::move(it));
 }
 
-Item message_item(Item::Kind kind, int peer, int tag, const Buffer& buf, uint64_t off, uint64_t bytes) {
+// A send or receive of the given ranges (one message).
+Item message_item(Item::Kind kind, int peer, int tag, const std::vector<BufferRange>& ranges) {
   Item it;
   it.kind = kind;
   it.peer = peer;
   it.tag = tag;
-  it.buf = buf;
-  it.off = off;
-  it.bytes = bytes;
+  it.ranges.assign(ranges.begin(), ranges.end());
+  for (const BufferRange& r : ranges) it.bytes += r.bytes;
   return it;
 }
 
 Event SimRank::send(Stream s, int peer, const Buffer& src, uint64_t off, uint64_t bytes, int tag) {
-  check_peer(peer, "send to");
-  check_range(src, off, bytes, "send");
-  return enqueue(s.id, message_item(Item::Send, peer, tag, src, off, bytes));
+  return send_v(s, peer, {{src, off, bytes}}, tag);
 }
 
 Event SimRank::recv(Stream s, int peer, const Buffer& dst, uint64_t off, uint64_t bytes, int tag) {
+  return recv_v(s, peer, {{dst, off, bytes}}, tag);
+}
+
+Event SimRank::send_v(Stream s, int peer, const std::vector<BufferRange>& ranges, int tag) {
+  check_peer(peer, "send to");
+  for (const BufferRange& r : ranges) check_range(r.buf, r.off, r.bytes, "send");
+  return enqueue(s.id, message_item(Item::Send, peer, tag, ranges));
+}
+
+Event SimRank::recv_v(Stream s, int peer, const std::vector<BufferRange>& ranges, int tag) {
   check_peer(peer, "receive from");
-  check_range(dst, off, bytes, "recv");
-  return enqueue(s.id, message_item(Item::Recv, peer, tag, dst, off, bytes));
+  for (const BufferRange& r : ranges) check_range(r.buf, r.off, r.bytes, "recv");
+  return enqueue(s.id, message_item(Item::Recv, peer, tag, ranges));
 }
 
 int SimRank::expose(const Buffer& buf, uint32_t flags) {
@@ -1278,7 +1413,13 @@ Event SimRank::put(Stream s, int peer, int window, uint64_t remote_off, const Bu
   if (window < 0 || window >= int(windows_.size()))
     throw RuntimeError("rank " + std::to_string(id()) + ": put into window " + std::to_string(window) +
                        ", which was never exposed");
-  Item it = message_item(Item::Put, peer, int(flag), src, off, bytes);
+  Item it;
+  it.kind = Item::Put;
+  it.peer = peer;
+  it.tag = int(flag);
+  it.buf = src;
+  it.off = off;
+  it.bytes = bytes;
   it.window = window;
   it.other_off = remote_off;
   it.flag = flag;
@@ -1542,14 +1683,24 @@ void SimRank::consumer_batch_ended() {
   changes_++;  // the strategy returns credits for what was released
 }
 
-std::vector<uint64_t> SimRank::allgather(const std::vector<uint64_t>& mine) {
+std::vector<uint64_t> SimRank::allgather(const std::vector<uint64_t>& mine) { return world_.gathered(collective(mine)); }
+
+// The messages of the default alltoall (an allgather of `mine`), without building the table.
+std::vector<uint64_t> SimRank::alltoall(const std::vector<uint64_t>& mine, size_t per_rank) {
+  if (mine.size() != size_t(size()) * per_rank)
+    throw RuntimeError("alltoall: " + std::to_string(mine.size()) + " words for " + std::to_string(size()) +
+                       " ranks of " + std::to_string(per_rank));
+  return world_.gathered(collective(mine), size_t(id()) * per_rank, per_rank);
+}
+
+int SimRank::collective(const std::vector<uint64_t>& mine) {
   const int call = collectives_++, n = size(), me = id();
   world_.deposit(call, me, mine);
   // Dissemination: in round k every rank forwards what it holds to rank + 2^k.
   for (int k = 1; k < n; k <<= 1) {
     const int to = (me + k) % n, from = (me - k + n) % n;
     const uint64_t bytes = 8 * (mine.size() + 1) * uint64_t(std::min(k, n - k));
-    Event sent = enqueue(streams(), message_item(Item::Send, to, kCollectiveTag, nullptr, 0, bytes), true);
+    Event sent = enqueue(streams(), message_item(Item::Send, to, kCollectiveTag, {{nullptr, 0, bytes}}), true);
     MessagePtr got;
     block_until(
         [&] {
@@ -1558,7 +1709,7 @@ std::vector<uint64_t> SimRank::allgather(const std::vector<uint64_t>& mine) {
         },
         "a collective (allgather or barrier) that another rank has not reached");
   }
-  return world_.gathered(call);
+  return call;
 }
 
 Bandwidths SimRank::bandwidths() const {
@@ -1622,6 +1773,20 @@ RankRecord SimRank::record_of() const {
   return r;
 }
 
+// Transparent huge pages for the heap: a large simulation touches millions of small objects
+// at random (ranks' state, messages, SimGrid's activities), and with 4 KiB pages TLB misses cost
+// a fifth of its time at 512 ranks. The heap is grown now by a block that it keeps (the trim
+// threshold is 1 GiB), and that range is advised; where THP is off ("never") this does nothing.
+void advise_huge_heap() {
+  constexpr size_t kReserve = size_t(768) << 20, kHuge = size_t(2) << 20;
+  char* const before = static_cast<char*>(sbrk(0));
+  void* block = malloc(kReserve);
+  char* const after = static_cast<char*>(sbrk(0));
+  free(block);
+  char* const from = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(before) + kHuge - 1) & ~(kHuge - 1));
+  if (block && after > from + kHuge) madvise(from, size_t(after - from) & ~(kHuge - 1), MADV_HUGEPAGE);
+}
+
 }  // namespace
 
 SimOutcome simulate(const BackendConfig& cfg, const std::function<void(Rank&)>& body) {
@@ -1637,10 +1802,6 @@ SimOutcome simulate(const BackendConfig& cfg, const std::function<void(Rank&)>& 
     out.error = e.what();
     return out;
   }
-  // Large blocks (collectives' tables, big vectors) from the heap rather than fresh mmaps: a
-  // simulation allocates and frees them by the thousand, and page faults would dominate.
-  mallopt(M_MMAP_THRESHOLD, 1 << 30);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
   xbt_log_control_set("root.thresh:critical");
   int argc = 1;
   char name[] = "joinlab-sim";
@@ -1680,6 +1841,13 @@ SimOutcome simulate(const BackendConfig& cfg, const std::function<void(Rank&)>& 
       if (--w->running == 0 && w->node_net) w->node_net->stop();
     });
   }
+  // Large blocks (collectives' tables, big vectors) from the heap rather than fresh mmaps: a
+  // simulation allocates and frees them by the thousand, and page faults would dominate. Set
+  // once the actors exist: their stacks (256 KiB each, zeroed) stay fresh mmaps, whose pages
+  // cost nothing until used (from the heap, 1280 actors' stacks would be 320 MiB written).
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  advise_huge_heap();
   engine.run();
 
   out.stats = world.stats;

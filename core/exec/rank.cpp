@@ -67,6 +67,59 @@ Launched Rank::launch_streaming(Stream, StreamingOp op) {
                      to_string(params_of(op).kind) + " (needed by gpj)");
 }
 
+namespace {
+
+// Completes when every one of its events has (the default vectored send / receive).
+class AllOf final : public EventImpl {
+ public:
+  explicit AllOf(std::vector<Event> parts) : parts_(std::move(parts)) {}
+  void wait() override {
+    for (auto& e : parts_) e.wait();
+  }
+  bool done() override {
+    for (auto& e : parts_)
+      if (!e.done()) return false;
+    return true;
+  }
+
+ private:
+  std::vector<Event> parts_;
+};
+
+template <class One>
+Event each_range(const std::vector<BufferRange>& ranges, One one) {
+  std::vector<Event> parts;
+  parts.reserve(ranges.size());
+  for (const BufferRange& r : ranges) parts.push_back(one(r));
+  if (parts.size() == 1) return parts.front();
+  return Event(std::make_shared<AllOf>(std::move(parts)));
+}
+
+}  // namespace
+
+Event Rank::send_v(Stream s, int peer, const std::vector<BufferRange>& ranges, int tag) {
+  return each_range(ranges, [&](const BufferRange& r) { return send(s, peer, r.buf, r.off, r.bytes, tag); });
+}
+
+Event Rank::recv_v(Stream s, int peer, const std::vector<BufferRange>& ranges, int tag) {
+  return each_range(ranges, [&](const BufferRange& r) { return recv(s, peer, r.buf, r.off, r.bytes, tag); });
+}
+
+std::vector<uint64_t> Rank::alltoall(const std::vector<uint64_t>& mine, size_t per_rank) {
+  const size_t n = size_t(size());
+  if (mine.size() != n * per_rank)
+    throw RuntimeError("alltoall: " + std::to_string(mine.size()) + " words for " + std::to_string(n) + " ranks of " +
+                       std::to_string(per_rank));
+  const std::vector<uint64_t> all = allgather(mine);
+  std::vector<uint64_t> out;
+  out.reserve(n * per_rank);
+  for (size_t r = 0; r < n; ++r) {
+    const auto from = all.begin() + long(r * mine.size() + size_t(id()) * per_rank);
+    out.insert(out.end(), from, from + long(per_rank));
+  }
+  return out;
+}
+
 void Rank::poll_pause() { std::this_thread::sleep_for(std::chrono::microseconds(50)); }
 
 }  // namespace joinlab

@@ -69,6 +69,13 @@ struct Bandwidths {
   std::string source;   // "measured <date>", "profile h100", ...
 };
 
+// A byte range of a buffer: one piece of a vectored message (Rank::send_v / recv_v).
+struct BufferRange {
+  Buffer buf;
+  uint64_t off = 0;
+  uint64_t bytes = 0;
+};
+
 // What a rank reports at the end: its share of the join result.
 struct RankResult {
   uint64_t count = 0;
@@ -114,6 +121,13 @@ class Rank {
   // --- two-sided messages, matched in order per (peer, tag) ---
   virtual Event send(Stream s, int peer, const Buffer& src, uint64_t off, uint64_t bytes, int tag) = 0;
   virtual Event recv(Stream s, int peer, const Buffer& dst, uint64_t off, uint64_t bytes, int tag) = 0;
+  // Vectored: several byte ranges (a partition's key and value columns, R's and S's chunks of
+  // one round) to / from one peer as one message. A send_v matches a recv_v of the same tag
+  // whose ranges have the same sizes in the same order. The default is a group of send / recv
+  // calls on s, one per range (what NCCL, UCX and the in-process transports do with it); its
+  // event completes when all of them did. The simulator moves one message.
+  virtual Event send_v(Stream s, int peer, const std::vector<BufferRange>& ranges, int tag);
+  virtual Event recv_v(Stream s, int peer, const std::vector<BufferRange>& ranges, int tag);
 
   // --- one-sided puts into remote slots with completion flags ---
   // Collective: every rank exposes a buffer and `flags` completion words; returns the window id.
@@ -134,6 +148,11 @@ class Rank {
 
   // --- host collectives (blocking) ---
   virtual std::vector<uint64_t> allgather(const std::vector<uint64_t>& mine) = 0;  // rank order
+  // Every rank sends per_rank words to each rank: `mine` holds size() * per_rank words, rank r's
+  // at [r * per_rank, (r + 1) * per_rank). Returns the words each rank sent to this one, in rank
+  // order. The default is the allgather of `mine`, keeping this rank's words; the simulator moves
+  // the same messages without building every rank's copy of the whole table.
+  virtual std::vector<uint64_t> alltoall(const std::vector<uint64_t>& mine, size_t per_rank);
   virtual void barrier() = 0;
 
   // --- time, phases, results ---

@@ -1,6 +1,6 @@
 // shuffle: gao2021's distributed repartitioned hash join (Algorithm 1), and its two-level
 // variant (Algorithm 2). Each rank hash-partitions its slice of R and S by murmur3 of the key
-// into one partition per destination, the ranks exchange sizes (allgather) and then tuples
+// into one partition per destination, the ranks exchange sizes (alltoall) and then tuples
 // (all-to-all in scheduled rounds of bounded chunks), and every rank joins what it received
 // (npj or phj, with a hash seed of its own).
 //
@@ -138,48 +138,61 @@ struct Column {
 
 // The all-to-all of one level: in round k this rank sends to member me+k and receives from
 // member me-k (round 0 is a local copy, on the otherwise idle compute stream so that it overlaps
-// the sends of round 1), each partition in chunks of chunk_rows, with at most
-// `inflight` messages posted and unfinished. Posting in (round, chunk) order, with sends and
-// receives on streams of their own, cannot deadlock: the oldest message anyone waits for has
-// its peer's matching message posted already.
+// the sends of round 1), each partition in chunks of chunk_rows. A chunk's columns of R and S
+// (keys, values, payload columns) travel as one vectored message (Rank::send_v): the receiver
+// expects the same ranges, since it knows the sender's row counts (the alltoall). At most
+// `inflight` buffers' worth of messages are posted and unfinished (a vectored message counts
+// its ranges, so the bound means the same operations on backends that issue one per range).
+// Posting in (round, chunk) order, with sends and receives on streams of their own, cannot
+// deadlock: the oldest message anyone waits for has its peer's matching message posted already.
 void exchange(Rank& rank, const Group& g, int level, const std::vector<Traffic>& traffic,
               const std::vector<std::vector<Column>>& columns, const ShuffleConfig& cfg) {
   const Stream copy_stream{0}, send_stream{1}, recv_stream{2};
-  std::deque<Event> posted;
-  auto post = [&](Event e) {
-    posted.push_back(std::move(e));
-    while (posted.size() > size_t(cfg.inflight)) {
-      posted.front().wait();
+  std::deque<std::pair<Event, size_t>> posted;  // and the ranges each one moves
+  size_t in_flight = 0;
+  auto post = [&](Event e, size_t ranges) {
+    posted.push_back({std::move(e), ranges});
+    in_flight += ranges;
+    while (in_flight > size_t(cfg.inflight) && posted.size() > 1) {  // never the one just posted
+      posted.front().first.wait();
+      in_flight -= posted.front().second;
       posted.pop_front();
     }
   };
   const uint64_t cr = cfg.chunk_rows;
+  const int tag = level;
+  std::vector<BufferRange> sends, recvs;
+  std::vector<Event> local;  // round 0's copies: nothing to pace, so outside the window (they overlap round 1)
   for (int k = 0; k < g.size(); ++k) {
     const int to = (g.me + k) % g.size(), from = (g.me - k + g.size()) % g.size();
-    for (size_t rel = 0; rel < traffic.size(); ++rel) {
-      const Traffic& t = traffic[rel];
-      const uint64_t n_send = t.send_rows[size_t(to)], n_recv = t.recv_rows[size_t(from)];
-      const uint64_t chunks = (std::max(n_send, n_recv) + cr - 1) / cr;
-      for (uint64_t c = 0; c < chunks; ++c) {
-        const uint64_t off = c * cr;
-        for (size_t col = 0; col < columns[rel].size(); ++col) {
-          const Column& x = columns[rel][col];
-          const int tag = level * 64 + int(rel) * 16 + int(col);
-          const uint64_t recv_n = off < n_recv ? std::min(cr, n_recv - off) : 0;
-          const uint64_t send_n = off < n_send ? std::min(cr, n_send - off) : 0;
-          const uint64_t recv_at = (t.recv_first[size_t(from)] + off) * x.bytes;
-          const uint64_t send_at = (t.send_first[size_t(to)] + off) * x.bytes;
-          if (k == 0) {
-            if (send_n) post(rank.copy(copy_stream, x.recv, recv_at, x.send, send_at, send_n * x.bytes));
-            continue;
-          }
-          if (recv_n) post(rank.recv(recv_stream, g.ranks[size_t(from)], x.recv, recv_at, recv_n * x.bytes, tag));
-          if (send_n) post(rank.send(send_stream, g.ranks[size_t(to)], x.send, send_at, send_n * x.bytes, tag));
+    uint64_t chunks = 0;
+    for (const Traffic& t : traffic)
+      chunks = std::max(chunks, (std::max(t.send_rows[size_t(to)], t.recv_rows[size_t(from)]) + cr - 1) / cr);
+    for (uint64_t c = 0; c < chunks; ++c) {
+      const uint64_t off = c * cr;
+      sends.clear();
+      recvs.clear();
+      for (size_t rel = 0; rel < traffic.size(); ++rel) {
+        const Traffic& t = traffic[rel];
+        const uint64_t n_send = t.send_rows[size_t(to)], n_recv = t.recv_rows[size_t(from)];
+        const uint64_t recv_n = off < n_recv ? std::min(cr, n_recv - off) : 0;
+        const uint64_t send_n = off < n_send ? std::min(cr, n_send - off) : 0;
+        for (const Column& x : columns[rel]) {
+          if (recv_n) recvs.push_back({x.recv, (t.recv_first[size_t(from)] + off) * x.bytes, recv_n * x.bytes});
+          if (send_n) sends.push_back({x.send, (t.send_first[size_t(to)] + off) * x.bytes, send_n * x.bytes});
         }
       }
+      if (k == 0) {  // to == from == me: the "receive" ranges are where the sent ones go
+        for (size_t i = 0; i < sends.size(); ++i)
+          local.push_back(rank.copy(copy_stream, recvs[i].buf, recvs[i].off, sends[i].buf, sends[i].off, sends[i].bytes));
+        continue;
+      }
+      if (!recvs.empty()) post(rank.recv_v(recv_stream, g.ranks[size_t(from)], recvs, tag), recvs.size());
+      if (!sends.empty()) post(rank.send_v(send_stream, g.ranks[size_t(to)], sends, tag), sends.size());
     }
   }
-  for (auto& e : posted) e.wait();
+  for (auto& e : posted) e.first.wait();
+  for (auto& e : local) e.wait();
 }
 
 // Values 0 .. n-1: GenerateOp with value_is_rowid writes each row's index, which makes it the
@@ -214,7 +227,8 @@ void shuffle_level(Rank& rank, const Group& g, int level, const ShuffleConfig& c
   std::vector<Traffic> traffic(2);
   std::vector<Launched> partitions;
   std::vector<Tuples> partitioned;
-  std::vector<uint64_t> mine;  // send rows per member, R then S
+  // Rows this rank sends to each rank, R and S: the alltoall's words (ranks outside the group: 0).
+  std::vector<uint64_t> mine(2 * size_t(rank.size()), 0);
   for (size_t i = 0; i < 2; ++i) {
     const std::vector<uint64_t>& buckets = histograms[i].get().values;
     Traffic& t = traffic[i];
@@ -224,7 +238,7 @@ void shuffle_level(Rank& rank, const Group& g, int level, const ShuffleConfig& c
       t.send_rows.push_back(rows);
     }
     t.send_first = exclusive_prefix(t.send_rows);
-    mine.insert(mine.end(), t.send_rows.begin(), t.send_rows.end());
+    for (int j = 0; j < g.size(); ++j) mine[2 * size_t(g.ranks[size_t(j)]) + i] = t.send_rows[size_t(j)];
     // The scatter runs while the sizes are exchanged below.
     PartitionOp p;
     p.in = rels[i]->tuples;
@@ -234,15 +248,12 @@ void shuffle_level(Rank& rank, const Group& g, int level, const ShuffleConfig& c
     partitions.push_back(rank.launch(compute, p));
   }
   {
-    const std::vector<uint64_t> all = rank.allgather(mine);  // every rank's `mine`, rank order
-    const size_t per_rank = mine.size();
+    const std::vector<uint64_t> got = rank.alltoall(mine, 2);  // what every rank sends here
     for (size_t i = 0; i < 2; ++i) {
-      for (int j = 0; j < g.size(); ++j)
-        traffic[i].recv_rows.push_back(
-            all[size_t(g.ranks[size_t(j)]) * per_rank + i * size_t(g.size()) + size_t(g.me)]);
+      for (int j = 0; j < g.size(); ++j) traffic[i].recv_rows.push_back(got[2 * size_t(g.ranks[size_t(j)]) + i]);
       traffic[i].recv_first = exclusive_prefix(traffic[i].recv_rows);
     }
-  }  // the n x 2g table is dropped at once: at 1024 ranks every rank holding it would not fit
+  }
 
   std::vector<std::vector<Column>> columns(2);
   for (size_t i = 0; i < 2; ++i) {
@@ -278,6 +289,11 @@ void shuffle_level(Rank& rank, const Group& g, int level, const ShuffleConfig& c
   }
   for (auto* rel : rels) rel->tuples = Tuples{};  // the unpartitioned input is no longer needed
 
+  // Every rank partitioned and allocated before anyone exchanges: the exchange phase times the
+  // all-to-all alone, not the wait for the slowest partition, and no allocation (which waits for
+  // the GPU's earlier work) meets a receive a peer parked already (cuda_fabric.hpp, Gates).
+  rank.sync_all();
+  rank.barrier();
   begin_phase(rank, "shuffle" + suffix);
   exchange(rank, g, level, traffic, columns, cfg);
 

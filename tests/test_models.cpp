@@ -1,0 +1,504 @@
+// Cost models (models/op_model.*) and their profile lines (models/profile.*): the cache terms
+// (skewed lookups hit cached hot keys, tables that fit the cache miss nothing), the features
+// that follow how the kernels work (count-then-write makes two passes, oversized and skewed
+// partitions become more work items), the fit (cache sizes and breaks recovered from samples),
+// and profile lines written and read back exactly (bounds, cache sizes, legacy lines).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <sstream>
+
+#include "core/common/error.hpp"
+#include "models/op_model.hpp"
+#include "models/profile.hpp"
+
+#ifdef JOINLAB_TEST_SIM
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+#include "core/builtin.hpp"
+#include "core/experiment/config.hpp"
+#include "core/experiment/report.hpp"
+#include "core/experiment/runner.hpp"
+#include "models/calibrate.hpp"
+#include "sim/key_content.hpp"
+#include "tests/test_profile_text.hpp"
+#endif
+
+namespace joinlab {
+namespace {
+
+Locality uniform_lookups(double lookups, double bytes, double keys) {
+  Locality l;
+  l.lookups = lookups;
+  l.bytes = bytes;
+  l.keys = keys;
+  return l;
+}
+
+TEST(CacheHits, UniformLookupsHitTheCachedShareOfTheTable) {
+  const Locality l = uniform_lookups(1e6, 1e9, 1e7);
+  EXPECT_NEAR(cache_hit_fraction(l, 1e8), 0.1, 1e-12);
+  EXPECT_NEAR(cache_hit_fraction(l, 5e8), 0.5, 1e-12);
+  EXPECT_EQ(cache_hit_fraction(l, 2e9), 1.0) << "a table that fits misses nothing";
+  // The general solver gives the same closed form for uniform lookups.
+  Locality z0 = l;
+  z0.access = KeyAccess::zipf(1e6, 1e7, 0);
+  z0.access.heavy = {};  // still uniform, through the general path below
+  z0.access.tails.push_back({0.0, 1.0, 0.0, 1.0});  // an empty tail forces the general solver
+  EXPECT_NEAR(cache_hit_fraction(z0, 1e8), 0.1, 1e-3);
+}
+
+TEST(CacheHits, SkewedLookupsHitMoreAndMoreWithTheExponent) {
+  double last = 0;
+  for (double z : {0.0, 0.5, 0.75, 1.0, 1.25, 1.5}) {
+    Locality l = uniform_lookups(1e8, 2e9, 1e8);
+    l.access = KeyAccess::zipf(1e8, 1e8, z);
+    const double hit = cache_hit_fraction(l, 3e7);
+    EXPECT_GT(hit, last) << "z = " << z;
+    last = hit;
+  }
+  EXPECT_GT(last, 0.95) << "Zipf 1.5: nearly every lookup goes to a few hot keys";
+  // Hot keys known one by one count as the top of the law: 90% of the lookups on 10 keys hit
+  // (the uniform rest about the cache's share of the table, 0.1% of its 10%).
+  Locality h = uniform_lookups(1e6, 1e9, 1e7);
+  h.access.heavy = std::vector<double>(10, 9e4);
+  h.access.tails.push_back({1e5, 1e7, 0, 11});
+  EXPECT_NEAR(cache_hit_fraction(h, 1e6), 0.9, 2e-4);
+  h.access.heavy.clear();
+  EXPECT_NEAR(cache_hit_fraction(h, 1e6), 1e-3, 1e-9) << "without them, the cache's share";
+}
+
+// A probe model whose misses cost: 1 ns per far miss, 0.2 ns per near miss.
+PiecewiseModel probe_model() {
+  return PiecewiseModel({{0, {1e-5, 1e-12, 2e-12, 0.2e-9, 1e-9}}}, {64e3, 32e6});
+}
+
+HashTable table(uint64_t rows, double load) {
+  HashTable t;
+  t.kind = TableKind::LinearProbing;
+  t.fmt = {4, 4};
+  t.rows = rows;
+  t.slots = hash_table_slots(rows, load);
+  return t;
+}
+
+Tuples tuples(uint64_t rows) {
+  Tuples t;
+  t.rows = t.capacity = rows;
+  t.fmt = {4, 4};
+  return t;
+}
+
+TEST(OpModels, SkewLowersThePredictedProbeTime) {
+  const HashTable t = table(1 << 26, 0.5);  // 1 GiB: far beyond the cache
+  ProbeOp probe{&t, tuples(1 << 26), JoinOutput{}, 0, OutputMode::CountOnly};
+  OpResult r;
+  r.count = 1 << 26;
+  const PiecewiseModel m = probe_model();
+  const double uniform = m.seconds(op_sample(probe, r));
+  double last = uniform;
+  for (double z : {0.5, 1.0, 1.5}) {
+    const KeyAccess a = KeyAccess::zipf(double(1 << 26), double(1 << 26), z);
+    const double skewed = m.seconds(op_sample(probe, r, &a));
+    EXPECT_LT(skewed, last) << "z = " << z;
+    last = skewed;
+  }
+  EXPECT_LT(last, 0.3 * uniform) << "Zipf 1.5 probes hit a few cached keys";
+  // The same probe into a table that fits the far cache pays no far misses.
+  const HashTable small = table(1 << 20, 0.5);  // 16 MiB
+  ProbeOp in_cache{&small, tuples(1 << 26), JoinOutput{}, 0, OutputMode::CountOnly};
+  const OpSample s = op_sample(in_cache, r);
+  const std::vector<double> x = m.features(s);
+  ASSERT_EQ(x.size(), 5u);
+  EXPECT_EQ(x[4], 0.0) << "no far misses";
+  EXPECT_GT(x[3], 0.9 * double(1 << 26)) << "a 64 KB near cache still misses";
+}
+
+TEST(OpModels, CountThenWriteMakesTwoPassesDirectOne) {
+  const HashTable t = table(1 << 20, 0.5);
+  JoinOutput out;
+  out.capacity = 1 << 20;
+  OpResult r;
+  r.count = 1 << 20;
+  const OpSample direct = op_sample(ProbeOp{&t, tuples(1 << 20), out, 0, OutputMode::Direct}, r);
+  const OpSample exact = op_sample(ProbeOp{&t, tuples(1 << 20), out, 0, OutputMode::CountThenWrite}, r);
+  const OpSample count = op_sample(ProbeOp{&t, tuples(1 << 20), out, 0, OutputMode::CountOnly}, r);
+  EXPECT_EQ(exact.x[1], 2 * direct.x[1]) << "the probe side is read twice";
+  EXPECT_EQ(exact.locality.lookups, 2 * direct.locality.lookups);
+  EXPECT_EQ(exact.x[2], direct.x[2]) << "the output is written once";
+  EXPECT_EQ(count.x[1], direct.x[1]);
+  EXPECT_EQ(count.x[2], 0.0);
+  const PiecewiseModel m = probe_model();
+  EXPECT_GT(m.seconds(exact), m.seconds(direct));
+  EXPECT_GT(m.seconds(direct), m.seconds(count));
+}
+
+TEST(OpModels, BuildCollisionsGrowWithTheLoadFactor) {
+  HashTable low = table(1 << 20, 0.25), half = table(1 << 20, 0.5);
+  const OpSample a = op_sample(BuildOp{tuples(1 << 20), &low}, OpResult{});
+  const OpSample b = op_sample(BuildOp{tuples(1 << 20), &half}, OpResult{});
+  EXPECT_EQ(a.x[1], b.x[1]);
+  EXPECT_NEAR(a.x[2] / a.x[1], 0.5 * 0.25 / 0.75, 1e-12);
+  EXPECT_NEAR(b.x[2] / b.x[1], 0.5, 1e-12);
+  EXPECT_EQ(b.segment, 2.0 * double(1 << 20) * 8) << "table bytes";
+}
+
+Partitioned partitions(const std::vector<uint64_t>& counts) {
+  Partitioned p;
+  p.offsets.push_back(0);
+  for (uint64_t c : counts) p.offsets.push_back(p.offsets.back() + c);
+  p.all = tuples(p.offsets.back());
+  return p;
+}
+
+TEST(OpModels, OversizedAndSkewedPartitionsBecomeMoreWorkItems) {
+  // 4-byte keys and values: a 64 KB shared-memory table holds 4096 R rows (partitioned_join.cu).
+  const Partitioned r = partitions({4096, 4096, 4096, 4096});
+  const Partitioned s = partitions({4096, 4096, 4096, 4096});
+  const OpSample even = op_sample(PartitionedJoinOp{r, s, JoinOutput{}, 0, OutputMode::CountOnly}, OpResult{});
+  EXPECT_EQ(even.x[3], 4.0) << "one item per partition pair";
+  EXPECT_EQ(even.x[4], 4 * (2.0 + 2.0)) << "rounds of 2048 rows: two to build, two to probe";
+  EXPECT_EQ(even.x[5], 0.0);
+  EXPECT_EQ(even.x[6], 0.0);
+  // R partition 0 twice the table: two chunks, each probed by all of S's partition 0.
+  const OpSample big_r = op_sample(
+      PartitionedJoinOp{partitions({8192, 4096, 4096, 4096}), s, JoinOutput{}, 0, OutputMode::CountOnly}, OpResult{});
+  EXPECT_EQ(big_r.x[3], 5.0);
+  EXPECT_EQ(big_r.x[6], 4096.0 * 8) << "S partition 0 read once more";
+  // S partition 0 holding 40000 rows: sliced (at 16384 rows) into 3, R's chunk rebuilt per slice.
+  const OpSample hot_s = op_sample(
+      PartitionedJoinOp{r, partitions({40000, 4096, 4096, 4096}), JoinOutput{}, 0, OutputMode::CountOnly}, OpResult{});
+  EXPECT_EQ(hot_s.x[3], 6.0);
+  EXPECT_EQ(hot_s.x[5], 2 * 4096.0 * 8) << "R partition 0 built twice more";
+  // Its three slices probe 16384, 16384 and 7232 rows: 8 + 8 + 4 rounds, each after a 2-round build.
+  EXPECT_EQ(hot_s.x[4], 3 * 2.0 + 20.0 + 3 * 4.0);
+}
+
+Partitioned with_device_offsets(Partitioned p) {
+  p.offsets_copy = std::make_shared<BufferImpl>();
+  p.offsets_copy->space = MemSpace::Device;
+  p.offsets_copy->bytes = p.offsets.size() * sizeof(uint64_t);
+  return p;
+}
+
+TEST(OpModels, JoinItemsListedOnTheHostOnlyWithoutDeviceOffsetsOrWhenSplit) {
+  const Partitioned r = partitions({4096, 4096, 4096, 4096}), s = partitions({4096, 4096, 4096, 4096});
+  auto host_items = [](const Partitioned& a, const Partitioned& b) {
+    return op_sample(PartitionedJoinOp{a, b, JoinOutput{}, 0, OutputMode::CountOnly}, OpResult{}).x[7];
+  };
+  EXPECT_EQ(host_items(r, s), 4.0) << "offsets only on the host: the host lists the items";
+  EXPECT_EQ(host_items(with_device_offsets(r), with_device_offsets(s)), 0.0) << "listed on the device";
+  EXPECT_EQ(host_items(with_device_offsets(r), s), 4.0) << "both sides' offsets are needed on the device";
+  EXPECT_EQ(host_items(with_device_offsets(r), with_device_offsets(partitions({40000, 4096, 4096, 4096}))), 6.0)
+      << "a sliced pair: the host splits the items";
+}
+
+TEST(OpModels, SkewedKeysSendTheMsdSortsHotPartitionsToCub) {
+  const double n = double(1 << 24);
+  Tuples in = tuples(1 << 24);
+  SortOp op{in, in, SortAlgo::Radix};
+  const KeyAccess uniform = KeyAccess::zipf(n, n, 0), z15 = KeyAccess::zipf(n, n, 1.5), z1 = KeyAccess::zipf(n, n, 1.0);
+  const OpSample none = op_sample(op, OpResult{}), flat = op_sample(op, OpResult{}, &uniform);
+  const OpSample hot = op_sample(op, OpResult{}, &z15), warm = op_sample(op, OpResult{}, &z1);
+  EXPECT_EQ(flat.x, none.x) << "uniform keys: every partition fits a block";
+  EXPECT_EQ(flat.x[2], 0.0);
+  const double tb = in.fmt.tuple_bytes();
+  // Zipf 1.5: the top key holds 1/zeta(1.5) = 38% of the rows (one device-wide CUB sort, as rank 2
+  // with 13.5%); rank 3 (7.4%, 1.2 M rows) too; rank 4 (4.8%, 0.8 M rows) leads the segmented sort.
+  EXPECT_GT(hot.x[2], 0.85 * n * tb);
+  EXPECT_LE(hot.x[2], 1.0 * n * tb);
+  EXPECT_EQ(hot.x[3], 3.0 + 1.0) << "three device-wide sorts and one segmented sort";
+  EXPECT_NEAR(hot.x[4] / tb, 0.048 * n, 0.005 * n);
+  // Zipf 1: the top key holds about 6% (1 M rows, about one device-wide sort's worth); the next
+  // ones (3%, 2%, ...) go to the segmented sort.
+  EXPECT_GE(warm.x[3], 1.0);
+  EXPECT_LE(warm.x[3], 2.0);
+  EXPECT_NEAR(warm.x[4] / tb, 0.03 * n, 0.01 * n);
+  EXPECT_LT(warm.x[2], hot.x[2]);
+}
+
+TEST(OpModels, SkewedPartitionsCountTheirContention) {
+  PartitionOp p{tuples(1000), {}, PartitionFn{PartitionFn::Radix, 2, 0, 0}, tuples(1000)};
+  OpResult even, skewed;
+  even.values = {0, 250, 500, 750, 1000};
+  skewed.values = {0, 1000, 1000, 1000, 1000};
+  EXPECT_NEAR(op_sample(p, even).x[3], 250.0, 1e-9);
+  EXPECT_NEAR(op_sample(p, skewed).x[3], 1000.0, 1e-9);
+  EXPECT_EQ(op_sample(p, even).x[2], 4.0) << "partitions written";
+  PartitionOp second{tuples(1000), {0, 500, 1000}, PartitionFn{PartitionFn::Radix, 2, 1, 0}, tuples(1000)};
+  OpResult r2;
+  r2.values = {0, 125, 250, 375, 500, 625, 750, 875, 1000};
+  EXPECT_EQ(op_sample(second, r2).x[2], 8.0) << "2 segments x fanout 4";
+}
+
+// Synthetic probe samples from a known model: sizes 2^16..2^26 rows, Zipf 0..1.25, both modes.
+std::vector<OpSample> probe_samples(const PiecewiseModel& truth) {
+  std::vector<OpSample> v;
+  static std::vector<std::unique_ptr<HashTable>> keep;
+  for (int k = 16; k <= 26; ++k)
+    for (double z : {0.0, 0.5, 1.0, 1.25})
+      for (OutputMode mode : {OutputMode::CountOnly, OutputMode::Direct}) {
+        keep.push_back(std::make_unique<HashTable>(table(uint64_t(1) << k, 0.5)));
+        JoinOutput out;
+        out.capacity = uint64_t(1) << k;
+        out.r_fmt = out.s_fmt = {4, 4};
+        OpResult r;
+        r.count = uint64_t(1) << k;
+        const KeyAccess a = KeyAccess::zipf(double(r.count), double(r.count), z);
+        OpSample s = op_sample(ProbeOp{keep.back().get(), tuples(uint64_t(1) << k), out, 0, mode}, r, &a);
+        s.seconds = truth.seconds(s);
+        v.push_back(s);
+      }
+  return v;
+}
+
+TEST(OpModelFit, CacheSizesAndCoefficientsAreRecovered) {
+  const PiecewiseModel truth({{0, {2e-5, 1.5e-12, 3e-12, 0.3e-9, 1.2e-9}}}, {std::round(4096 * std::pow(2.0, 4)),
+                                                                            std::round(double(1 << 20) * std::pow(2.0, 5))});
+  const std::vector<OpSample> samples = probe_samples(truth);
+  FitReport rep;
+  const PiecewiseModel fit = fit_model(*find_model_spec("probe.linear"), samples, false, {}, &rep);
+  EXPECT_LT(rep.rms_rel_error, 1e-6);
+  ASSERT_EQ(fit.caches().size(), 2u);
+  EXPECT_EQ(fit.caches()[0], truth.caches()[0]);
+  EXPECT_EQ(fit.caches()[1], truth.caches()[1]);
+  // Unseen: a size between the sampled ones, a skew between.
+  HashTable t = table(3 << 22, 0.5);
+  OpResult r;
+  r.count = 3 << 22;
+  const KeyAccess a = KeyAccess::zipf(double(r.count), double(r.count), 0.75);
+  const OpSample unseen = op_sample(ProbeOp{&t, tuples(3 << 22), JoinOutput{}, 0, OutputMode::CountOnly}, r, &a);
+  EXPECT_NEAR(fit.seconds(unseen), truth.seconds(unseen), 1e-6 * truth.seconds(unseen));
+}
+
+// A slope that changes at a table size (a cache edge without a cache term): the automatic break
+// lands between the sampled sizes, and a profile written and read back keeps a table of exactly
+// a sampled size on its side (the 2026-11-22 h100 profile wrote 2^27 as 1.34218e+08, above it).
+TEST(OpModelFit, BreaksLieBetweenSampledSizesAndSurviveTheProfile) {
+  std::vector<OpSample> samples;
+  for (int k = 20; k <= 30; ++k) {
+    OpSample s;
+    s.model = "gather";
+    const double bytes = std::ldexp(1.0, k);
+    s.x = {1.0, bytes / 4};
+    s.segment = bytes;
+    s.seconds = 1e-5 + (bytes < std::ldexp(1.0, 27) ? 1e-12 : 4e-12) * bytes / 4;
+    samples.push_back(s);
+  }
+  FitReport rep;
+  const PiecewiseModel m = fit_model(*find_model_spec("gather"), samples, true, {}, &rep);
+  ASSERT_EQ(m.pieces().size(), 2u);
+  EXPECT_GT(m.pieces()[1].lower, std::ldexp(1.0, 26));
+  EXPECT_LT(m.pieces()[1].lower, std::ldexp(1.0, 27));
+  Profile p;
+  p.name = "t";
+  p.status = "synthetic (tests)";
+  p.gpu.memory = p.gpu.mem_bw = p.host.memory = p.host.mem_bw = 1;
+  p.h2d = p.d2h = p.p2p = p.nic = {1, 0};
+  p.ops.set("gather", m);
+  std::ostringstream text;
+  write_profile(p, text);
+  std::istringstream in(text.str());
+  const Profile back = parse_profile(in, "t.ini");
+  for (auto& s : samples) EXPECT_NEAR(back.ops.seconds(s), s.seconds, 1e-4 * s.seconds) << s.segment;
+}
+
+// A fixed cost per operator run (launches, uploads, host syncs) is the models' constant
+// (x[0] = 1): fitted with relative errors over sizes from 2^14 rows (where it is the whole time)
+// up, with the large sizes scattering by +-3% as measured runs do, it is recovered, the model
+// predicts it at tiny sizes, and the profile keeps it.
+TEST(OpModelFit, FixedCostIsRecoveredFromTinySizesAndSurvivesTheProfile) {
+  const double fixed = 8e-5, per_byte = 7e-13;
+  std::vector<OpSample> samples;
+  for (int k = 14; k <= 28; ++k) {
+    OpSample s;
+    s.model = "scan";
+    const double bytes = 8 * std::ldexp(1.0, k);
+    s.x = {1.0, bytes};
+    // The large sizes scatter by +-3% (as measured runs do); the tiny ones are the fixed cost.
+    s.seconds = (fixed + per_byte * bytes) * (k >= 20 ? (k % 2 ? 1.03 : 0.97) : 1.0);
+    samples.push_back(s);
+  }
+  const PiecewiseModel m = fit_model(*find_model_spec("scan"), samples, false, {});
+  ASSERT_EQ(m.pieces().size(), 1u);
+  EXPECT_NEAR(m.pieces()[0].coef[0], fixed, 0.05 * fixed);
+  EXPECT_NEAR(m.pieces()[0].coef[1], per_byte, 0.05 * per_byte);
+  OpSample tiny;
+  tiny.model = "scan";
+  tiny.x = {1.0, 8.0 * 1024};
+  EXPECT_NEAR(m.seconds(tiny), fixed, 0.05 * fixed);
+  Profile p;
+  p.name = "t";
+  p.status = "synthetic (tests)";
+  p.gpu.memory = p.gpu.mem_bw = p.host.memory = p.host.mem_bw = 1;
+  p.h2d = p.d2h = p.p2p = p.nic = {1, 0};
+  p.ops.set("scan", m);
+  std::ostringstream text;
+  write_profile(p, text);
+  std::istringstream in(text.str());
+  const Profile back = parse_profile(in, "t.ini");
+  EXPECT_NEAR(back.ops.get("scan").pieces()[0].coef[0], m.pieces()[0].coef[0], 1e-4 * fixed);
+  EXPECT_NEAR(back.ops.seconds(tiny), m.seconds(tiny), 1e-4 * fixed);
+}
+
+const std::string kProfileHead = test::synthetic_machine("t");
+
+Profile parse(const std::string& ops) {
+  std::istringstream in(std::string(kProfileHead) + ops);
+  return parse_profile(in, "t.ini");
+}
+
+std::string rejected(const std::string& ops) {
+  try {
+    parse(ops);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "accepted:\n" << ops;
+  return "";
+}
+
+TEST(OpModelProfiles, CacheLinesAndLegacyLines) {
+  // A line of a profile calibrated before the later features: those coefficients are 0.
+  Profile legacy = parse("[op.probe.linear]\nseg = 0 1e-5 4e-12 1e-12   # old fit\n");
+  const auto& piece = legacy.ops.get("probe.linear").pieces().front();
+  ASSERT_EQ(piece.coef.size(), 5u);
+  EXPECT_EQ(piece.coef[3], 0.0);
+  EXPECT_EQ(piece.coef[4], 0.0);
+  // The full form with its cache sizes, read back as written.
+  Profile full = parse(
+      "[op.probe.linear]\ncache.near = 65536   # fitted\ncache.far = 3.2e7   # fitted\n"
+      "seg = 0 1e-5 4e-12 1e-12 2e-10 1e-9   # fitted\n");
+  EXPECT_EQ(full.ops.get("probe.linear").caches(), (std::vector<double>{65536, 3.2e7}));
+  std::ostringstream text;
+  write_profile(full, text);
+  EXPECT_NE(text.str().find("cache.far = 3.2e+07   # fitted"), std::string::npos) << text.str();
+  std::istringstream back(text.str());
+  EXPECT_EQ(parse_profile(back, "back.ini").ops.get("probe.linear").caches(), (std::vector<double>{65536, 3.2e7}));
+
+  std::string m = rejected("[op.probe.linear]\nseg = 0 1e-5 4e-12 1e-12 2e-10 1e-9   # fitted\n");
+  EXPECT_NE(m.find("[op.probe.linear] cache.near is missing"), std::string::npos) << m;
+  m = rejected("[op.scan]\ncache.far = 1e6   # x\nseg = 0 1e-5 1e-12   # x\n");
+  EXPECT_NE(m.find("op.scan.cache.far = 1e6: model scan has no cache level 'far' (it has none)"), std::string::npos) << m;
+  m = rejected("[op.probe.linear]\ncache.far = -3   # x\nseg = 0 1e-5 1e-12 1e-12   # x\n");
+  EXPECT_NE(m.find("op.probe.linear.cache.far = -3: expected a positive number of bytes"), std::string::npos) << m;
+  m = rejected("[op.probe.linear]\ncache.far = 3e7\nseg = 0 1e-5 1e-12 1e-12   # x\n");
+  EXPECT_NE(m.find("source"), std::string::npos) << m;
+  m = rejected("[op.probe.linear]\nseg = 0 1e-5 1e-12 1e-12 1e-12   # x\n");
+  EXPECT_NE(m.find("expected 6 (or 4, without the later features) numbers"), std::string::npos) << m;
+}
+
+#ifdef JOINLAB_TEST_SIM
+
+// The simulator feeds the probe side's content to the cache terms: the same npj with S Zipf 1.5
+// probes faster than with uniform S, as on the H100 (experiments/results/validate).
+TEST(SimulatedCosts, ZipfProbeSidesProbeFasterInSimulation) {
+  register_builtin();
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("joinlab_test_models_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::string ops = R"([op.generate]
+seg = 0 0 1e-12      # test value
+[op.build.linear]
+seg = 0 1e-5 4e-12   # test value
+[op.probe.linear]
+cache.near = 65536   # test value
+cache.far = 3.2e7    # test value
+seg = 0 1e-5 1e-12 1e-12 2e-10 1e-9   # test value
+[op.checksum]
+seg = 0 1e-5 1e-12   # test value
+[op.copy.device]
+seg = 0 1e-6 2e-12   # test value
+)";
+  std::ofstream(dir / "t.ini") << kProfileHead << ops;
+  auto probe_seconds = [&](double z) {
+    RunPoint p;
+    p.strategy = "npj";
+    p.backend = "sim";
+    p.verify = false;
+    p.cluster.shape = {1, 1};
+    p.cluster.profile = (dir / "t.ini").string();
+    p.cluster.profile_dir = dir.string();
+    p.workload.r.name = "R";
+    p.workload.r.rows = 1 << 24;
+    p.workload.r.dist = KeyDist::UniqueDense;
+    p.workload.s = p.workload.r;
+    p.workload.s.name = "S";
+    p.workload.s.dist = KeyDist::ForeignKey;
+    p.workload.s.zipf_z = z;
+    for (auto& ph : run_point(p).phases)
+      if (ph.name == "probe") return ph.seconds;
+    ADD_FAILURE() << "no probe phase";
+    return 0.0;
+  };
+  const double uniform = probe_seconds(0), mild = probe_seconds(0.75), strong = probe_seconds(1.5);
+  fs::remove_all(dir);
+  EXPECT_LT(mild, uniform);
+  EXPECT_LT(strong, 0.5 * uniform);
+  // The content's key access: Zipf S keeps its tail's exponent, so it matches the law's.
+  RelationSpec r;
+  r.name = "R";
+  r.rows = 1 << 22;
+  r.dist = KeyDist::UniqueDense;
+  RelationSpec s = r;
+  s.name = "S";
+  s.dist = KeyDist::ForeignKey;
+  s.zipf_z = 0.75;
+  Locality from_content = uniform_lookups(double(1 << 22), 64e6, double(1 << 22));
+  from_content.access = sim::key_access(*sim::generated_content(s, &r, 0, 1 << 22));
+  Locality from_law = from_content;
+  from_law.access = KeyAccess::zipf(double(1 << 22), double(1 << 22), 0.75);
+  EXPECT_NEAR(cache_hit_fraction(from_content, 8e6), cache_hit_fraction(from_law, 8e6), 0.01);
+}
+
+// validate's bar: --max-phase-error fails the command on the worst phase, as --max-error on the
+// worst total (exit 3); a bad fraction is an input error.
+TEST(SimulatedCosts, ValidateChecksThePhaseBar) {
+  register_builtin();
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("joinlab_test_models_bar_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "t.ini") << kProfileHead << R"([op.generate]
+seg = 0 0 1e-12      # test value
+[op.build.linear]
+seg = 0 1e-5 4e-12   # test value
+[op.probe.linear]
+seg = 0 1e-5 1e-12 1e-12   # test value
+[op.checksum]
+seg = 0 1e-5 1e-12   # test value
+[op.copy.device]
+seg = 0 1e-6 2e-12   # test value
+)";
+  const fs::path ini = dir / "val.ini";
+  std::ofstream(ini) << "[experiment]\nname = val\nstrategy = npj\nbackend = cpu\noutput_dir = " << dir.string()
+                     << "\n[workload]\nrows = 2^12\nr.dist = unique_dense\ns.dist = fk\n";
+  const ExperimentPlan plan = plan_experiment(ini.string());
+  ResultRow row;
+  row.experiment = plan.name;
+  row.point = 1;
+  row.swept = plan.points[0].label();
+  row.outcome = run_point(plan.points[0].run);
+  const std::string measured = (dir / "measured.csv").string(), out = (dir / "out.csv").string();
+  write_csv(measured, {row});
+  auto validate = [&](const std::string& flag, const std::string& value) {
+    return validate_main({ini.string(), "--measured", measured, "--profile", (dir / "t.ini").string(), "--out", out, flag,
+                          value});
+  };
+  EXPECT_EQ(validate("--max-phase-error", "1e9"), 0);
+  try {
+    validate("--max-phase-error", "1e-9");
+    ADD_FAILURE() << "a phase within 1e-9 of the cpu backend's";
+  } catch (const VerificationError& e) {
+    EXPECT_NE(std::string(e.what()).find("exceeds --max-phase-error"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(validate("--max-phase-error", "-1"), InputError);
+  fs::remove_all(dir);
+}
+
+#endif
+
+}  // namespace
+}  // namespace joinlab
