@@ -1,19 +1,35 @@
 // The cuda backend's transports between two ranks as threads (label gpu): peer, ucx (host
 // staging) and nccl (two GPUs). Each one: send/recv with both ranks receiving before they send
-// (shuffle's order), puts into device and pinned windows with their flags, shuffle (one and two
-// levels) verified against the cpu backend, and a failing rank that stops a waiting one promptly.
+// (shuffle's order), many messages posted in both orders, puts into device and pinned windows
+// with their flags, shuffle (one and two levels) verified against the cpu backend, and a failing
+// rank that stops a waiting one promptly. Each transport's run prints a line (stdout flushed), so
+// a run cut short by a time limit shows where it was.
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
 #include "core/common/error.hpp"
 #include "core/experiment/runner.hpp"
+#include "kernels/cuda/cuda_fabric.hpp"
 #include "tests/cuda_test_util.hpp"
 
 namespace joinlab {
 namespace {
 
 using Options = std::map<std::string, std::string>;
+
+// Kernels load when the CUDA context is made, as in joinlab (register_cuda_backend): this binary
+// calls CUDA (cudaGetDeviceCount) before the backend registers, and a lazily loaded module may
+// wait for a GPU whose stream waits on a peer. Set before main(), i.e. before any CUDA call.
+const bool kEagerModules = [] {
+  setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+  return true;
+}();
+
+// A deadlock shows up as the watchdog's failure naming the receive, well within a test's time limit.
+constexpr const char* kTimeoutS = "20";
 
 int gpus() {
   int n = 0;
@@ -24,7 +40,7 @@ int gpus() {
 // Cluster options for 2 ranks over `transport`; false (and a printed reason) when this machine
 // cannot run it.
 bool options_for(const std::string& transport, Options& o) {
-  o = {{"transport", transport}, {"timeout_s", "60"}};
+  o = {{"transport", transport}, {"timeout_s", kTimeoutS}};
   if (gpus() >= 2) return true;
   if (transport == "nccl") {
     std::printf("skipped: nccl needs 2 GPUs (NCCL refuses two ranks on one GPU), this machine has %d\n", gpus());
@@ -35,6 +51,11 @@ bool options_for(const std::string& transport, Options& o) {
 }
 
 const char* const kTransports[] = {"peer", "ucx", "nccl"};
+
+void progress(const std::string& what) {
+  std::printf("[fabric] %s\n", what.c_str());
+  std::fflush(stdout);
+}
 
 std::vector<uint64_t> exchange_and_put(Rank& r) {
   const uint64_t n = 1 << 20;  // 4 MiB per message
@@ -47,6 +68,9 @@ std::vector<uint64_t> exchange_and_put(Rank& r) {
   for (uint64_t i = 0; i < n; ++i) h[i] = uint32_t(i * 7 + 1 + r.id() * 1000);
   r.copy(Stream{0}, out, 0, host, 0, n * 4);
   r.stream_wait(Stream{1}, r.record(Stream{0}));
+  // Allocate, meet, then exchange (as shuffle does): an allocation waits for the GPU's earlier
+  // work, which would include a receive the peer parked already (cuda_fabric.hpp, Gates).
+  r.barrier();
   // Both ranks post the receive first, on its own stream, then the send (as shuffle does).
   Event got = r.recv(Stream{2}, peer, in, 0, n * 4, 7);
   Event sent = r.send(Stream{1}, peer, out, 0, n * 4, 7);
@@ -95,6 +119,7 @@ TEST(CudaFabric, SendRecvBothWaysAndPutsWithFlags) {
     Options o;
     if (!options_for(t, o)) continue;
     std::vector<uint64_t> bad;
+    progress(std::string(t) + ": send/recv and puts");
     try {
       bad = test::on_backend("cuda", exchange_and_put, 2, o);
     } catch (const std::exception& e) {
@@ -102,6 +127,61 @@ TEST(CudaFabric, SendRecvBothWaysAndPutsWithFlags) {
     }
     EXPECT_EQ(bad, std::vector<uint64_t>(6, 0)) << t << ": [recv words, device flag, pinned flag, flag-only put, "
                                                        "device window words, pinned window words] wrong";
+  }
+}
+
+// Twelve messages of 64 KiB to 768 KiB each way, on three tags (matched in order per tag): rank 0
+// posts all its receives and then its sends, rank 1 its sends and then its receives, so both
+// kinds of peer copy occur (into a parked receive, and of a queued message); every word checked.
+std::vector<uint64_t> many_messages(Rank& r) {
+  const int peer = 1 - r.id(), count = 12;
+  auto words = [](int i) { return uint64_t(i + 1) << 14; };
+  uint64_t total = 0;
+  for (int i = 0; i < count; ++i) total += words(i);
+  auto value = [](uint64_t i, int rank) { return uint32_t(i * 2654435761u) ^ uint32_t(rank + 1); };
+  Buffer host = r.alloc(MemSpace::Pinned, total * 4, "host");
+  Buffer src = r.alloc(MemSpace::Device, total * 4, "src");
+  Buffer dst = r.alloc(MemSpace::Device, total * 4, "dst");
+  auto* h = static_cast<uint32_t*>(host->ptr);
+  for (uint64_t i = 0; i < total; ++i) h[i] = value(i, r.id());
+  r.copy(Stream{0}, src, 0, host, 0, total * 4);
+  r.stream_wait(Stream{1}, r.record(Stream{0}));
+  r.barrier();  // allocated everywhere before anyone parks a receive
+  std::vector<Event> events;
+  auto post = [&](bool receive) {
+    uint64_t at = 0;
+    for (int i = 0; i < count; ++i) {
+      events.push_back(receive ? r.recv(Stream{2}, peer, dst, at * 4, words(i) * 4, 5 + i % 3)
+                               : r.send(Stream{1}, peer, src, at * 4, words(i) * 4, 5 + i % 3));
+      at += words(i);
+    }
+  };
+  post(r.id() == 0);
+  post(r.id() != 0);
+  for (auto& e : events) e.wait();
+  r.copy(Stream{2}, host, 0, dst, 0, total * 4);
+  r.sync(Stream{2});
+  r.sync(Stream{1});
+  uint64_t wrong = 0;
+  for (uint64_t i = 0; i < total; ++i) wrong += h[i] != value(i, peer);
+  r.barrier();  // the peer's copies out of src are complete
+  return {wrong};
+}
+
+TEST(CudaFabric, ManyMessagesPostedInBothOrders) {
+  JL_REQUIRE_GPU();
+  for (const char* t : kTransports) {
+    Options o;
+    if (!options_for(t, o)) continue;
+    progress(std::string(t) + ": many messages, both orders");
+    std::vector<uint64_t> bad;
+    try {
+      bad = test::on_backend("cuda", many_messages, 2, o);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << t << ": " << e.what();
+      continue;
+    }
+    EXPECT_EQ(bad, std::vector<uint64_t>{0}) << t << ": received words wrong";
   }
 }
 
@@ -145,6 +225,7 @@ TEST(CudaFabric, ShuffleOneAndTwoLevelsMatchTheCpuBackend) {
     for (auto [nodes, per_node, levels] : {std::tuple{1, 2, 1}, {2, 1, 2}, {1, 2, 2}}) {
       const std::string what = std::string(t) + " shuffle levels=" + std::to_string(levels) + " as " +
                                std::to_string(nodes) + "x" + std::to_string(per_node);
+      progress(what);
       RunOutcome gpu;
       try {
         gpu = run_point(shuffle_point("cuda", nodes, per_node, levels, o));
@@ -158,18 +239,44 @@ TEST(CudaFabric, ShuffleOneAndTwoLevelsMatchTheCpuBackend) {
   }
 }
 
+// The job's failure opens the gate of every parked receive, also after the watchdog pruned the
+// set (it does every 100 ms): a gate still shut stays in it, and stays visible to the watchdog.
+TEST(CudaFabric, GateSetOpensEveryShutGateAfterPrunes) {
+  JL_REQUIRE_GPU();  // gates are words of pinned memory
+  cuda::GateSet set;
+  std::vector<cuda::GatePtr> gates;
+  for (int i = 0; i < 4; ++i) {
+    gates.push_back(cuda::new_gate());
+    set.add(gates.back(), 0, "receive " + std::to_string(i));
+  }
+  cuda::gate_open_now(gates[1]);  // a receive whose sender came
+  for (int prune = 0; prune < 2; ++prune) {
+    int rank = -1;
+    std::string what;
+    EXPECT_TRUE(set.overdue(0.0, rank, what)) << "prune " << prune;  // prunes, then looks
+    EXPECT_EQ(what, "receive 0") << "prune " << prune;
+  }
+  set.open_all();
+  for (size_t i = 0; i < gates.size(); ++i) EXPECT_TRUE(cuda::gate_is_open(gates[i])) << "gate " << i;
+}
+
 TEST(CudaFabric, AFailingRankEndsThePeersWaitOnItsMessage) {
   JL_REQUIRE_GPU();
   for (const char* t : kTransports) {
     Options o;
     if (!options_for(t, o)) continue;
     o["timeout_s"] = "120";  // the error must come from the failure, not from a timeout
+    progress(std::string(t) + ": a failing rank");
     const auto t0 = std::chrono::steady_clock::now();
     try {
       test::on_backend(
           "cuda",
           [](Rank& r) {
             Buffer b = r.alloc(MemSpace::Device, 1 << 20, "b");
+            // Allocate, meet, then receive (as the exchanges above): an allocation waits for the
+            // GPU's earlier work, which on a shared GPU would include the receive rank 0 parked
+            // already (cuda_fabric.hpp, Gates).
+            r.barrier();
             if (r.id() == 1) {
               std::this_thread::sleep_for(std::chrono::milliseconds(200));  // rank 0 waits by now
               throw RuntimeError("rank 1 gives up before sending");

@@ -6,7 +6,7 @@
 # Steps (JL_STEPS limits them; default all): 
 #   bw       GPU0 -> GPU1 copy bandwidth (cudaMemcpyPeer; alone and both directions at once)
 #   tests    test_cuda_fabric (peer, ucx, nccl between 2 ranks as threads) and
-#            tests/mpi/gpu_cases.sh (verified small runs as processes, the kill case)
+#            tests/mpi/gpu_cases.sh (verified small runs as processes, the kill case; JL_GPU_CASES)
 #   shuffle  shuffle-2gpu.ini: levels 1 and 2, as 1x2 and 2x1, over peer/nccl/ucx as threads and
 #            over nccl/ucx under mpirun -np 2 (2x1 with cluster.emulate_nodes=true)
 #   gpj      gpj-2gpu.ini: threads (peer, nccl, ucx) and mpirun (nccl, ucx)
@@ -79,9 +79,15 @@ for s in $steps; do
       for t in "$bin/test_cuda_fabric" "$bin/tests/test_cuda_fabric"; do
         [ -x "$t" ] && { step test_cuda_fabric tests - -- "$t"; break; }
       done
-      step gpu_cases tests - -- bash "$root/tests/mpi/gpu_cases.sh" "$bin/joinlab" ;;
+      # JL_GPU_CASES: the cases of gpu_cases.sh (default all; "none" skips it)
+      if [ "${JL_GPU_CASES:-}" != none ]; then
+        # shellcheck disable=SC2086  # the cases are words
+        step gpu_cases tests - -- bash "$root/tests/mpi/gpu_cases.sh" "$bin/joinlab" ${JL_GPU_CASES:-}
+      fi ;;
     shuffle)
-      # JL_SHUFFLE: the runs as MODE:TRANSPORT:SHAPE:LEVELS (default: every combination).
+      # JL_SHUFFLE: the runs as MODE:TRANSPORT:SHAPE:LEVELS[:OPTIONS] (default: every combination);
+      # OPTIONS, strategy overrides as key=value;key=value, also name the run (chunk_rows=16Mi ->
+      # ...-chunk_rows_16Mi).
       cases=${JL_SHUFFLE:-}
       if [ -z "$cases" ]; then
         for mode in threads mpirun; do
@@ -93,12 +99,16 @@ for s in $steps; do
         done
       fi
       for c in $cases; do
-        IFS=: read -r mode t shape levels <<< "$c"
+        IFS=: read -r mode t shape levels opts <<< "$c"
         nodes=${shape%x*}
         per=${shape#*x}
         extra=()
         [ "$mode" = mpirun ] && [ "$nodes" -gt 1 ] && extra+=(--cluster.emulate_nodes=true)
-        joinlab "shuffle-$mode-$t-$shape-l$levels" "$mode" "$t" shuffle-2gpu.ini --cluster.nodes="$nodes" \
+        IFS=';' read -r -a kvs <<< "${opts:-}"
+        for kv in "${kvs[@]}"; do extra+=(--strategy."$kv"); done
+        name="shuffle-$mode-$t-$shape-l$levels"
+        [ -n "${opts:-}" ] && name="$name-$(tr ';=' '-_' <<< "$opts")"
+        joinlab "$name" "$mode" "$t" shuffle-2gpu.ini --cluster.nodes="$nodes" \
           --cluster.gpus_per_node="$per" --strategy.levels="$levels" "${extra[@]}"
       done ;;
     gpj)

@@ -11,6 +11,7 @@
 #include "core/runtime/polling.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/cuda_rank.hpp"
+#include "kernels/cuda/host_lane.hpp"
 
 #ifdef JOINLAB_HAVE_NCCL
 #include <nccl.h>
@@ -23,43 +24,35 @@ namespace {
 
 char* at(const Buffer& b, uint64_t off) { return static_cast<char*>(b->ptr) + off; }
 
-// --- mapped pinned words: gates and abort words --------------------------------------------------------
+// --- gates ------------------------------------------------------------------------------------------
 
 // Slabs of pinned, mapped words handed out one at a time (a gate per parked receive).
 class WordPool {
  public:
-  uint64_t* get() {
+  uint32_t* get() {
     std::lock_guard<std::mutex> g(mu_);
     if (free_.empty()) {
       const uint64_t words = 4096;
-      auto* slab = static_cast<uint64_t*>(pinned_block_get(words * sizeof(uint64_t)));
+      auto* slab = static_cast<uint32_t*>(pinned_block_get(words * sizeof(uint32_t)));
       for (uint64_t i = 0; i < words; ++i) free_.push_back(slab + i);
     }
-    uint64_t* w = free_.back();
+    uint32_t* w = free_.back();
     free_.pop_back();
-    __atomic_store_n(w, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(w, 0u, __ATOMIC_RELEASE);
     return w;
   }
-  void put(uint64_t* w) {
+  void put(uint32_t* w) {
     std::lock_guard<std::mutex> g(mu_);
     free_.push_back(w);
   }
 
  private:
   std::mutex mu_;
-  std::vector<uint64_t*> free_;
+  std::vector<uint32_t*> free_;
 };
 WordPool& words() {
   static WordPool* p = new WordPool;  // never destroyed: the driver may be gone at exit
   return *p;
-}
-
-__global__ void gate_wait_kernel(const volatile uint64_t* word, const volatile uint64_t* abort) {
-  while (*word == 0 && (abort == nullptr || *abort == 0)) __nanosleep(2000);
-}
-__global__ void gate_open_kernel(volatile uint64_t* word) {
-  __threadfence_system();  // the copies before this kernel are complete; publish them first
-  *word = 1;
 }
 
 // Pinned staging memory for the host-staged paths, returned to the pinned cache by its last holder.
@@ -77,10 +70,19 @@ cudaEvent_t recorded(cudaStream_t st) {
   return e;
 }
 
+// Later work on st waits for e (recorded on another rank's stream), unless e is complete already:
+// then the stream needs no cross-device wait (the usual case in an all-to-all's steady state).
+void wait_unless_done(cudaStream_t st, cudaEvent_t e) {
+  const cudaError_t q = cudaEventQuery(e);
+  if (q == cudaSuccess) return;
+  if (q != cudaErrorNotReady) JL_CUDA_CHECK_CTX(q, "the peer's stream event of a transfer");
+  JL_CUDA_CHECK(cudaStreamWaitEvent(st, e, 0));
+}
+
 }  // namespace
 
 struct Gate {
-  uint64_t* word = nullptr;
+  uint32_t* word = nullptr;  // 0 shut, 1 open
   ~Gate() {
     if (word) words().put(word);
   }
@@ -91,23 +93,54 @@ GatePtr new_gate() {
   g->word = words().get();
   return g;
 }
-void gate_wait(cudaStream_t st, const GatePtr& g, const uint64_t* abort_word) {
-  gate_wait_kernel<<<1, 1, 0, st>>>(g->word, abort_word);  // mapped pinned memory: UVA addresses
-  JL_CUDA_LAUNCHED("gate_wait_kernel");
-}
-void gate_open_on_stream(cudaStream_t st, const GatePtr& g) {
-  gate_open_kernel<<<1, 1, 0, st>>>(g->word);
-  JL_CUDA_LAUNCHED("gate_open_kernel");
-}
-void gate_open_now(const GatePtr& g) { __atomic_store_n(g->word, 1, __ATOMIC_RELEASE); }
-void preload_gate_kernels() {
-  cudaFuncAttributes a;
-  JL_CUDA_CHECK(cudaFuncGetAttributes(&a, gate_wait_kernel));
-  JL_CUDA_CHECK(cudaFuncGetAttributes(&a, gate_open_kernel));
-}
+void gate_wait(cudaStream_t st, const GatePtr& g) { stream_wait_word(st, g->word, 1); }
+void gate_open_on_stream(cudaStream_t st, const GatePtr& g) { stream_write_word(st, g->word, 1); }
+void gate_open_now(const GatePtr& g) { __atomic_store_n(g->word, 1u, __ATOMIC_RELEASE); }
 bool gate_is_open(const GatePtr& g) { return __atomic_load_n(g->word, __ATOMIC_ACQUIRE) != 0; }
-uint64_t* new_abort_word() { return words().get(); }
-void set_abort_word(uint64_t* w) { __atomic_store_n(w, 1, __ATOMIC_RELEASE); }
+
+void GateSet::add(const GatePtr& g, int rank, std::string what) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (opened_) {
+    gate_open_now(g);
+    return;
+  }
+  if (entries_.size() >= 2 * pruned_at_ + 64) prune();  // amortized: the list stays about as long as the parked gates
+  entries_.push_back({g, std::chrono::steady_clock::now(), rank, std::move(what)});
+}
+
+void GateSet::open_all() {
+  std::lock_guard<std::mutex> lk(mu_);
+  opened_ = true;
+  for (auto& e : entries_)
+    if (GatePtr g = e.gate.lock()) gate_open_now(g);
+  entries_.clear();
+}
+
+bool GateSet::overdue(double timeout_s, int& rank, std::string& what) {
+  std::lock_guard<std::mutex> lk(mu_);
+  prune();
+  const auto now = std::chrono::steady_clock::now();
+  for (const auto& e : entries_)
+    if (std::chrono::duration<double>(now - e.since).count() > timeout_s) {
+      rank = e.rank;
+      what = e.what;
+      return true;
+    }
+  return false;
+}
+
+void GateSet::prune() {
+  // remove_if, not a hand-written compaction: moving an entry onto itself empties its weak_ptr
+  // (libstdc++), and a shut gate would drop out of the set - its stream then waited for ever,
+  // since neither the job's failure nor the watchdog saw it any more.
+  entries_.erase(std::remove_if(entries_.begin(), entries_.end(),
+                                [](const Entry& e) {
+                                  GatePtr g = e.gate.lock();
+                                  return !g || gate_is_open(g);
+                                }),
+                 entries_.end());
+  pruned_at_ = entries_.size();
+}
 
 // --- DeferredEvent -------------------------------------------------------------------------------
 
@@ -145,7 +178,7 @@ bool DeferredEvent::done() {
 // --- CudaWorld ------------------------------------------------------------------------------------
 
 CudaWorld::CudaWorld(int ranks, double timeout_s)
-    : ranks_(ranks), timeout_s_(timeout_s), abort_word_(new_abort_word()), gather_(2) {
+    : ranks_(ranks), timeout_s_(timeout_s), gather_(2) {
   watchdog_ = std::thread([this] { watch(); });
 }
 
@@ -158,33 +191,17 @@ CudaWorld::~CudaWorld() {
   watchdog_.join();
 }
 
-void CudaWorld::watch_gate(const GatePtr& g, int rank, std::string what) {
-  std::lock_guard<std::mutex> lk(mu_);
-  watched_.push_back({g, std::chrono::steady_clock::now(), rank, std::move(what)});
-}
-
 void CudaWorld::watch() {
   std::unique_lock<std::mutex> lk(mu_);
   while (!stop_) {
     cv_.wait_for(lk, std::chrono::milliseconds(100));
-    const auto now = std::chrono::steady_clock::now();
-    for (size_t i = 0; i < watched_.size();) {
-      GatePtr g = watched_[i].gate.lock();
-      if (!g || gate_is_open(g)) {
-        watched_[i] = std::move(watched_.back());
-        watched_.pop_back();
-        continue;
-      }
-      if (!failed_ && std::chrono::duration<double>(now - watched_[i].since).count() > timeout_s_) {
-        const std::string why = watched_[i].what + " waited " + std::to_string(int(timeout_s_)) +
-                                " s for its send (cluster option timeout_s)";
-        const int rank = watched_[i].rank;
-        lk.unlock();
-        fail(rank, why);
-        lk.lock();
-      }
-      ++i;
-    }
+    if (stop_ || failed_) continue;
+    lk.unlock();
+    int rank = 0;
+    std::string what;
+    if (gates_.overdue(timeout_s_, rank, what))
+      fail(rank, what + " waited " + std::to_string(int(timeout_s_)) + " s for its send (cluster option timeout_s)");
+    lk.lock();
   }
 }
 
@@ -205,7 +222,7 @@ void CudaWorld::fail(int rank, const std::string& what) {
     if (!failed_) failure_ = "rank " + std::to_string(rank) + " failed: " + what;
     failed_ = true;
   }
-  set_abort_word(abort_word_);  // parked receives let their streams go
+  gates_.open_all();  // parked receives let their streams go
   cv_.notify_all();
 }
 
@@ -394,12 +411,12 @@ class WorldFabric : public CudaFabric {
       throw RuntimeError(why);
     }
     // Not before the receiver's earlier work is done with the buffer.
-    JL_CUDA_CHECK(cudaStreamWaitEvent(st, r.ready, 0));
+    wait_unless_done(st, r.ready);
     cudaEventDestroy(r.ready);
     if (bytes) JL_CUDA_CHECK(cudaMemcpyAsync(at(r.dst, r.off), at(src, off), bytes, cudaMemcpyDefault, st));
     gate_open_on_stream(st, r.gate);
     FabricOp op;
-    op.hold = std::make_shared<std::pair<Buffer, GatePtr>>(r.dst, r.gate);
+    op.hold = r.gate;  // not r.dst: the receiver keeps it until its receive completed, after this copy
     op.mem_src = int(src->space);
     op.mem_dst = int(r.dst->space);
     return op;
@@ -412,28 +429,28 @@ class WorldFabric : public CudaFabric {
     CudaWorld::Message m;
     FabricOp op;
     op.mem_dst = int(dst->space);
-    if (world_.take(peer, me_, tag, std::move(r), m)) {
-      cudaEventDestroy(ready);  // the message is here: the copy below goes on this stream
-    } else {
-      gate_wait(st, gate, world_.abort_word());  // the sender copies and opens it
-      world_.watch_gate(gate, me_, "rank " + std::to_string(me_) + ": a receive from rank " + std::to_string(peer) +
-                                       " (tag " + std::to_string(tag) + ", " + std::to_string(bytes) + " bytes)");
+    if (!world_.take(peer, me_, tag, std::move(r), m)) {
+      // Parked: the sender copies into dst and opens the gate (or the job's failure does).
+      world_.gates().add(gate, me_, "rank " + std::to_string(me_) + ": a receive from rank " + std::to_string(peer) +
+                                        " (tag " + std::to_string(tag) + ", " + std::to_string(bytes) + " bytes)");
+      gate_wait(st, gate);
       op.hold = gate;
       op.mem_src = int(MemSpace::Device);
       return op;
     }
+    cudaEventDestroy(ready);  // the message is here: the copy below goes on this stream
     if (m.bytes != bytes) {
       cudaEventDestroy(m.ready);
       throw RuntimeError("recv on rank " + std::to_string(me_) + " from rank " + std::to_string(peer) + " tag " +
                          std::to_string(tag) + ": expected " + std::to_string(bytes) + " bytes, the matching send has " +
                          std::to_string(m.bytes));
     }
-    JL_CUDA_CHECK(cudaStreamWaitEvent(st, m.ready, 0));
+    wait_unless_done(st, m.ready);
     cudaEventDestroy(m.ready);
     if (bytes) JL_CUDA_CHECK(cudaMemcpyAsync(at(dst, off), at(m.src, m.off), bytes, cudaMemcpyDefault, st));
-    // The sender's event completes with this copy; the source must live until then.
+    // The sender's event completes with this copy, and it keeps the source until then: no hold
+    // of m.src here (see Buffers in cuda_fabric.hpp).
     m.sent->resolve(recorded(st));
-    op.hold = m.src;
     op.mem_src = int(m.src->space);
     return op;
   }
@@ -553,7 +570,7 @@ class NetFabric : public CudaFabric {
  public:
   NetFabric(std::string kind, int device, std::shared_ptr<Transport> net, std::vector<uint64_t> host_ids, bool threads)
       : kind_(std::move(kind)), device_(device), net_(std::move(net)), host_ids_(std::move(host_ids)),
-        threads_(threads), me_(net_->rank()), abort_(new_abort_word()) {
+        threads_(threads), me_(net_->rank()) {
     if (host_ids_.size() != size_t(net_->size()))
       throw RuntimeError("cuda fabric: " + std::to_string(host_ids_.size()) + " host ids for " +
                          std::to_string(net_->size()) + " ranks");
@@ -564,7 +581,7 @@ class NetFabric : public CudaFabric {
   }
   ~NetFabric() override {
     if (!finished_) {
-      set_abort_word(abort_);  // nothing opens the gates any more
+      gates_.open_all();  // nothing else opens the gates any more
       stop_workers();
     }
     close_mappings();
@@ -591,7 +608,8 @@ class NetFabric : public CudaFabric {
     check_alive();
     auto stage = staging(bytes);
     GatePtr gate = new_gate();
-    gate_wait(st, gate, abort_);
+    gates_.add(gate, me_, "rank " + std::to_string(me_) + ": a receive from rank " + std::to_string(peer));
+    gate_wait(st, gate);
     if (bytes) JL_CUDA_CHECK(cudaMemcpyAsync(at(dst, off), stage.get(), bytes, cudaMemcpyDefault, st));
     receiver_->push([this, stage, gate, peer, tag, bytes] {
       net_->recv(peer, tag, stage.get(), bytes);
@@ -691,7 +709,7 @@ class NetFabric : public CudaFabric {
   void barrier() override { net_->barrier(); }
 
   void fail(const std::string& why) override {
-    set_abort_word(abort_);
+    gates_.open_all();
     {
       std::lock_guard<std::mutex> g(mu_);
       if (failure_.empty()) failure_ = why;
@@ -772,7 +790,7 @@ class NetFabric : public CudaFabric {
   std::vector<uint64_t> host_ids_;
   bool threads_;
   int me_;
-  uint64_t* abort_;
+  GateSet gates_;  // receives waiting for their receiver thread; a failure opens them
   std::mutex mu_;
   std::string failure_;
   bool finished_ = false;
@@ -986,10 +1004,6 @@ std::vector<std::shared_ptr<CudaFabric>> make_thread_fabrics(const std::string& 
                                                             const std::vector<int>& devices,
                                                             std::vector<std::shared_ptr<Transport>> net) {
   const int n = int(devices.size());
-  for (int d : devices) {
-    OnDevice on(d);
-    preload_gate_kernels();
-  }
   std::vector<std::shared_ptr<CudaFabric>> out;
   if (kind == "ucx") {
     if (net.size() != devices.size()) throw RuntimeError("cuda fabric: host transports for " + std::to_string(net.size()) + " of " + std::to_string(n) + " ranks");
@@ -1023,10 +1037,6 @@ std::vector<std::shared_ptr<CudaFabric>> make_thread_fabrics(const std::string& 
 
 std::shared_ptr<CudaFabric> make_process_fabric(const std::string& kind, int device, std::shared_ptr<Transport> net,
                                                 const std::vector<uint64_t>& host_ids) {
-  {
-    OnDevice on(device);
-    preload_gate_kernels();
-  }
   auto base = std::make_shared<NetFabric>(kind, device, net, host_ids, false);
   if (kind == "ucx" || kind == "mpi") return base;
   if (kind != "nccl") throw InputError("cluster.transport = '" + kind + "': not a transport between cuda ranks as processes");

@@ -25,6 +25,15 @@
 //    that holds back the stream's copy to the destination. The data plane is the UCX (or MPI)
 //    transport of core/runtime/process (threads: one UCX worker per rank; processes: the job's).
 //
+// Buffers: a rank keeps the buffers of its transfers until their events completed, as it does for
+// its kernels and copies. A fabric's operation holds what the fabric made (staging, gates) and
+// never another rank's buffer: dropping the last reference to a buffer synchronizes its GPU
+// (CudaBuffer), and on another rank's thread that means waiting for the owner's later work (on 8
+// H200s, peer copies that held their source made three ranks' shuffle phase wait 22-57 ms for
+// other ranks' local joins). Buffers dropped while a rank's thread unwinds an exception do not
+// wait there (its failure, announced after the unwinding, is what opens the other ranks' gates):
+// they go back when the rank ends (cuda_rank.cu, LateFrees).
+//
 // Puts over the host data plane (nccl in processes, ucx, mpi), by where the window lives:
 //  * host memory (Host, Pinned): the data plane's put (RDMA over InfiniBand/RoCE, emulated over
 //    TCP), from a pinned staging copy of the source made on the stream; its flag as the put says.
@@ -37,9 +46,17 @@
 //  A put thread issues the data plane's puts in the order the rank queued them, so a flag's
 //  value still counts every earlier put of the rank.
 //
-// Gates: a one-thread kernel on the stream that waits until a word in mapped pinned memory
-// reaches 1 (or the fabric's abort word is set). Whoever delivers the data opens it: a host
-// thread (ucx receive) or a kernel queued after the sender's copy (peer).
+// Gates: a word in mapped pinned memory that a stream waits on (cuStreamWaitValue32; a one-thread
+// kernel where the driver lacks stream memory operations) until it is 1. Whoever delivers the
+// data opens it: a host thread (ucx receive) or a stream write queued after the sender's copy
+// (peer). A job's gates form a GateSet: its failure opens all of them, so no stream waits for a
+// sender that will not come.
+//
+// A parked receive is device work that waits for another rank's host. Work that the driver
+// orders after every earlier operation of a GPU (allocations: cudaMalloc, cudaHostAlloc; lazy
+// module loading, hence CUDA_MODULE_LOADING=EAGER) must not be issued while a peer may still
+// need to queue the opening copy behind it: ranks allocate, then meet at a barrier, then
+// exchange (shuffle, the fabric tests).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -88,22 +105,38 @@ class DeferredEvent : public EventImpl {
   std::function<void()> alive_;
 };
 
-// A word in mapped pinned memory that a stream can wait on (see Gates above). Released when the
-// last holder (the receive's tracked operator, the thread that opens it) lets go.
+// A gate (above). Released when the last holder (the receive's tracked operator, the sender's
+// copy, the thread that opens it) lets go.
 struct Gate;
 using GatePtr = std::shared_ptr<Gate>;
 GatePtr new_gate();
-void gate_wait(cudaStream_t st, const GatePtr& g, const uint64_t* abort_word);  // queues the wait
-void gate_open_on_stream(cudaStream_t st, const GatePtr& g);                // after st's work
-void gate_open_now(const GatePtr& g);                                        // from the host
-// Loads the gate kernels on the current device now. Under CUDA's lazy loading, the first launch
-// of a kernel may wait for the whole context to be idle, which a waiting gate never is until the
-// opening kernel runs: every device that may gate or open loads both before any gate exists.
-void preload_gate_kernels();
+void gate_wait(cudaStream_t st, const GatePtr& g);            // later work on st waits for it
+void gate_open_on_stream(cudaStream_t st, const GatePtr& g);  // once st's earlier work is done
+void gate_open_now(const GatePtr& g);                         // from the host
 bool gate_is_open(const GatePtr& g);
-// A mapped pinned word that opens every gate waiting on it when set (the job failed).
-uint64_t* new_abort_word();
-void set_abort_word(uint64_t* w);
+
+// The gates a job's streams wait on. Register a gate before its wait is queued.
+class GateSet {
+ public:
+  // `what` names the receive for the watchdog; opened at once when the set was opened already.
+  void add(const GatePtr& g, int rank, std::string what);
+  void open_all();  // the job failed: every gate, now and from now on
+  // A gate shut for more than timeout_s since it was added: its rank and receive (false: none).
+  bool overdue(double timeout_s, int& rank, std::string& what);
+
+ private:
+  struct Entry {
+    std::weak_ptr<Gate> gate;
+    std::chrono::steady_clock::time_point since;
+    int rank;
+    std::string what;
+  };
+  void prune();  // drops gates that are open or gone (under mu_)
+  std::mutex mu_;
+  bool opened_ = false;
+  size_t pruned_at_ = 0;
+  std::vector<Entry> entries_;
+};
 
 // State shared by the ranks of one threads run: host collectives, message matching for the peer
 // fabric's send/recv, exposed windows, and failure propagation (a rank that throws makes every
@@ -116,7 +149,7 @@ class CudaWorld {
   double timeout_s() const { return timeout_s_; }
   void fail(int rank, const std::string& what);
   void check_alive(int rank);  // throws once a rank failed
-  const uint64_t* abort_word() const { return abort_word_; }
+  GateSet& gates() { return gates_; }  // the parked receives; a failure opens them
   void barrier(int rank);
   std::vector<uint64_t> allgather(int rank, uint64_t call, const std::vector<uint64_t>& mine);
 
@@ -149,7 +182,7 @@ class CudaWorld {
   void wait_until(std::unique_lock<std::mutex>& lk, int me, const char* what, Pred pred);
   int ranks_;
   double timeout_s_;
-  uint64_t* abort_word_ = nullptr;
+  GateSet gates_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool failed_ = false;
@@ -160,21 +193,11 @@ class CudaWorld {
   std::map<std::tuple<int, int, int>, std::deque<Message>> mail_;
   std::map<std::tuple<int, int, int>, std::deque<Receive>> receives_;
   std::map<std::pair<int, int>, Window> windows_;
-  // Parked receives' gates: one still shut after timeout_s fails the world (its sender never
-  // came, or never got to open it), which opens every gate; checked by a watchdog thread.
-  struct Watched {
-    std::weak_ptr<Gate> gate;
-    std::chrono::steady_clock::time_point since;
-    int rank;
-    std::string what;
-  };
-  std::vector<Watched> watched_;
+  // A parked receive still shut after timeout_s fails the world (its sender never came, or never
+  // got to open it), which opens every gate; checked by a watchdog thread.
   bool stop_ = false;
   std::thread watchdog_;
   void watch();
-
- public:
-  void watch_gate(const GatePtr& g, int rank, std::string what);
 };
 
 // What a fabric queued for one transfer; the rank makes it a tracked operator.

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <exception>
 #include <iomanip>
 #include <sstream>
 #include <thread>
@@ -29,24 +30,69 @@ std::string gib(uint64_t bytes) {
 
 // (OnDevice: cuda_fabric.hpp)
 
+// A device or pinned block back to its cache, once the GPU's queued kernels and copies, which may
+// still use it, are done.
+void give_back_block(MemSpace space, int device, void* ptr, uint64_t reserved, std::atomic<uint64_t>& used) {
+  OnDevice on(device);
+  cudaDeviceSynchronize();
+  if (space == MemSpace::Device) {
+    device_block_put(device, ptr, reserved);
+    used.fetch_sub(reserved);
+  } else {
+    pinned_block_put(ptr, reserved);
+  }
+}
+
+}  // namespace
+
+// Blocks of buffers dropped while their thread unwound an exception. The rank is failing, and the
+// other ranks learn it (the job's failure opens the gates their streams are parked on) only after
+// the unwinding; waiting for the GPU there would wait for such a parked stream of another rank on
+// the same GPU (share_gpus), i.e. for ever. The blocks go back at the rank's end (~CudaRank, its
+// streams drained), or with the last buffer that holds this list.
+struct LateFrees {
+  struct Block {
+    MemSpace space;
+    int device;
+    void* ptr;
+    uint64_t reserved;
+    std::shared_ptr<std::atomic<uint64_t>> used;
+  };
+  std::mutex mu;
+  std::vector<Block> blocks;
+  void add(Block b) {
+    std::lock_guard<std::mutex> g(mu);
+    blocks.push_back(std::move(b));
+  }
+  void release() {
+    std::vector<Block> now;
+    {
+      std::lock_guard<std::mutex> g(mu);
+      now.swap(blocks);
+    }
+    for (auto& b : now) give_back_block(b.space, b.device, b.ptr, b.reserved, *b.used);
+  }
+  ~LateFrees() { release(); }
+};
+
+namespace {
+
 struct CudaBuffer : BufferImpl {
   int device = 0;
   uint64_t reserved = 0;  // bytes taken from the cache (rounded)
   std::shared_ptr<std::atomic<uint64_t>> used;
+  std::shared_ptr<LateFrees> late;  // the rank's, for a release during unwinding
   ~CudaBuffer() override {
     if (!ptr) return;
     if (space == MemSpace::Host) {
       std::free(ptr);
       return;
     }
-    OnDevice on(device);
-    cudaDeviceSynchronize();  // queued kernels or copies may still use the memory
-    if (space == MemSpace::Device) {
-      device_block_put(device, ptr, reserved);
-      used->fetch_sub(reserved);
-    } else {
-      pinned_block_put(ptr, reserved);
+    if (late && std::uncaught_exceptions() > 0) {
+      late->add({space, device, ptr, reserved, used});
+      return;
     }
+    give_back_block(space, device, ptr, reserved, *used);
   }
 };
 
@@ -177,6 +223,7 @@ CudaRank::CudaRank(int id, ClusterShape shape, int device, uint64_t device_limit
       info_(device_info(device)),
       device_limit_(device_limit),
       device_used_(std::make_shared<std::atomic<uint64_t>>(0)),
+      late_frees_(std::make_shared<LateFrees>()),
       fabric_(std::move(fabric)),
       epoch_(epoch) {
   JL_CUDA_CHECK(cudaSetDevice(device_));
@@ -194,6 +241,7 @@ CudaRank::~CudaRank() {
   OnDevice on(device_);
   for (auto& s : streams_) cudaStreamSynchronize(s);
   for (auto& q : pending_) q.clear();
+  late_frees_->release();
   for (auto& s : streams_) cudaStreamDestroy(s);
   cudaEventDestroy(ref_event_);
 }
@@ -224,6 +272,7 @@ Buffer CudaRank::alloc(MemSpace space, uint64_t bytes, const std::string& tag) {
   b->bytes = bytes;
   b->device = device_;
   b->used = device_used_;
+  b->late = late_frees_;
   if (space == MemSpace::Device) {
     const uint64_t need = device_block_round(bytes);
     const uint64_t used = device_used_->load();

@@ -27,6 +27,7 @@ namespace joinlab::cuda {
 class CudaRank;
 
 struct PendingOp;
+struct LateFrees;  // buffers released while a rank's thread unwinds (cuda_rank.cu)
 
 class CudaRank : public Rank {
  public:
@@ -92,6 +93,7 @@ class CudaRank : public Rank {
   const DeviceInfo& info_;
   uint64_t device_limit_;
   std::shared_ptr<std::atomic<uint64_t>> device_used_;
+  std::shared_ptr<LateFrees> late_frees_;
   std::vector<cudaStream_t> streams_;
   std::shared_ptr<CudaFabric> fabric_;
   std::chrono::steady_clock::time_point epoch_;

@@ -49,7 +49,40 @@ __global__ void wait_word_kernel(const volatile uint32_t* word, uint32_t ticket)
 
 uint32_t load(const uint32_t* w) { return __atomic_load_n(w, __ATOMIC_ACQUIRE); }
 
+uint32_t* device_address(const uint32_t* word) {
+  void* d = nullptr;
+  JL_CUDA_CHECK(cudaHostGetDevicePointer(&d, const_cast<uint32_t*>(word), 0));
+  return static_cast<uint32_t*>(d);
+}
+
 }  // namespace
+
+// --- stream operations on mapped words -----------------------------------------------------------------
+
+void stream_write_word(cudaStream_t st, uint32_t* word, uint32_t value) {
+  uint32_t* d = device_address(word);
+  if (WriteValue32 write = write_value32()) {
+    if (write(reinterpret_cast<CUstream>(st), CUdeviceptr(d), value, CU_STREAM_WRITE_VALUE_DEFAULT) != CUDA_SUCCESS)
+      throw RuntimeError("queuing a word write on a CUDA stream: cuStreamWriteValue32 failed");
+    return;
+  }
+  write_word_kernel<<<1, 1, 0, st>>>(d, value);
+  JL_CUDA_LAUNCHED("write_word_kernel");
+}
+
+void stream_wait_word(cudaStream_t st, const uint32_t* word, uint32_t value) {
+  uint32_t* d = device_address(word);
+  cudaError_t queued = cudaSuccess;
+  if (WaitValue32 wait = wait_value32()) {
+    if (wait(reinterpret_cast<CUstream>(st), CUdeviceptr(d), value, CU_STREAM_WAIT_VALUE_GEQ) != CUDA_SUCCESS)
+      queued = cudaErrorUnknown;
+  } else {
+    wait_word_kernel<<<1, 1, 0, st>>>(d, value);
+    queued = cudaGetLastError();
+  }
+  if (queued != cudaSuccess)
+    throw_cuda_error(queued, "making a CUDA stream wait for a word (cuStreamWaitValue32)", __FILE__, __LINE__);
+}
 
 // --- HostJobEvent ----------------------------------------------------------------------------------
 
@@ -106,32 +139,11 @@ Event HostLane::submit(std::function<void()> run) {
   job.run = std::move(run);
   job.done = std::make_shared<HostJobEvent>();
   job.ticket = issued_ + 1;
-  void* d_words = nullptr;
-  JL_CUDA_CHECK(cudaHostGetDevicePointer(&d_words, words_, 0));
-  uint32_t* started = static_cast<uint32_t*>(d_words);
-  uint32_t* done = started + 1;
   // The stream says when it reached the job; nothing waits on that yet, so a failure here leaves
   // the stream as it was.
-  if (WriteValue32 write = write_value32()) {
-    if (write(reinterpret_cast<CUstream>(stream_), CUdeviceptr(started), job.ticket, CU_STREAM_WRITE_VALUE_DEFAULT) !=
-        CUDA_SUCCESS)
-      throw RuntimeError("host work on a CUDA stream: cuStreamWriteValue32 failed");
-  } else {
-    write_word_kernel<<<1, 1, 0, stream_>>>(started, job.ticket);
-    JL_CUDA_LAUNCHED("write_word_kernel");
-  }
+  stream_write_word(stream_, &words_[0], job.ticket);
   // The stream waits for the job; from here on the job must run (or at least say it is done).
-  cudaError_t queued = cudaSuccess;
-  if (WaitValue32 wait = wait_value32()) {
-    if (wait(reinterpret_cast<CUstream>(stream_), CUdeviceptr(done), job.ticket, CU_STREAM_WAIT_VALUE_GEQ) !=
-        CUDA_SUCCESS)
-      queued = cudaErrorUnknown;
-  } else {
-    wait_word_kernel<<<1, 1, 0, stream_>>>(done, job.ticket);
-    queued = cudaGetLastError();
-  }
-  if (queued != cudaSuccess)
-    throw_cuda_error(queued, "making the stream wait for host work (cuStreamWaitValue32)", __FILE__, __LINE__);
+  stream_wait_word(stream_, &words_[1], job.ticket);
   issued_ = job.ticket;
   const cudaError_t after = cudaEventRecord(job.done->event(), stream_);
   Event e(job.done);

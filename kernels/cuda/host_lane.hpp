@@ -25,6 +25,14 @@
 
 namespace joinlab::cuda {
 
+// A stream's write of / wait for a 32-bit word of mapped pinned memory (`word`: its host address),
+// in the stream's order: cuStreamWriteValue32 (after the stream's earlier work, fenced like
+// __threadfence_system) and cuStreamWaitValue32 (until int32_t(*word - value) >= 0); one-thread
+// kernels where the driver has no stream memory operations. The lanes' tickets and the fabric's
+// gates (cuda_fabric.cu) use them.
+void stream_write_word(cudaStream_t st, uint32_t* word, uint32_t value);
+void stream_wait_word(cudaStream_t st, const uint32_t* word, uint32_t value);
+
 // Completion of one host job: the host waits for the job itself (and gets its error); streams
 // wait for `event`, recorded on the lane's stream after the stream's wait for the job.
 class HostJobEvent : public EventImpl {
