@@ -965,7 +965,17 @@ class NcclFabric : public CudaFabric {
     if (aborted_ || destroyed_) return;
     aborted_ = true;
     reason_ = why;
-    for (auto& c : comms_) ncclCommAbort(c);  // kernels waiting on a peer see the abort flag and end
+    // Kernels waiting on a peer see their communicator's abort flag and end. All communicators
+    // at once, each from a thread of its own: ncclCommAbort frees pinned host memory, and
+    // cuMemFreeHost waits for the whole device, so aborting them one by one deadlocked (2x H200)
+    // when the stuck receive belonged to a communicator not aborted yet.
+    std::vector<std::thread> aborts;
+    for (auto& c : comms_)
+      aborts.emplace_back([c, device = device_] {
+        cudaSetDevice(device);
+        ncclCommAbort(c);
+      });
+    for (auto& t : aborts) t.join();
   }
   void stop_watchdog() {
     stop_.store(true);
