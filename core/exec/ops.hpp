@@ -109,7 +109,7 @@ struct PartitionOp {
   std::vector<uint64_t> in_segments;
   PartitionFn fn;
   Tuples out;  // capacity >= in.rows
-  Buffer offsets_out;  // optional: also receives the result's offsets (k * fanout + 1 words)
+  Buffer offsets_out{};  // optional: also receives the result's offsets (k * fanout + 1 words)
 };
 struct BuildOp {
   Tuples in;

@@ -41,7 +41,7 @@ struct Partitioned {
   std::vector<uint64_t> offsets;  // fanout + 1 entries, host side
   // Optional: the same offsets as 64-bit words in the rank's memory (PartitionOp::offsets_out),
   // so that a backend reads them where its kernels run, without a host round trip.
-  Buffer offsets_copy;
+  Buffer offsets_copy{};
   uint32_t fanout() const { return offsets.empty() ? 0 : uint32_t(offsets.size() - 1); }
   uint64_t count(uint32_t p) const { return offsets[p + 1] - offsets[p]; }
   Tuples part(uint32_t p) const { return all.slice(offsets[p], count(p)); }

@@ -14,6 +14,9 @@
 #include <cub/device/device_reduce.cuh>
 #include <cub/device/device_segmented_radix_sort.cuh>
 
+#include <tuple>
+#include <utility>
+
 #include "kernels/cuda/device_common.cuh"
 
 namespace joinlab::cuda {
@@ -113,20 +116,25 @@ __global__ void __launch_bounds__(kThreads) local_counting_sort_kernel(K* keys, 
   }
 }
 
-// CUB's radix sort of keys/vals rows [b, e) on bits [0, end_bit), through scratch (CUB reads and
-// writes distinct arrays).
+// A copy of rows [0, n) of keys/vals in scratch memory: CUB's radix sorts read and write
+// distinct arrays, so sorting in place goes through one.
 template <class K, class V>
-void cub_sort_range(KernelContext& ctx, K* keys, V* vals, uint64_t b, uint64_t e, int end_bit) {
-  const int64_t n = int64_t(e - b);
-  K* tmp_k = ctx.scratch_array<K>(e - b);
-  V* tmp_v = ctx.scratch_array<V>(e - b);
-  JL_CUDA_CHECK(cudaMemcpyAsync(tmp_k, keys + b, (e - b) * sizeof(K), cudaMemcpyDeviceToDevice, ctx.stream()));
-  JL_CUDA_CHECK(cudaMemcpyAsync(tmp_v, vals + b, (e - b) * sizeof(V), cudaMemcpyDeviceToDevice, ctx.stream()));
+std::pair<K*, V*> scratch_copy(KernelContext& ctx, const K* keys, const V* vals, uint64_t n) {
+  K* k = ctx.scratch_array<K>(n);
+  V* v = ctx.scratch_array<V>(n);
+  JL_CUDA_CHECK(cudaMemcpyAsync(k, keys, n * sizeof(K), cudaMemcpyDefault, ctx.stream()));
+  JL_CUDA_CHECK(cudaMemcpyAsync(v, vals, n * sizeof(V), cudaMemcpyDefault, ctx.stream()));
+  return {k, v};
+}
+
+// CUB's radix sort of n pairs on bits [0, end_bit) (temporary storage from scratch).
+template <class K, class V>
+void cub_radix_sort(KernelContext& ctx, const K* in_k, K* out_k, const V* in_v, V* out_v, uint64_t n, int end_bit) {
   size_t temp = 0;
-  JL_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp, tmp_k, keys + b, tmp_v, vals + b, n, 0, end_bit,
+  JL_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp, in_k, out_k, in_v, out_v, int64_t(n), 0, end_bit,
                                                 ctx.stream()));
   void* d_temp = ctx.scratch(temp);
-  JL_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(d_temp, temp, tmp_k, keys + b, tmp_v, vals + b, n, 0, end_bit,
+  JL_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(d_temp, temp, in_k, out_k, in_v, out_v, int64_t(n), 0, end_bit,
                                                 ctx.stream()));
 }
 
@@ -147,7 +155,8 @@ void sort_oversized(KernelContext& ctx, K* keys, V* vals, const uint64_t* d_offs
     const uint64_t b = offsets[p], e = offsets[p + 1];
     if (e - b <= kLocalCapacity || low_bits == 0) continue;  // sorted by its block, or all keys equal
     if (e - b >= kDeviceWide) {
-      cub_sort_range(ctx, keys, vals, b, e, int(low_bits));
+      const auto [tmp_k, tmp_v] = scratch_copy(ctx, keys + b, vals + b, e - b);
+      cub_radix_sort(ctx, tmp_k, keys + b, tmp_v, vals + b, e - b, int(low_bits));
       device_wide = true;
     } else {
       seg_begin.push_back(b);
@@ -159,10 +168,7 @@ void sort_oversized(KernelContext& ctx, K* keys, V* vals, const uint64_t* d_offs
   // The segmented sort reads rows [first segment's begin, last segment's end) from a copy.
   const uint64_t base = seg_begin.front(), span = seg_end.back() - base;
   for (size_t i = 0; i < seg_begin.size(); ++i) seg_begin[i] -= base, seg_end[i] -= base;
-  K* tmp_k = ctx.scratch_array<K>(span);
-  V* tmp_v = ctx.scratch_array<V>(span);
-  JL_CUDA_CHECK(cudaMemcpyAsync(tmp_k, keys + base, span * sizeof(K), cudaMemcpyDeviceToDevice, ctx.stream()));
-  JL_CUDA_CHECK(cudaMemcpyAsync(tmp_v, vals + base, span * sizeof(V), cudaMemcpyDeviceToDevice, ctx.stream()));
+  const auto [tmp_k, tmp_v] = scratch_copy(ctx, keys + base, vals + base, span);
   const uint64_t* d_begin = ctx.upload(seg_begin);
   const uint64_t* d_end = ctx.upload(seg_end);
   const int64_t n = int64_t(span);
@@ -195,15 +201,14 @@ void msd_sort(KernelContext& ctx, const K* in_k, const V* in_v, uint64_t rows, K
               uint32_t bits) {
   const uint32_t low_bits = uint32_t(end_bit) - bits;
   const uint32_t fanout = 1u << bits;
-  uint64_t* d_offsets = ctx.scratch_array<uint64_t>(fanout + 1);
+  uint64_t* d_offsets;
   if (bits > 0) {
+    d_offsets = ctx.scratch_array<uint64_t>(fanout + 1);
     partition(ctx, in_k, in_v, {0, rows}, PartitionFn{PartitionFn::Radix, bits, low_bits, 0}, out_k, out_v, d_offsets);
-  } else {
+  } else {  // one partition: all the rows
     JL_CUDA_CHECK(cudaMemcpyAsync(out_k, in_k, rows * sizeof(K), cudaMemcpyDeviceToDevice, ctx.stream()));
     JL_CUDA_CHECK(cudaMemcpyAsync(out_v, in_v, rows * sizeof(V), cudaMemcpyDeviceToDevice, ctx.stream()));
-    const uint64_t whole[2] = {0, rows};
-    JL_CUDA_CHECK(cudaMemcpyAsync(d_offsets, whole, sizeof(whole), cudaMemcpyHostToDevice, ctx.stream()));
-    ctx.sync();  // `whole` lives on this stack frame
+    d_offsets = ctx.upload(std::vector<uint64_t>{0, rows});
   }
   auto kernel = local_counting_sort_kernel<K, V>;
   const size_t smem = local_smem<K, V>(low_bits);
@@ -231,14 +236,8 @@ void sort_pairs(KernelContext& ctx, const K* in_k, const V* in_v, uint64_t rows,
     ctx.mark("cub::DeviceMergeSort::StableSortPairs");
     return;
   }
-  if (out_k == in_k || out_v == in_v) {  // both radix sorts read and write distinct arrays
-    K* copy_k = ctx.scratch_array<K>(rows);
-    V* copy_v = ctx.scratch_array<V>(rows);
-    JL_CUDA_CHECK(cudaMemcpyAsync(copy_k, in_k, rows * sizeof(K), cudaMemcpyDefault, ctx.stream()));
-    JL_CUDA_CHECK(cudaMemcpyAsync(copy_v, in_v, rows * sizeof(V), cudaMemcpyDefault, ctx.stream()));
-    in_k = copy_k;
-    in_v = copy_v;
-  }
+  if (out_k == in_k || out_v == in_v)  // both radix sorts read and write distinct arrays
+    std::tie(in_k, in_v) = scratch_copy(ctx, in_k, in_v, rows);
   // Radix: sort bits [0, bit width of the largest key).
   K* d_max = ctx.scratch_array<K>(1);
   size_t temp = 0;
@@ -258,10 +257,7 @@ void sort_pairs(KernelContext& ctx, const K* in_k, const V* in_v, uint64_t rows,
       return;
     }
   }
-  temp = 0;
-  JL_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp, in_k, out_k, in_v, out_v, n, 0, end_bit, ctx.stream()));
-  d_temp = ctx.scratch(temp);
-  JL_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(d_temp, temp, in_k, out_k, in_v, out_v, n, 0, end_bit, ctx.stream()));
+  cub_radix_sort(ctx, in_k, out_k, in_v, out_v, rows, end_bit);
   ctx.mark("cub::DeviceRadixSort::SortPairs");
 }
 
