@@ -29,15 +29,19 @@ if [ ${#cases[@]} -eq 0 ]; then
   [ "$gpus" -ge 2 ] && cases=(shuffle_nccl shuffle_ucx gpj_nccl gpj_ucx kill_nccl kill_ucx)
 fi
 failures=0
+# stdout (the result table) and stderr apart, as in mpirun_case.sh: mpirun may interleave them
+# mid-line. $rows: the table; $out: stdout then stderr.
 out="$work/out.txt"
+rows="$work/rows.txt"
 run() {  # run [mpirun options] -- [joinlab options]
   local pre=()
   while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do pre+=("$1"); shift; done
   shift
   local start=$SECONDS
   timeout -k 10 180 mpirun "${mpirun_args[@]}" "${pre[@]}" -np 2 "$joinlab" run "$here/gpu_small.ini" "${share[@]}" "$@" \
-    >"$out" 2>&1
+    >"$rows" 2>"$work/err.txt"
   status=$?
+  cat "$rows" "$work/err.txt" >"$out"
   elapsed=$((SECONDS - start))
   echo "--- mpirun -np 2 ${pre[*]} joinlab run gpu_small.ini ${share[*]} $*: exit $status after ${elapsed} s"
   tail -n 12 "$out"
@@ -48,7 +52,7 @@ fail() {
 }
 verified() {  # exit 0 and the strategy's row says "yes"
   [ "$status" -eq 0 ] || { fail "exit status $status"; return; }
-  grep -Eq "^$1 +cuda +2 .* yes$" "$out" || fail "no verified row for $1"
+  grep -Eq "^$1 +cuda +2 .* yes$" "$rows" || fail "no verified row for $1"
 }
 # kill_case TRANSPORT: rank 1 dies 8 s into a long shuffle; the job must fail within 30 s after.
 kill_case() {

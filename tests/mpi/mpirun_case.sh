@@ -24,7 +24,11 @@ mpirun_args=(--oversubscribe)
 [ "$(id -u)" -eq 0 ] && mpirun_args+=(--allow-run-as-root)
 export UCX_WARN_UNUSED_ENV_VARS=n
 
+# The result table goes to stdout and progress/errors to stderr; mpirun forwards both and may
+# interleave them mid-line, so they are captured apart: $rows (stdout) for the table's rows,
+# $out (stdout then stderr) for everything else.
 out="$work/out.txt"
+rows="$work/rows.txt"
 run() {  # run NPROCS [mpirun options] -- [joinlab options]
   local np="$1"
   shift
@@ -32,8 +36,9 @@ run() {  # run NPROCS [mpirun options] -- [joinlab options]
   while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do pre+=("$1"); shift; done
   shift
   local start=$SECONDS
-  timeout 120 mpirun "${mpirun_args[@]}" "${pre[@]}" -np "$np" "$joinlab" run "$here/small.ini" --quiet "$@" >"$out" 2>&1
+  timeout 120 mpirun "${mpirun_args[@]}" "${pre[@]}" -np "$np" "$joinlab" run "$here/small.ini" --quiet "$@" >"$rows" 2>"$work/err.txt"
   status=$?
+  cat "$rows" "$work/err.txt" >"$out"
   elapsed=$((SECONDS - start))
   echo "--- mpirun -np $np ${pre[*]} joinlab run small.ini $*: exit $status after ${elapsed} s"
   cat "$out"
@@ -44,7 +49,7 @@ fail() {
 }
 verified() {  # the strategy's row says "yes" in the verified column
   [ "$status" -eq 0 ] || fail "exit status $status"
-  grep -Eq "^$1 +cpu +4 .* yes$" "$out" || fail "no verified row for $1"
+  grep -Eq "^$1 +cpu +4 .* yes$" "$rows" || fail "no verified row for $1"
 }
 errors_naming() {  # at least $2 errors naming rank $1 as dead or stopped, within 30 s
   local n
@@ -60,7 +65,7 @@ case "$case_name" in
     run 4 -- --experiment.strategy=shuffle --strategy.levels=2 --cluster.nodes=2 --cluster.gpus_per_node=2 \
       --cluster.emulate_nodes=true
     [ "$status" -eq 0 ] || fail "exit status $status"
-    grep -Eq "^shuffle +cpu +4 .* yes$" "$out" || fail "no verified row" ;;
+    grep -Eq "^shuffle +cpu +4 .* yes$" "$rows" || fail "no verified row" ;;
   gpj) run 4 -- --experiment.strategy=gpj "${small_chunks[@]}"; verified gpj ;;
   gpj_b) run 4 -- --experiment.strategy=gpj-b "${small_chunks[@]}"; verified gpj-b ;;
   gpj_h)  # 300 KB of "GPU" memory per rank: some partitions stream, the rest joins on the CPU
