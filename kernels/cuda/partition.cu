@@ -37,6 +37,17 @@ constexpr uint32_t window_rows(size_t kb, size_t vb) { return uint32_t(128 / (kb
 constexpr uint32_t carry_stride(size_t kb, size_t vb) { return window_rows(kb, vb) + 1; }
 constexpr uint32_t scatter_tile(size_t kb, size_t vb) { return uint32_t(scatter_threads(kb, vb)) * kPartVT; }
 
+// Where one partition's windows of the current tile go and where their rows are in shared
+// memory, read by every lane that writes one of them (one 16-byte load instead of five).
+struct __align__(16) WindowPlan {
+  uint64_t pos0;          // output row of the partition's first window (window-aligned)
+  uint16_t first_window;  // index of that window in the tile's flat window list
+  uint16_t end;           // rows in [pos0 + begin, pos0 + end) are written this tile
+  int16_t stage_at;       // stage row of the row at index cn (the tile's first row) minus cn
+  uint8_t begin;          // rows before pos0 + begin belong to an earlier block or tile
+  uint8_t carry;          // rows at indices below this come from the carry buffer
+};
+
 struct PartBlock {
   uint64_t begin, end;       // rows of the input view
   uint32_t first_block;      // first block of this block's segment
@@ -51,7 +62,7 @@ size_t scatter_smem(uint32_t fanout, size_t kb, size_t vb, bool aligned) {
   const size_t carry = aligned ? size_t(fanout) * carry_stride(kb, vb) : 0;
   const size_t tile = scatter_tile(kb, vb);
   return align16(carry * kb) + align16(carry * vb) + align16(tile * kb) + align16(tile * vb) +
-         size_t(fanout) * (2 * 8 + 4 * 4) + align16(2 * (size_t(fanout) * 3 + tile / 16 + 16));
+         size_t(fanout) * (sizeof(WindowPlan) + 8 + 3 * 4) + align16(2 * (size_t(fanout) * 3 + tile / 16 + 16));
 }
 
 template <class K>
@@ -105,13 +116,15 @@ __global__ void __launch_bounds__(kThreads, 2) partition_scatter_kernel(const K*
   p += align16(size_t(kTile) * sizeof(K));
   V* stage_v = reinterpret_cast<V*>(p);
   p += align16(size_t(kTile) * sizeof(V));
-  uint64_t* cursor = reinterpret_cast<uint64_t*>(p);     // next output row of the partition
-  uint64_t* flush_end = cursor + fanout;                 // rows below this are written this tile
-  uint32_t* carry_n = reinterpret_cast<uint32_t*>(flush_end + fanout);
+  WindowPlan* plan = reinterpret_cast<WindowPlan*>(p);  // aligned variant
+  uint64_t* cursor = reinterpret_cast<uint64_t*>(plan + fanout);  // next output row of the partition
+  uint32_t* carry_n = reinterpret_cast<uint32_t*>(cursor + fanout);
   uint32_t* tile_n = carry_n + fanout;
   uint32_t* tile_start = tile_n + fanout;
-  uint32_t* window_start = tile_start + fanout;                         // aligned variant
-  uint16_t* window_owner = reinterpret_cast<uint16_t*>(window_start + fanout);  // window -> partition
+  uint16_t* window_owner = reinterpret_cast<uint16_t*>(tile_start + fanout);  // window -> partition
+  // Element offsets of the staged tile from the carry buffers: a row is read with one load
+  // from either, addressed off the carry buffer.
+  const int32_t stage_k_at = int32_t(stage_k - carry_k), stage_v_at = int32_t(stage_v - carry_v);
   __shared__ uint32_t window_total;
 
   const PartBlock b = blocks[blockIdx.x];
@@ -120,6 +133,24 @@ __global__ void __launch_bounds__(kThreads, 2) partition_scatter_kernel(const K*
     cursor[tid] = hist_offsets[hist_base + uint64_t(tid) * b.nblocks];
     carry_n[tid] = 0;
   }
+
+  // The next tile's loads are issued as soon as this tile is staged (its registers are free
+  // then), so they are in flight while the block writes windows and carries: the block alone
+  // keeps DRAM busy across its barriers (two blocks per SM cannot hide that latency).
+  K k[kPartVT];
+  V v[kPartVT];
+  auto load_tile = [&](uint64_t at) {
+    const uint32_t rows = uint32_t(min(uint64_t(kTile), b.end - at));
+#pragma unroll
+    for (int i = 0; i < kPartVT; ++i) {
+      const uint32_t idx = i * kThreads + tid;
+      if (idx < rows) {
+        k[i] = in_k[at + idx];
+        v[i] = in_v[at + idx];
+      }
+    }
+  };
+  if (b.begin < b.end) load_tile(b.begin);
 
   uint32_t tn = 0;  // rows of the thread's partition in the current tile
   for (uint64_t tile = b.begin; tile < b.end; tile += kTile) {
@@ -131,17 +162,7 @@ __global__ void __launch_bounds__(kThreads, 2) partition_scatter_kernel(const K*
     }
     __syncthreads();
 
-    K k[kPartVT];
-    V v[kPartVT];
     uint32_t where[kPartVT];  // partition << 16 | rank in the partition's tile rows
-#pragma unroll
-    for (int i = 0; i < kPartVT; ++i) {
-      const uint32_t idx = i * kThreads + tid;
-      if (idx < n) {
-        k[i] = in_k[tile + idx];
-        v[i] = in_v[tile + idx];
-      }
-    }
 #pragma unroll
     for (int i = 0; i < kPartVT; ++i) {
       const uint32_t idx = i * kThreads + tid;
@@ -165,7 +186,6 @@ __global__ void __launch_bounds__(kThreads, 2) partition_scatter_kernel(const K*
       const uint64_t end = start + cn + tn;
       fe = last ? end : (end & ~uint64_t(kWindow - 1));
       if (fe < start) fe = start;
-      flush_end[tid] = fe;
       if (kAligned && fe > start) windows = uint32_t((fe - 1) / kWindow - start / kWindow + 1);
     }
     uint32_t excl = 0, packed_total = 0;
@@ -174,22 +194,28 @@ __global__ void __launch_bounds__(kThreads, 2) partition_scatter_kernel(const K*
     if (tid < int(fanout)) {
       tile_start[tid] = ts;
       if (kAligned) {
-        window_start[tid] = excl & 0xffffu;
+        const uint64_t pos0 = start & ~uint64_t(kWindow - 1);
+        plan[tid] = WindowPlan{pos0, uint16_t(excl & 0xffffu), uint16_t(fe - pos0), int16_t(int32_t(ts) - int32_t(cn)),
+                               uint8_t(start - pos0), uint8_t(cn)};
         for (uint32_t w = 0; w < windows; ++w) window_owner[(excl & 0xffffu) + w] = uint16_t(tid);
       }
     }
     if (tid == 0) window_total = packed_total & 0xffffu;
     __syncthreads();
 
+    // Every stage position is looked up before the first row is stored: shared-memory loads and
+    // stores that the compiler cannot tell apart would otherwise run one after the other.
+#pragma unroll
+    for (int i = 0; i < kPartVT; ++i)
+      if (i * kThreads + tid < n) where[i] = tile_start[where[i] >> 16] + (where[i] & 0xffffu);
 #pragma unroll
     for (int i = 0; i < kPartVT; ++i) {
-      const uint32_t idx = i * kThreads + tid;
-      if (idx < n) {
-        const uint32_t at = tile_start[where[i] >> 16] + (where[i] & 0xffffu);
-        stage_k[at] = k[i];
-        stage_v[at] = v[i];
+      if (i * kThreads + tid < n) {
+        stage_k[where[i]] = k[i];
+        stage_v[where[i]] = v[i];
       }
     }
+    if (!last) load_tile(tile + kTile);
     __syncthreads();
 
     if constexpr (!kAligned) {
@@ -207,35 +233,70 @@ __global__ void __launch_bounds__(kThreads, 2) partition_scatter_kernel(const K*
       }
       __syncthreads();  // cursor advances at the next tile's start
     } else {
-    // Write the windows: one warp per window of the flat list, a lane per row.
-    const uint32_t windows_here = window_total;
-    for (uint32_t c = warp; c < windows_here; c += kWarps) {
+    // Write the windows: a warp per window of the flat list (two per warp for windows of 16
+    // rows: 8-byte columns), a lane per row; two windows per iteration, so that the dependent
+    // shared-memory loads of one (owner, plan, row) overlap the other's.
+    constexpr uint32_t kPerWarp = 32 / kWindow, kStep = kWarps * kPerWarp;
+    const uint32_t windows_here = window_total, wl = uint32_t(lane) % kWindow;
+    struct Slot {
+      bool ok;
+      uint64_t pos;
+      int32_t k_at, v_at;  // the row's place in shared memory, off carry_k / carry_v
+    };
+    auto locate = [&](uint32_t c, bool valid) {
+      Slot sl{false, 0, 0, 0};
+      if (!valid) return sl;
       const uint32_t q = window_owner[c];
-      const uint64_t st = cursor[q];
-      const uint64_t pos = (st & ~uint64_t(kWindow - 1)) + uint64_t(kWindow) * (c - window_start[q]) + lane;
-      if (lane < int(kWindow) && pos >= st && pos < flush_end[q]) {
-        const uint32_t idx = uint32_t(pos - st), qc = carry_n[q], qs = tile_start[q];
-        out_k[pos] = idx < qc ? carry_k[q * kCarryStride + idx] : stage_k[qs + idx - qc];
-        out_v[pos] = idx < qc ? carry_v[q * kCarryStride + idx] : stage_v[qs + idx - qc];
+      const WindowPlan w = plan[q];
+      const uint32_t r = kWindow * (c - w.first_window) + wl;  // row of the window group from pos0
+      if (r >= w.begin && r < w.end) {
+        const int32_t idx = int32_t(r - w.begin);  // index in carry rows, then tile rows
+        const bool from_carry = idx < int32_t(w.carry);
+        const int32_t at = idx + (from_carry ? int32_t(q * kCarryStride) : w.stage_at);
+        sl = Slot{true, w.pos0 + r, at + (from_carry ? 0 : stage_k_at), at + (from_carry ? 0 : stage_v_at)};
       }
+      return sl;
+    };
+    // (One per iteration for 512-thread blocks: their 64 registers hold no second one.)
+    constexpr uint32_t kWays = kThreads > 256 ? 1 : 2;
+    for (uint32_t c = uint32_t(warp) * kPerWarp + uint32_t(lane) / kWindow; c < windows_here; c += kWays * kStep) {
+      Slot sl[kWays];
+      K wk[kWays];
+      V wv[kWays];
+#pragma unroll
+      for (uint32_t u = 0; u < kWays; ++u) sl[u] = locate(c + u * kStep, c + u * kStep < windows_here);
+#pragma unroll
+      for (uint32_t u = 0; u < kWays; ++u)
+        if (sl[u].ok) wk[u] = carry_k[sl[u].k_at], wv[u] = carry_v[sl[u].v_at];
+#pragma unroll
+      for (uint32_t u = 0; u < kWays; ++u)
+        if (sl[u].ok) out_k[sl[u].pos] = wk[u], out_v[sl[u].pos] = wv[u];
     }
     __syncthreads();
     // Keep each partition's rows past its last whole window (< one window) in its carry buffer.
     if (tid < int(fanout)) {
       const uint32_t keep = uint32_t(start + cn + tn - fe), from = uint32_t(fe - start);
-      K* ck = carry_k + tid * kCarryStride;
-      V* cv = carry_v + tid * kCarryStride;
-      if (from == 0) {  // nothing written: the tile's rows join the carry
-        for (uint32_t x = 0; x < tn; ++x) {
-          ck[cn + x] = stage_k[ts + x];
-          cv[cn + x] = stage_v[ts + x];
+      // Carry row x becomes row from + x of (carry rows, tile rows): when nothing was written
+      // (from = 0) the carry rows stay and the tile's rows follow them. Copied ascending in
+      // batches, each batch loaded before it is stored: a kept carry row only moves down by
+      // from >= 1 rows, so no batch overwrites a row a later one still reads.
+      constexpr uint32_t kBatch = kThreads > 256 ? 1 : 4;
+      const int32_t carry_at = int32_t(uint32_t(tid) * kCarryStride), stage_at = int32_t(ts) - int32_t(cn);
+      for (uint32_t x = from == 0 ? cn : 0; x < keep; x += kBatch) {
+        K bk[kBatch];
+        V bv[kBatch];
+#pragma unroll
+        for (uint32_t u = 0; u < kBatch; ++u) {
+          const int32_t j = int32_t(from + x + u);
+          if (x + u < keep) {
+            const bool c = j < int32_t(cn);
+            bk[u] = carry_k[c ? carry_at + j : stage_k_at + stage_at + j];
+            bv[u] = carry_v[c ? carry_at + j : stage_v_at + stage_at + j];
+          }
         }
-      } else {  // ascending copy: a kept carry row only moves down
-        for (uint32_t x = 0; x < keep; ++x) {
-          const uint32_t idx = from + x;
-          ck[x] = idx < cn ? ck[idx] : stage_k[ts + idx - cn];
-          cv[x] = idx < cn ? cv[idx] : stage_v[ts + idx - cn];
-        }
+#pragma unroll
+        for (uint32_t u = 0; u < kBatch; ++u)
+          if (x + u < keep) carry_k[carry_at + int32_t(x + u)] = bk[u], carry_v[carry_at + int32_t(x + u)] = bv[u];
       }
       cursor[tid] = fe;
       carry_n[tid] = keep;

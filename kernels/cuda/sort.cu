@@ -52,16 +52,21 @@ size_t local_smem(uint32_t low_bits) {
 // bits below `low_bits` (the bits above are the partition's digit, the same for all its rows):
 // count each low value, scan the counts into positions, place each row at its position in
 // shared memory, write the partition back. Partitions larger than the block's capacity are left
-// to the caller. Rows of equal keys may change order (the sort is not stable).
+// to the caller, counted in *oversized (so that the host, in the common case, reads one word
+// instead of every offset). Rows of equal keys may change order (the sort is not stable).
 template <class K, class V, int kThreads = kLocalThreads>
 __global__ void __launch_bounds__(kThreads) local_counting_sort_kernel(K* keys, V* vals, const uint64_t* offsets,
-                                                                       uint32_t low_bits) {
+                                                                       uint32_t low_bits, uint32_t* oversized) {
   using Scan = cub::BlockScan<uint32_t, kThreads>;
   __shared__ typename Scan::TempStorage scan_storage;
   extern __shared__ __align__(16) unsigned char smem[];
   constexpr uint32_t kCapacity = uint32_t(kThreads) * kLocalItems;
   const uint64_t begin = offsets[blockIdx.x], end = offsets[blockIdx.x + 1];
-  if (end - begin > kCapacity || end == begin) return;
+  if (end - begin > kCapacity) {
+    if (threadIdx.x == 0) atomicAdd(oversized, 1u);
+    return;
+  }
+  if (end == begin) return;
   const uint32_t n = uint32_t(end - begin);
   const uint32_t values = 1u << low_bits, per_thread = (values + kThreads - 1) / kThreads;
   const uint64_t mask = values - 1;
@@ -143,7 +148,11 @@ void cub_radix_sort(KernelContext& ctx, const K* in_k, K* out_k, const V* in_v, 
 // one CUB segmented sort (a block per segment).
 template <class K, class V>
 void sort_oversized(KernelContext& ctx, K* keys, V* vals, const uint64_t* d_offsets, uint32_t fanout,
-                    uint32_t low_bits) {
+                    uint32_t low_bits, const uint32_t* d_oversized) {
+  uint32_t oversized = 0;
+  JL_CUDA_CHECK(cudaMemcpyAsync(&oversized, d_oversized, sizeof(oversized), cudaMemcpyDeviceToHost, ctx.stream()));
+  ctx.sync();
+  if (oversized == 0 || low_bits == 0) return;
   std::vector<uint64_t> offsets(fanout + 1);
   JL_CUDA_CHECK(cudaMemcpyAsync(offsets.data(), d_offsets, offsets.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost,
                                 ctx.stream()));
@@ -214,10 +223,12 @@ void msd_sort(KernelContext& ctx, const K* in_k, const V* in_v, uint64_t rows, K
   const size_t smem = local_smem<K, V>(low_bits);
   allow_shared_memory(kernel, smem);
   prefer_shared_memory(kernel);
-  kernel<<<fanout, kLocalThreads, smem, ctx.stream()>>>(out_k, out_v, d_offsets, low_bits);
+  uint32_t* d_oversized = ctx.scratch_array<uint32_t>(1);
+  JL_CUDA_CHECK(cudaMemsetAsync(d_oversized, 0, sizeof(uint32_t), ctx.stream()));
+  kernel<<<fanout, kLocalThreads, smem, ctx.stream()>>>(out_k, out_v, d_offsets, low_bits, d_oversized);
   JL_CUDA_LAUNCHED("local_counting_sort_kernel");
   ctx.mark("local_counting_sort_kernel");
-  sort_oversized(ctx, out_k, out_v, d_offsets, fanout, low_bits);
+  sort_oversized(ctx, out_k, out_v, d_offsets, fanout, low_bits, d_oversized);
 }
 
 }  // namespace
