@@ -143,7 +143,8 @@ RunOutcome run_point(const RunPoint& p, const RepeatCallback& on_repeat) {
   SingleRun& med = runs[idx[idx.size() / 2]];
   o.digest = med.digest;
   o.has_checksum = med.has_checksum;
-  o.verified = p.verify ? want.method : "not verified (simulated: no data)";
+  o.verified = p.verify ? want.method
+                       : p.backend == "sim" ? "not verified (simulated: no data)" : "not verified (experiment.verify = false)";
   o.total_seconds = med.total;
   for (auto& r : runs) o.repeat_seconds.push_back(r.total);
   o.phases = med.phases;
