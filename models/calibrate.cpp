@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <iomanip>
@@ -25,6 +26,9 @@
 namespace joinlab {
 
 namespace {
+
+// The phase that times a sample's closing synchronization (Bench::end_sample).
+const char* const kSyncPhase = "sync";
 
 // Every measurement is a phase of the calibration run named "cal <model> <segment> <x...>"
 // (then, for an operator with random lookups, "| <lookups> <bytes> <keys>" and one
@@ -100,11 +104,16 @@ std::vector<double> skews(const CalibrationOptions& opt) {
 // phj's own radix plan (one or two passes) at its partition budget and around it.
 class Bench {
  public:
-  Bench(Rank& rank, const CalibrationOptions& opt, std::vector<uint64_t> sizes)
-      : rank_(rank), opt_(opt), sizes_(std::move(sizes)) {}
+  Bench(Rank& rank, const CalibrationOptions& opt, std::vector<uint64_t> sizes, double cache_bytes = 0)
+      : rank_(rank), opt_(opt), sizes_(std::move(sizes)), cache_bytes_(cache_bytes) {}
 
   void run_operators() {
     const auto t0 = std::chrono::steady_clock::now();
+    if (!opt_.warm && cache_bytes_ > 0) {  // what evicts the cache before each sample
+      const uint64_t bytes = uint64_t(2 * cache_bytes_);
+      flush_src_ = rank_.alloc(MemSpace::Device, bytes, "calibrate.evict.src");
+      flush_dst_ = rank_.alloc(MemSpace::Device, bytes, "calibrate.evict.dst");
+    }
     auto progress = [&](const std::string& what) {  // wall time so far: calibrate runs under a time limit
       if (rank_.id() != 0) return;
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -146,7 +155,7 @@ class Bench {
           s.x = {1.0, double(bytes)};
           rank_.phase(sample_phase(s));
           rank_.recv(Stream{0}, 0, b, 0, bytes, 1).wait();
-          untimed();
+          end_sample();
         } else {
           rank_.send(Stream{0}, 1, b, 0, bytes, 1).wait();
         }
@@ -157,6 +166,21 @@ class Bench {
 
  private:
   void untimed() { rank_.phase("setup"); }
+
+  // A sample starts with cold caches (unless --warm) and idle streams, as a strategy's phase
+  // does: the eviction copy and the synchronization are not timed.
+  void begin_sample(const std::string& name, bool evict = true) {
+    if (evict && flush_src_) rank_.copy(Stream{0}, flush_dst_, 0, flush_src_, 0, flush_src_->bytes).wait();
+    rank_.sync_all();
+    rank_.phase(name);
+  }
+  // ... and ends as a phase ends: every stream synchronized (begin_phase), timed apart
+  // (kSyncPhase) so that the samples file keeps both.
+  void end_sample() {
+    rank_.phase(kSyncPhase);
+    rank_.sync_all();
+    untimed();
+  }
 
   // The same operator writing into newly allocated outputs: a strategy's operators write into
   // fresh memory (first touch included), never into a buffer still warm from the last run.
@@ -194,10 +218,9 @@ class Bench {
     const std::string name = sample_phase(op_sample(op, result, access));
     for (int r = 0; r < opt_.repeat; ++r) {
       Op fresh = with_fresh_outputs(op);
-      rank_.sync_all();
-      rank_.phase(name);
+      begin_sample(name);
       rank_.launch(Stream{0}, fresh).get();
-      untimed();
+      end_sample();
     }
     return result;
   }
@@ -211,8 +234,9 @@ class Bench {
       BuildOp b{r_, &t};
       HashTable built = t;  // the features as the operator sees them once it ran
       built.rows = n;
-      if (r > 0) rank_.phase(sample_phase(op_sample(BuildOp{r_, &built}, OpResult{})));
+      if (r > 0) begin_sample(sample_phase(op_sample(BuildOp{r_, &built}, OpResult{})));
       rank_.launch(Stream{0}, b).get();
+      if (r > 0) end_sample();
     }
     untimed();
     return t;
@@ -265,10 +289,9 @@ class Bench {
     // A device copy into fresh memory: the copy.device model.
     for (int r = 0; r < opt_.repeat; ++r) {
       Buffer dst = rank_.alloc(MemSpace::Device, n * 8, "calibrate.fresh");
-      rank_.sync_all();
-      rank_.phase(sample_phase(device_copy_sample(n * 8)));
+      begin_sample(sample_phase(device_copy_sample(n * 8)));
       rank_.copy(Stream{0}, dst, 0, in, 0, n * 8).wait();
-      untimed();
+      end_sample();
     }
   }
 
@@ -406,10 +429,9 @@ class Bench {
     for (uint64_t bytes : link_sizes())
       for (MemSpace space : {MemSpace::Device, MemSpace::Pinned})
         for (int r = 0; r < opt_.repeat; ++r) {
-          rank_.sync_all();
-          rank_.phase(sample_phase(alloc_sample(space, bytes)));
+          begin_sample(sample_phase(alloc_sample(space, bytes)), false);
           Buffer b = rank_.alloc(space, bytes, "calibrate.alloc");
-          untimed();
+          end_sample();
         }
     for (uint64_t bytes : link_sizes()) {
       untimed();
@@ -420,13 +442,12 @@ class Bench {
           {"link.h2d", {dev, host}}, {"link.d2h", {host, dev}}, {"link.host_copy", {host2, host}}};
       for (auto& [name, bufs] : cases)
         for (int r = 0; r < opt_.repeat; ++r) {
-          rank_.sync_all();
           OpSample s;
           s.model = name;
           s.x = {1.0, double(bytes)};
-          rank_.phase(sample_phase(s));
+          begin_sample(sample_phase(s), false);
           rank_.copy(Stream{0}, bufs.first, 0, bufs.second, 0, bytes).wait();
-          untimed();
+          end_sample();
         }
       // Both directions at once (two streams): the bytes host memory moved for DMA, read and
       // written, which the parallel CPU copy may not reach (a VM's few cores bound that one).
@@ -434,16 +455,15 @@ class Bench {
       Buffer host3 = rank_.alloc(MemSpace::Pinned, bytes, "calibrate.pinned2");
       Buffer dev2 = rank_.alloc(MemSpace::Device, bytes, "calibrate.device2");
       for (int r = 0; r < opt_.repeat; ++r) {
-        rank_.sync_all();
         OpSample s;
         s.model = "link.duplex";
         s.x = {1.0, 2.0 * double(bytes)};
-        rank_.phase(sample_phase(s));
+        begin_sample(sample_phase(s), false);
         Event in = rank_.copy(Stream{0}, dev, 0, host, 0, bytes);
         Event out = rank_.copy(Stream{1}, host3, 0, dev2, 0, bytes);
         in.wait();
         out.wait();
-        untimed();
+        end_sample();
       }
     }
   }
@@ -451,6 +471,8 @@ class Bench {
   Rank& rank_;
   const CalibrationOptions& opt_;
   std::vector<uint64_t> sizes_;
+  double cache_bytes_ = 0;
+  Buffer flush_src_, flush_dst_;  // the eviction copy (none: --warm)
   TupleFormat fmt_;
   RelationSpec r_spec_, s_spec_;
   Tuples r_, s_, rs_, scratch_;
@@ -474,27 +496,39 @@ std::vector<uint64_t> size_range(const CalibrationOptions& opt) {
   return v;
 }
 
-// Median of the repeats of each distinct sample.
-void add_samples(std::map<std::string, std::vector<OpSample>>& ops, std::map<std::string, std::vector<OpSample>>& links,
-                 const std::vector<PhaseRecord>& phases) {
-  std::map<std::string, std::vector<PhaseRecord>> by_name;
-  std::vector<std::string> order;
-  for (auto& p : phases) {
+// The timed runs of one rank: each "cal" phase and the "sync" phase that follows it. The device's
+// time of an operator sample is that of the first operator span after the sample's eviction copy
+// (a Copy of `evict_bytes`): the GPU's event clock drifts from the host's by tens of microseconds
+// a second, so spans are matched by order, not by time. Samples without an eviction (links,
+// allocations, --warm) keep 0.
+std::vector<CalibrationRun> runs_of(const std::vector<PhaseRecord>& phases, const std::vector<TraceSpan>& all,
+                                    uint64_t evict_bytes) {
+  std::vector<const TraceSpan*> spans;  // operators and copies, not their per-kernel tracks
+  for (auto& t : all)
+    if (t.track.size() < 8 || t.track.compare(t.track.size() - 8, 8, " kernels") != 0) spans.push_back(&t);
+  std::sort(spans.begin(), spans.end(), [](const TraceSpan* a, const TraceSpan* b) { return a->begin < b->begin; });
+  auto is_evict = [&](const TraceSpan* t) { return t->params.kind == OpKind::Copy && t->params.bytes == evict_bytes; };
+  size_t next = 0;
+  std::vector<CalibrationRun> runs;
+  for (size_t i = 0; i < phases.size(); ++i) {
+    const PhaseRecord& p = phases[i];
     if (p.name.rfind("cal ", 0) != 0) continue;
-    if (!by_name.count(p.name)) order.push_back(p.name);
-    by_name[p.name].push_back(p);
+    CalibrationRun r;
+    r.phase = p.name;
+    r.seconds = p.end - p.begin;
+    if (i + 1 < phases.size() && phases[i + 1].name == kSyncPhase)
+      r.sync_seconds = std::max(0.0, phases[i + 1].end - phases[i + 1].begin);
+    const bool evicted = evict_bytes > 0 && p.name.rfind("cal link.", 0) != 0 && p.name.rfind("cal alloc.", 0) != 0;
+    if (evicted) {
+      while (next < spans.size() && !is_evict(spans[next])) ++next;
+      if (next + 1 < spans.size()) {
+        r.device_seconds = std::max(0.0, spans[next + 1]->end - spans[next + 1]->begin);
+        next += 2;
+      }
+    }
+    runs.push_back(std::move(r));
   }
-  for (auto& name : order) {
-    auto& runs = by_name[name];
-    std::vector<double> t;
-    for (auto& r : runs) t.push_back(r.end - r.begin);
-    std::sort(t.begin(), t.end());
-    OpSample s;
-    parse_sample_phase(runs.front(), s);
-    s.seconds = t[t.size() / 2];
-    if (s.seconds <= 0) continue;
-    (s.model.rfind("link.", 0) == 0 ? links[s.model.substr(5)] : ops[s.model]).push_back(s);
-  }
+  return runs;
 }
 
 double cache_bytes(const Profile& base, const std::string& backend) {
@@ -536,6 +570,75 @@ std::string today() {
 
 }  // namespace
 
+void add_runs(Calibration& c, const std::vector<CalibrationRun>& runs) {
+  std::map<std::string, std::vector<double>> times;
+  std::vector<std::string> order;
+  for (auto& r : runs) {
+    if (!times.count(r.phase)) order.push_back(r.phase);
+    // An operator's phase ends with a synchronization of every stream; a transfer or an
+    // allocation is waited for on its own (links keep latency + bytes / bandwidth).
+    const bool op = r.phase.rfind("cal link.", 0) != 0 && r.phase.rfind("cal alloc.", 0) != 0;
+    times[r.phase].push_back(r.seconds + (op ? r.sync_seconds : 0.0));
+  }
+  for (auto& name : order) {
+    std::vector<double>& t = times[name];
+    std::sort(t.begin(), t.end());
+    OpSample s;
+    PhaseRecord p{name, 0, 0};
+    if (!parse_sample_phase(p, s)) continue;
+    s.seconds = t[t.size() / 2];
+    if (s.seconds <= 0) continue;
+    (s.model.rfind("link.", 0) == 0 ? c.links[s.model.substr(5)] : c.ops[s.model]).push_back(s);
+  }
+  c.runs.insert(c.runs.end(), runs.begin(), runs.end());
+}
+
+void write_samples(const Calibration& c, std::ostream& out) {
+  out << "# joinlab calibrate samples: seconds sync_seconds device_seconds phase (models/calibrate.hpp)\n";
+  out << "# machine: " << c.machine << "\n# protocol: " << c.protocol << "\n";
+  out << std::setprecision(17) << "# host_mem_bw: " << c.host_mem_bw << "\n";
+  for (auto& [link, why] : c.skipped) out << "# skipped." << link << ": " << why << "\n";
+  for (auto& r : c.runs) out << r.seconds << " " << r.sync_seconds << " " << r.device_seconds << " " << r.phase << "\n";
+}
+
+Calibration read_samples(std::istream& in, const std::string& file) {
+  Calibration c;
+  std::vector<CalibrationRun> runs;
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    if (line.empty()) continue;
+    const std::string where = file + ":" + std::to_string(n) + ": ";
+    if (line[0] == '#') {
+      const size_t colon = line.find(": ");
+      if (colon == std::string::npos) continue;  // a comment
+      const std::string key = line.substr(2, colon - 2), value = line.substr(colon + 2);
+      if (key == "machine") c.machine = value;
+      else if (key == "protocol") c.protocol = value;
+      else if (key == "host_mem_bw") {
+        char* end = nullptr;
+        c.host_mem_bw = std::strtod(value.c_str(), &end);
+        if (end == value.c_str() || *end) throw InputError(where + "host_mem_bw '" + value + "' is not a number");
+      }
+      else if (key.rfind("skipped.", 0) == 0) c.skipped[key.substr(8)] = value;
+      continue;
+    }
+    std::istringstream f(line);
+    CalibrationRun r;
+    if (!(f >> r.seconds >> r.sync_seconds >> r.device_seconds) || !(r.seconds >= 0) || !(r.sync_seconds >= 0))
+      throw InputError(where + "expected 'seconds sync_seconds device_seconds phase', got '" + line + "'");
+    std::getline(f >> std::ws, r.phase);
+    OpSample probe;
+    if (!parse_sample_phase(PhaseRecord{r.phase, 0, 0}, probe))
+      throw InputError(where + "'" + r.phase + "' is not a calibration sample (cal MODEL SEGMENT FEATURES...)");
+    runs.push_back(std::move(r));
+  }
+  if (runs.empty()) throw InputError(file + ": no calibration runs in it");
+  add_runs(c, runs);
+  return c;
+}
+
 Calibration measure(const CalibrationOptions& opt) {
   register_builtin();
   auto backend = make_backend(opt.backend);
@@ -543,10 +646,23 @@ Calibration measure(const CalibrationOptions& opt) {
   c.host_mem_bw = host_copy_bandwidth();
   c.machine = host_cpu_model() + (gpu_model().empty() ? "" : ", " + gpu_model()) + ", backend " + opt.backend;
   const std::vector<uint64_t> sizes = size_range(opt);
+  double evict = opt.cache_bytes;
+  if (evict <= 0 && !opt.quick) {  // --quick (CI) leaves the caches warm: no eviction copies
+    Profile base;
+    if (!opt.base.empty()) base = load_profile(resolve_profile_path(opt.base, opt.profile_dir));
+    evict = cache_bytes(base, opt.backend);
+  }
+  std::ostringstream how;
+  if (opt.warm || evict <= 0)
+    how << "warm: each run right after the previous one (caches as it left them)";
+  else
+    how << "cold: a device copy of " << uint64_t(2 * evict) << " bytes (twice the last-level cache) before each run";
+  how << "; median of " << opt.repeat << " runs";
+  c.protocol = how.str();
   std::mutex mu;
   auto collect = [&](Rank& r) {
     std::lock_guard<std::mutex> g(mu);
-    add_samples(c.ops, c.links, r.phases());
+    add_runs(c, runs_of(r.phases(), r.trace().spans(), opt.warm ? 0 : uint64_t(2 * evict)));
     const auto& ph = r.phases();
     if (r.id() == 0 && !ph.empty())  // on the sim backend: the simulated time a device would take
       std::cerr << "calibrate: rank 0 ran " << std::fixed << std::setprecision(1) << ph.back().end - ph.front().begin
@@ -558,8 +674,8 @@ Calibration measure(const CalibrationOptions& opt) {
   cfg.profile = opt.base;
   cfg.profile_dir = opt.profile_dir;
   std::cerr << "calibrate: operators on " << opt.backend << ", " << sizes.size() << " sizes from " << sizes.front()
-            << " to " << sizes.back() << " rows, " << opt.repeat << " runs each\n";
-  backend->run(cfg, [&](Rank& r) { Bench(r, opt, sizes).run_operators(); }, collect);
+            << " to " << sizes.back() << " rows, " << opt.repeat << " runs each; caches " << c.protocol << "\n";
+  backend->run(cfg, [&](Rank& r) { Bench(r, opt, sizes, evict).run_operators(); }, collect);
   cfg.shape = {1, 2};
   std::cerr << "calibrate: peer link (2 ranks)\n";
   try {
@@ -581,9 +697,15 @@ Profile fit_profile(const Calibration& c, const Profile& base, const Calibration
   p.status = "calibrated " + today();
   p.description = "measured by joinlab calibrate on " + c.machine;
   p.source = "joinlab calibrate --backend " + opt.backend + (opt.quick ? " --quick" : "") +
+             (opt.samples_in.empty() ? "" : " (fitted by --fit from its samples file)") +
+             (c.protocol.empty() ? "" : "; caches " + c.protocol) +
+             "; an operator's sample includes the synchronization of every stream after it (a transfer's or "
+             "allocation's does not)" +
              (base.name.empty() ? "" : "; unmeasured figures from profile " + base.name) +
              "; gpj's streaming operators are not measured (the simulator costs pack_chunks as a host memory "
              "pass and the stream consumer with the checksum, build.chained and probe.chained models)";
+  // No fitted cache level is larger than the last-level cache (the GPU's L2, the host's LLC).
+  const double llc = cache_bytes(base, opt.backend);
   for (auto& spec : model_specs()) {
     auto it = c.ops.find(spec.name);
     if (it == c.ops.end() || it->second.empty()) {
@@ -600,7 +722,7 @@ Profile fit_profile(const Calibration& c, const Profile& base, const Calibration
     FitReport rep;
     const bool cache_edge = spec.segment == "table_bytes" || spec.segment == "source_bytes" ||
                             spec.segment == "partition_bytes";
-    PiecewiseModel m = fit_model(spec, it->second, cache_edge, breaks_for(spec, it->second), &rep);
+    PiecewiseModel m = fit_model(spec, it->second, cache_edge, breaks_for(spec, it->second), &rep, llc);
     p.ops.set(spec.name, m);
     const std::string how = "fitted " + today() + " from " + std::to_string(rep.samples) + " samples (" +
                             std::to_string(it->second.size()) + " sizes x params), rms error " + pct(rep.rms_rel_error) +
@@ -612,8 +734,9 @@ Profile fit_profile(const Calibration& c, const Profile& base, const Calibration
     }
     for (size_t c = 0; c < spec.caches.size() && c < m.caches().size(); ++c)
       p.notes["op." + spec.name + ".cache." + spec.caches[c]] =
-          "fitted " + today() + " with the coefficients (the best of " +
-          std::to_string(cache_candidates(spec.caches[c]).size()) + " sizes, powers of sqrt(2))";
+          "fitted " + today() + " with the coefficients (the best of the sizes " +
+          std::to_string(uint64_t(cache_candidates(spec.caches[c]).front())) + " x powers of sqrt(2) up to the " +
+          std::to_string(uint64_t(llc)) + "-byte last-level cache)";
   }
   // Links: t = latency + bytes / bw, fitted the same way (one piece, features {1, bytes}).
   auto link_fit = [&](const char* name, LinkSpec& out, const std::string& key) {
@@ -725,7 +848,12 @@ int calibrate_main(const std::vector<std::string>& args) {
       "quick", po::bool_switch(&opt.quick), "few sizes (seconds, for CI)")(
       "min-rows", po::value(&opt.min_rows), "smallest input rows")("max-rows", po::value(&opt.max_rows), "largest input rows")(
       "repeat", po::value(&opt.repeat), "runs per sample (median kept)")(
-      "threads", po::value(&opt.threads), "cpu backend: threads per rank (0: all cores)");
+      "threads", po::value(&opt.threads), "cpu backend: threads per rank (0: all cores)")(
+      "samples", po::value(&opt.samples_out), "also write every timed run to this file (for --fit)")(
+      "fit", po::value(&opt.samples_in), "fit the profile from a --samples file; measure nothing")(
+      "warm", po::bool_switch(&opt.warm), "do not evict the caches before each run (the old protocol, to compare)")(
+      "cache-bytes", po::value(&opt.cache_bytes), "last-level cache to evict before each run (default: the base "
+                                                  "profile's gpu.l2_bytes; cpu: the host's)");
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(d).run(), vm);
@@ -737,6 +865,16 @@ int calibrate_main(const std::vector<std::string>& args) {
   }
   if (opt.repeat < 1) throw InputError("calibrate: --repeat " + std::to_string(opt.repeat) + ": must be at least 1");
   opt.profile_dir = profile_dir();
+  Calibration c;
+  if (!opt.samples_in.empty()) {
+    if (!opt.samples_out.empty()) throw InputError("calibrate: --fit reads samples, --samples writes them: give one");
+    std::ifstream in(opt.samples_in);
+    if (!in) throw InputError("calibrate: cannot read the samples file " + opt.samples_in);
+    c = read_samples(in, opt.samples_in);
+    // The backend that measured them ("..., backend cuda"), unless given.
+    const size_t at = c.machine.rfind(", backend ");
+    if (!vm.count("backend") && at != std::string::npos) opt.backend = c.machine.substr(at + 10);
+  }
   // On a GPU, the profile of the same name (h100, h200) supplies what one machine cannot measure.
   if (opt.base.empty() && opt.backend == "cuda")
     opt.base = !opt.name.empty() && !profile_path(opt.name).empty() ? opt.name : "h100";
@@ -747,7 +885,13 @@ int calibrate_main(const std::vector<std::string>& args) {
   }
   if (opt.out.empty()) opt.out = opt.profile_dir + "/" + opt.name + ".ini";
   const Profile base = default_base(opt);
-  Calibration c = measure(opt);
+  if (opt.samples_in.empty()) c = measure(opt);
+  if (!opt.samples_out.empty()) {
+    std::ofstream s(opt.samples_out);
+    if (s) write_samples(c, s);
+    if (!s) throw InputError("calibrate: cannot write the samples file " + opt.samples_out);
+    std::cerr << "calibrate: " << c.runs.size() << " timed runs written to " << opt.samples_out << "\n";
+  }
   Profile p = fit_profile(c, base, opt);
   std::ofstream out(opt.out);
   if (!out) throw InputError("calibrate: cannot write " + opt.out);
@@ -761,9 +905,9 @@ int calibrate_main(const std::vector<std::string>& args) {
 
 void register_model_commands() {
   register_command("calibrate",
-                   "joinlab calibrate [--backend cpu|cuda] [--profile NAME] [--out FILE] [--quick]\n"
+                   "joinlab calibrate [--backend cpu|cuda] [--profile NAME] [--out FILE] [--quick] [--samples F]\n"
                    "                                     measure every operator and link, fit the cost models, write a "
-                   "profile",
+                   "profile (--fit F: fit from a --samples file)",
                    calibrate_main);
   register_command("validate",
                    "joinlab validate FILE [--backend cpu|cuda] [--profile P] [--measured CSV [--out OUT.csv]]\n"

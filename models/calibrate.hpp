@@ -4,9 +4,28 @@
 //
 //   joinlab calibrate [--backend cpu|cuda] [--profile NAME] [--out FILE] [--base PROFILE]
 //                     [--quick] [--min-rows N] [--max-rows N] [--repeat R] [--threads T]
+//                     [--samples FILE] [--warm]
+//   joinlab calibrate --fit SAMPLES [--profile NAME] [--out FILE] [--base PROFILE]
 //
 // What one machine cannot measure (the NIC, the cluster topology) is kept from --base, and the
 // profile says so next to each such number.
+//
+// How a sample is timed (Bench::timed): as a strategy's phase runs the operator. Its inputs are
+// cold: before each timed run a device copy of twice the last-level cache (the profile's
+// gpu.l2_bytes; on the cpu backend the host's LLC) evicts what the previous run left there,
+// since in a strategy every phase's inputs were last touched a phase or more earlier, by more
+// bytes than the cache holds. A sample is the host's time from the launch to the operator's
+// result (Launched::get), plus the synchronization of every stream that ends a phase
+// (begin_phase: Rank::sync_all, which also collects the finished operators' events): the
+// simulator charges a phase nothing but its operators, so the operators' models carry it.
+// Transfers and allocations are timed without that synchronization. --warm (and --quick, for
+// CI) leaves the caches as the previous run left them (the protocol of the profiles calibrated
+// before 2026-11-22 s5; for comparison only).
+//
+// --samples FILE keeps every timed run (its time, the closing synchronization's, the device's
+// own time of its operators from the backend's trace, and the phase name that encodes its
+// features); --fit FILE fits a profile from such a file without measuring anything, so a change
+// of the fit or of a model's form is checked against the same measurements.
 #pragma once
 #include <map>
 #include <string>
@@ -27,6 +46,18 @@ struct CalibrationOptions {
   uint64_t min_rows = 0, max_rows = 0;  // 0: the backend's default range
   int repeat = 3;            // runs per sample; the median is kept
   int threads = 0;           // cpu backend: threads per rank (0: all cores)
+  bool warm = false;         // leave the caches warm between runs (old protocol, comparison only)
+  double cache_bytes = 0;    // last-level cache evicted before each sample (0: from --base / the host)
+  std::string samples_out;   // every timed run, written here (--samples)
+  std::string samples_in;    // fit from this file instead of measuring (--fit)
+};
+
+// One timed run of a calibration sample: the phase name (sample_phase's encoding of the model,
+// segment, features and lookups), the host's time of it, of the stream synchronization that
+// closes it, and the device's time of the operators it ran (0 where the backend traces none).
+struct CalibrationRun {
+  std::string phase;
+  double seconds = 0, sync_seconds = 0, device_seconds = 0;
 };
 
 // Measurements of one calibration run: operator samples by model, and link samples
@@ -37,10 +68,19 @@ struct Calibration {
   std::string machine;  // what it ran on
   double host_mem_bw = 0;  // parallel host copy, bytes read + written per second (0: not measured)
   std::map<std::string, std::string> skipped;  // link -> why it was not measured
+  std::vector<CalibrationRun> runs;  // every timed run (ops and links are their medians)
+  std::string protocol;              // how the samples were timed (cold / warm caches)
 };
 
 // Runs the micro-benchmarks (InputError on bad options, RuntimeError if the backend fails).
 Calibration measure(const CalibrationOptions& opt);
+// The medians of the runs of each distinct sample, as a sample's time: the run's time plus, for
+// an operator, the synchronization that closes it (what a strategy's phase pays per operator).
+void add_runs(Calibration& c, const std::vector<CalibrationRun>& runs);
+// The samples file of --samples / --fit: header lines "# key: value" (machine, host_mem_bw,
+// protocol, skipped.<link>), then one run a line: seconds, sync seconds, device seconds, phase.
+void write_samples(const Calibration& c, std::ostream& out);
+Calibration read_samples(std::istream& in, const std::string& file);  // InputError naming file:line
 // Fits a profile from measurements; figures not measured come from `base`.
 Profile fit_profile(const Calibration& c, const Profile& base, const CalibrationOptions& opt);
 

@@ -651,7 +651,7 @@ std::vector<double> cache_candidates(const std::string& level) {
 }
 
 PiecewiseModel fit_model(const ModelSpec& spec, const std::vector<OpSample>& samples, bool auto_break,
-                         const std::vector<double>& breaks, FitReport* report) {
+                         const std::vector<double>& breaks, FitReport* report, double max_cache) {
   if (samples.empty()) throw RuntimeError("cannot fit a cost model of " + spec.name + " without samples");
   if (spec.caches.empty()) {
     Design d = design_of(samples, {});
@@ -663,6 +663,11 @@ PiecewiseModel fit_model(const ModelSpec& spec, const std::vector<OpSample>& sam
   std::vector<std::vector<std::vector<double>>> misses;  // [level][candidate][sample]
   for (auto& level : spec.caches) {
     candidates.push_back(cache_candidates(level));
+    if (max_cache > 0) {
+      auto& c = candidates.back();
+      c.erase(std::remove_if(c.begin(), c.end(), [&](double b) { return b > max_cache; }), c.end());
+      if (c.empty()) c.push_back(max_cache);
+    }
     misses.emplace_back();
     for (double c : candidates.back()) {
       std::vector<double> m;

@@ -145,9 +145,10 @@ PiecewiseModel fit_piecewise_auto(const std::vector<OpSample>& samples, FitRepor
                                   const std::vector<double>& caches = {});
 // A model of `spec` fitted to samples: breaks as given (auto: found from the samples), and for
 // a model with cache levels every combination of candidate cache sizes (powers of sqrt(2)) tried,
-// the best kept.
+// the best kept. `max_cache` (> 0): no level is larger than this (the device's last-level cache:
+// a fitted "cache" beyond it would be the calibration's own warm data, not hardware).
 PiecewiseModel fit_model(const ModelSpec& spec, const std::vector<OpSample>& samples, bool auto_break,
-                         const std::vector<double>& breaks, FitReport* report = nullptr);
+                         const std::vector<double>& breaks, FitReport* report = nullptr, double max_cache = 0);
 // Candidate sizes of a cache level ("near": 4 KiB .. 16 MiB, "far": 1 MiB .. 1 GiB).
 std::vector<double> cache_candidates(const std::string& level);
 // Relative errors of a model over samples.

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/common/error.hpp"
+#include "models/calibrate.hpp"
 #include "models/op_model.hpp"
 #include "models/profile.hpp"
 
@@ -274,6 +275,27 @@ TEST(OpModelFit, CacheSizesAndCoefficientsAreRecovered) {
   EXPECT_NEAR(fit.seconds(unseen), truth.seconds(unseen), 1e-6 * truth.seconds(unseen));
 }
 
+// A fitted cache level never exceeds the last-level cache given as the bound (calibrate passes
+// the GPU's L2): a 32 MiB level is recovered under a 48 MB bound, and under a 16 MiB bound the far
+// level stays at or below it (on warm calibration runs the h100 fit chose a 95 MB "L2" on a 50 MB
+// chip, 2026-11-22).
+TEST(OpModelFit, CacheLevelsStayWithinTheLastLevelCache) {
+  const double far = double(1 << 20) * 32;
+  const PiecewiseModel truth({{0, {2e-5, 1.5e-12, 3e-12, 0.3e-9, 1.2e-9}}}, {65536, far});
+  const std::vector<OpSample> samples = probe_samples(truth);
+  const ModelSpec& spec = *find_model_spec("probe.linear");
+  FitReport rep;
+  const PiecewiseModel within = fit_model(spec, samples, false, {}, &rep, 48e6);
+  ASSERT_EQ(within.caches().size(), 2u);
+  EXPECT_EQ(within.caches()[1], far);
+  EXPECT_LT(rep.rms_rel_error, 1e-6);
+  const PiecewiseModel capped = fit_model(spec, samples, false, {}, &rep, 16.0 * (1 << 20));
+  ASSERT_EQ(capped.caches().size(), 2u);
+  EXPECT_LE(capped.caches()[0], 16.0 * (1 << 20));
+  EXPECT_LE(capped.caches()[1], 16.0 * (1 << 20));
+  EXPECT_GT(rep.rms_rel_error, 1e-6) << "the true level is not among the allowed sizes";
+}
+
 // A slope that changes at a table size (a cache edge without a cache term): the automatic break
 // lands between the sampled sizes, and a profile written and read back keeps a table of exactly
 // a sampled size on its side (the 2026-11-22 h100 profile wrote 2^27 as 1.34218e+08, above it).
@@ -342,6 +364,52 @@ TEST(OpModelFit, FixedCostIsRecoveredFromTinySizesAndSurvivesTheProfile) {
   const Profile back = parse_profile(in, "t.ini");
   EXPECT_NEAR(back.ops.get("scan").pieces()[0].coef[0], m.pieces()[0].coef[0], 1e-4 * fixed);
   EXPECT_NEAR(back.ops.seconds(tiny), m.seconds(tiny), 1e-4 * fixed);
+}
+
+// calibrate's samples file (--samples, --fit): what was measured comes back exactly, an operator
+// sample's time is the median run's plus the stream synchronization that closes it (a strategy's
+// phase pays it per operator; a copy's does not), probes keep their lookups, and a bad line is
+// named by file and line.
+TEST(CalibrationSamples, RoundTripWithTheClosingSynchronization) {
+  Calibration c;
+  c.machine = "test host, backend cuda";
+  c.protocol = "cold: test";
+  c.host_mem_bw = 1.25e11;
+  c.skipped["p2p"] = "one GPU visible";
+  const std::string scan = "cal scan 0 1 8388608";
+  const std::string probe = "cal probe.linear 16777216 1 8388608 12582912 | 1048576 16777216 1048576 1048576 1048576 0.75 1";
+  add_runs(c, {{scan, 3e-4, 1e-5, 2.5e-4}, {scan, 1e-4, 1e-5, 0.9e-4}, {scan, 2e-4, 2e-5, 1.8e-4},
+               {probe, 5e-4, 1e-5, 4e-4}, {"cal link.h2d 0 1 1048576", 4e-5, 1e-5, 0}});
+  ASSERT_EQ(c.ops.at("scan").size(), 1u);
+  EXPECT_DOUBLE_EQ(c.ops.at("scan")[0].seconds, 2e-4 + 2e-5) << "median of run + sync (1.1e-4, 2.2e-4, 3.1e-4)";
+  ASSERT_EQ(c.links.at("h2d").size(), 1u);
+  EXPECT_EQ(c.links.at("h2d")[0].seconds, 4e-5) << "a copy is waited for on its own: no closing sync";
+  std::stringstream file;
+  write_samples(c, file);
+  const Calibration back = read_samples(file, "s.txt");
+  EXPECT_EQ(back.machine, c.machine);
+  EXPECT_EQ(back.protocol, c.protocol);
+  EXPECT_EQ(back.host_mem_bw, c.host_mem_bw);
+  EXPECT_EQ(back.skipped.at("p2p"), "one GPU visible");
+  ASSERT_EQ(back.runs.size(), 5u);
+  EXPECT_EQ(back.runs[2].sync_seconds, 2e-5);
+  EXPECT_EQ(back.runs[2].device_seconds, 1.8e-4);
+  EXPECT_EQ(back.ops.at("scan")[0].seconds, c.ops.at("scan")[0].seconds);
+  const OpSample& p = back.ops.at("probe.linear").at(0);
+  EXPECT_EQ(p.seconds, 5e-4 + 1e-5);
+  EXPECT_EQ(p.segment, 16777216);
+  EXPECT_EQ(p.locality.lookups, 1048576);
+  ASSERT_EQ(p.locality.access.tails.size(), 1u);
+  EXPECT_EQ(p.locality.access.tails[0].zipf, 0.75);
+  std::istringstream bad("# machine: x\n1e-4 0 0 cal scan 0 1 8\n1e-4 zero 0 cal scan 0 1 8\n");
+  try {
+    read_samples(bad, "bad.txt");
+    ADD_FAILURE() << "accepted a line without its sync time";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.txt:3:"), std::string::npos) << e.what();
+  }
+  std::istringstream not_cal("1e-4 0 0 setup\n");
+  EXPECT_THROW(read_samples(not_cal, "x.txt"), InputError);
 }
 
 const std::string kProfileHead = test::synthetic_machine("t");

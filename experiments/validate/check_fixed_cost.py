@@ -25,6 +25,14 @@ The fitted constants (20-100 us) already are the measured fixed cost: calibrate 
 as the strategies run it (launch + host work + sync, models/calibrate.cpp timed()), and at its
 smallest size (2^20 rows) the relative-error fit is dominated by the constant, so it is not
 swamped by the large sizes (tests/test_models.cpp FixedCostIsRecovered...).
+
+Follow-up (s5, 2026-11-22, experiments/results/validate/h100-2026-11-22-s5-*): calibrate's samples
+were not too warm. Timed cold (a device copy of twice the L2 before each run) instead of warm, the
+operators at 1Mi..16Mi and 6Mi/12Mi rows took 0.94-1.07x as long (histogram 1.1-1.25x):
+experiments/validate/compare_samples.py on the s5 diagnostic samples. What a real phase pays and
+a sample did not: the stream synchronization that ends every phase (10-25 us; samples now include
+it), and host work of the strategy around its operators (phase_gaps.py: 45 us per npj phase, 100-340
+us per phj join phase, where calibrate's sample of the same operator has 25-130 us).
 """
 import csv
 import os

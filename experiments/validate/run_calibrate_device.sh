@@ -1,34 +1,37 @@
 #!/usr/bin/env bash
-# Issue 4 item 4 on the H100, one device call: calibrate a candidate h100 profile with the
-# cache-aware operator models (models/op_model.hpp), then measure the validation points
-# (experiments/validate/h100-single.ini: 1.5 x 2^k rows, Zipf 0/0.75/1.5, none of which calibrate
-# measures), each step under a time limit.
-#   experiments/validate/run_calibrate_device.sh BIN_DIR OUT_DIR [calibrate|measure ...]
+# Issue 4 item 4 on the H100, one device call: calibrate a candidate h100 profile (models/calibrate.hpp
+# says how a sample is timed: cold caches, closing synchronization), then measure the validation
+# points (experiments/validate/h100-single.ini: 1.5 x 2^k rows, Zipf 0/0.75/1.5, none of which
+# calibrate measures), each step under a time limit. Re-calibrating after a kernel change is this
+# one command, then fit_and_validate.sh where SimGrid is.
+#   experiments/validate/run_calibrate_device.sh BIN_DIR OUT_DIR [calibrate|warm|probe6|measure ...]
 # BIN_DIR holds joinlab from a device build (-DJOINLAB_CUDA=ON -DJOINLAB_SIMGRID=OFF
-# -DJOINLAB_STATIC_BOOST=ON). Steps (default: both):
-#   calibrate  joinlab calibrate --backend cuda -> OUT_DIR/h100.ini (the candidate profile) and
-#              OUT_DIR/calibrate.log (progress with wall times, the fit's rms error per model)
-#   measure    joinlab run h100-single.ini -> OUT_DIR/validate/h100-single.csv (+ its log)
-# OUT_DIR/status.txt: one line per step (exit code, seconds). Environment: JL_CALIBRATE_S (300),
-# JL_MEASURE_S (260), JL_CALIBRATE_ARGS (extra calibrate options, e.g. "--repeat 2" or
-# "--max-rows 2^27" to fit a shorter limit), JL_MEASURE_ARGS (extra run options).
-# Both steps fit one device call (10 minutes): calibrate's operators take about 31 s of device
-# time (simulated with the 2026-11-22 profile; the older, smaller calibrate took 20 s in all),
-# measuring the 48 points about 2-3 minutes. If a step runs out of time, run them as two calls:
-#   experiments/validate/run_calibrate_device.sh BIN_DIR $OUT calibrate   (then ... measure)
-# Then, where SimGrid is:
-#   joinlab validate experiments/validate/h100-single.ini --measured OUT/validate/h100-single.csv \
-#       --profile OUT/h100.ini --out OUT/validate/h100-single-validate.csv --max-error 0.1 --max-phase-error 0.2
-# and, if it meets the bar, copy OUT/h100.ini to models/profiles/h100.ini and re-derive the
-# other profiles (python3 models/derive_profiles.py).
+# -DJOINLAB_STATIC_BOOST=ON). Steps (default: calibrate measure):
+#   calibrate  joinlab calibrate --backend cuda --samples -> OUT_DIR/h100.ini (the candidate profile),
+#              OUT_DIR/calibrate.log, OUT_DIR/samples/calibrate-samples.txt (every timed run: refit
+#              with `joinlab calibrate --fit FILE` without a GPU)
+#   warm       the same with --warm (caches left warm between runs: the protocol of the profiles
+#              before 2026-11-23), 2^20..2^24 rows only -> OUT_DIR/samples/warm-samples.txt; for
+#              comparison, never fitted
+#   probe6     DIAGNOSTIC ONLY, never fitted: calibrate's operators at 6Mi and 12Mi rows (validation
+#              sizes), cold and warm -> OUT_DIR/samples/diagnostic-6Mi-{cold,warm}-samples.txt, to
+#              compare calibrate's timing of an operator with the same operator inside a real run
+#   measure    joinlab run h100-single.ini -> OUT_DIR/validate/h100-single.csv (+ its log), the
+#              Chrome traces of every point packed in OUT_DIR/traces.tar.xz
+# OUT_DIR/status.txt: one line per step (exit code, seconds); OUT_DIR/samples is packed into
+# OUT_DIR/samples.tar.xz at the end (the device tool returns at most 8 files).
+# Environment: JL_CALIBRATE_S (300), JL_MEASURE_S (300), JL_CALIBRATE_ARGS (extra calibrate
+# options, e.g. "--repeat 2" or "--max-rows 2^27" to fit a shorter limit), JL_MEASURE_ARGS.
+# Time on an H100 (2026-11-22): calibrate about 30 s, measure (48 points x 3 runs) 2-3 minutes.
+# Then, where SimGrid is:  experiments/validate/fit_and_validate.sh OUT_DIR
 set -uo pipefail
-bin=$(cd "${1:?usage: run_calibrate_device.sh BIN_DIR OUT_DIR [calibrate|measure ...]}" && pwd)
-mkdir -p "${2:?usage: run_calibrate_device.sh BIN_DIR OUT_DIR [calibrate|measure ...]}/validate"
+bin=$(cd "${1:?usage: run_calibrate_device.sh BIN_DIR OUT_DIR [steps]}" && pwd)
+mkdir -p "${2:?usage: run_calibrate_device.sh BIN_DIR OUT_DIR [steps]}/validate" "$2/samples"
 out=$(cd "$2" && pwd)
 shift 2
 steps=${*:-calibrate measure}
 here=$(cd "$(dirname "$0")" && pwd)
-nvidia-smi > "$out/nvidia-smi.txt" 2>&1
+nvidia-smi > "$out/samples/nvidia-smi.txt" 2>&1
 step() {  # step NAME LIMIT_S LOG command...
   local name=$1 limit=$2 log=$3; shift 3
   local t0 rc secs
@@ -39,22 +42,38 @@ step() {  # step NAME LIMIT_S LOG command...
   echo "$name exit $rc ${secs}s" | tee -a "$out/status.txt"
   return $rc
 }
+cal=("$bin/joinlab" calibrate --backend cuda --profile h100 --base h100)
 for s in $steps; do
   case $s in
     calibrate)
       # shellcheck disable=SC2086  # JL_CALIBRATE_ARGS is split on purpose
       step calibrate "${JL_CALIBRATE_S:-300}" "$out/calibrate.log" \
-        "$bin/joinlab" calibrate --backend cuda --profile h100 --base h100 --out "$out/h100.ini" ${JL_CALIBRATE_ARGS:-}
-      grep -E "done at|wrote|rror" "$out/calibrate.log" | tail -6
-      grep -E "^(cache|seg) " "$out/h100.ini" 2>/dev/null | grep -oE "rms error [0-9.]+%, max [0-9.]+%" | sort | uniq -c | head -20
+        "${cal[@]}" --out "$out/h100.ini" --samples "$out/samples/calibrate-samples.txt" ${JL_CALIBRATE_ARGS:-}
+      grep -E "done at|wrote|rror" "$out/calibrate.log" | tail -4
+      ;;
+    warm)
+      step warm 120 "$out/samples/warm.log" "${cal[@]}" --warm --max-rows 16777216 --out "$out/samples/warm.ini" \
+        --samples "$out/samples/warm-samples.txt"
+      ;;
+    probe6)
+      for mode in cold warm; do
+        flag=""; [ $mode = warm ] && flag=--warm
+        # shellcheck disable=SC2086
+        step "probe6 $mode" 120 "$out/samples/diagnostic-6Mi-$mode.log" "${cal[@]}" $flag --min-rows 6291456 \
+          --max-rows 12582912 --out "$out/samples/diagnostic-6Mi-$mode.ini" \
+          --samples "$out/samples/diagnostic-6Mi-$mode-samples.txt"
+      done
       ;;
     measure)
       # shellcheck disable=SC2086
-      step measure "${JL_MEASURE_S:-260}" "$out/validate/h100-single.log" \
+      step measure "${JL_MEASURE_S:-300}" "$out/validate/h100-single.log" \
         "$bin/joinlab" run "$here/h100-single.ini" --experiment.output_dir="$out/validate" --quiet ${JL_MEASURE_ARGS:-}
       tail -3 "$out/validate/h100-single.log"
+      (cd "$out/validate" && ls ./*.trace.json > /dev/null 2>&1 && tar cJf "$out/traces.tar.xz" ./*.trace.json &&
+        rm -f ./*.trace.json)
       ;;
-    *) echo "unknown step '$s' (calibrate, measure)"; exit 2 ;;
+    *) echo "unknown step '$s' (calibrate, warm, probe6, measure)"; exit 2 ;;
   esac
 done
+(cd "$out" && tar cJf samples.tar.xz samples && rm -rf samples)
 cat "$out/status.txt"

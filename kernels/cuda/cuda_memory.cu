@@ -69,6 +69,8 @@ void* device_block_get(int device, uint64_t bytes) {
 
 void device_block_put(int device, void* p, uint64_t bytes) { give(device, p, bytes); }
 
+void device_block_release(int device) { drop_all(device); }
+
 uint64_t device_block_cached(int device) {
   BlockCache& c = cache();
   std::lock_guard<std::mutex> g(c.mu);

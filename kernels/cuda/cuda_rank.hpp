@@ -110,6 +110,9 @@ class CudaRank : public Rank {
 void* device_block_get(int device, uint64_t bytes);
 void device_block_put(int device, void* p, uint64_t bytes);
 uint64_t device_block_cached(int device);
+// Gives the device's cached blocks back to the driver (a stream-ordered allocation that found
+// no memory retries after it: the pool cannot grow into memory the cache holds).
+void device_block_release(int device);
 uint64_t device_block_round(uint64_t bytes);
 // Pinned (page-locked, mapped, portable) host blocks, cached the same way.
 void* pinned_block_get(uint64_t bytes);

@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "core/verify/checksum.hpp"
+#include "kernels/cuda/cuda_rank.hpp"
 #include "kernels/cuda/join_common.cuh"
 
 namespace joinlab::cuda {
@@ -36,7 +37,11 @@ KernelContext::~KernelContext() {
 
 void* KernelContext::scratch(size_t bytes) {
   void* p = nullptr;
-  JL_CUDA_CHECK(cudaMallocAsync(&p, std::max<size_t>(bytes, 16), stream_));
+  if (cudaMallocAsync(&p, std::max<size_t>(bytes, 16), stream_) != cudaSuccess) {
+    cudaGetLastError();  // out of memory is not sticky: give the block cache back and retry once
+    device_block_release(info_.device);
+    JL_CUDA_CHECK(cudaMallocAsync(&p, std::max<size_t>(bytes, 16), stream_));
+  }
   scratch_.push_back(p);
   scratch_bytes_ += bytes;
   return p;

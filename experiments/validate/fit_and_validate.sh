@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Issue 4 item 4, the half that needs SimGrid (no GPU): after run_calibrate_device.sh brought back
+# OUT_DIR (h100.ini, samples.tar.xz, validate/h100-single.csv), simulate every measured point with
+# the calibrated profile, print the bar per strategy, and with --install make it the repository's
+# h100 profile and re-derive the profiles scaled from it.
+#   experiments/validate/fit_and_validate.sh OUT_DIR [--install] [--refit]
+# --refit fits the profile again from OUT_DIR's samples file (joinlab calibrate --fit: after a
+# change of the fit or of a model form, no GPU needed) into OUT_DIR/h100-refit.ini and validates
+# that one. The validation points (1.5 x 2^k rows, Zipf 0/0.75/1.5) are never among calibrate's
+# samples (2^k rows, Zipf 0/0.5/1/1.25/2): nothing here fits anything to them.
+# JOINLAB: a joinlab built with SimGrid (default build-models/joinlab).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+out=$(cd "${1:?usage: fit_and_validate.sh OUT_DIR [--install] [--refit]}" && pwd)
+shift
+install=0 refit=0
+for a in "$@"; do
+  case $a in --install) install=1 ;; --refit) refit=1 ;; *) echo "unknown option $a"; exit 2 ;; esac
+done
+joinlab=${JOINLAB:-$root/build-models/joinlab}
+# The device tool's folders are read-only: work on a copy.
+if [ ! -w "$out" ] || [ ! -w "$out/validate" ]; then
+  echo "fit_and_validate.sh: $out is not writable (copy it first: cp -r $out /tmp/cal && chmod -R u+w /tmp/cal)" >&2
+  exit 2
+fi
+profile=$out/h100.ini
+if [ $refit = 1 ]; then
+  samples=$out/samples/calibrate-samples.txt
+  [ -f "$samples" ] || (cd "$out" && tar xJf samples.tar.xz)
+  "$joinlab" calibrate --fit "$samples" --profile h100 --base h100 --out "$out/h100-refit.ini"
+  profile=$out/h100-refit.ini
+fi
+table=$out/validate/h100-single-validate.csv
+# Exit 3 is the bar missed: the table is written either way.
+"$joinlab" validate "$root/experiments/validate/h100-single.ini" --measured "$out/validate/h100-single.csv" \
+  --profile "$profile" --out "$table" --max-error 0.1 --max-phase-error 0.2 > "$out/validate/h100-single-validate.log" 2>&1 ||
+  [ $? = 3 ]
+tail -3 "$out/validate/h100-single-validate.log"
+python3 "$root/experiments/validate/summarize.py" "$table" || true
+if [ $install = 1 ]; then
+  cp "$profile" "$root/models/profiles/h100.ini"
+  python3 "$root/models/derive_profiles.py"
+fi
