@@ -233,6 +233,58 @@ TEST_F(Distributed, ExchangeStreamsAndMaterializesInOneRun) {
     expect_correct(point("exchange_mixed_for_test", pk_fk(20000, 30000), kSmallGeometry, shape));
 }
 
+// The senders put consecutive chunks of a partition that land in consecutive ring slots in one put
+// (chunks_per_put, at most half the slots); where R's and S's chunk images differ in size from the
+// ring's slots (8-byte keys: R tuples of 16 bytes, S of 12) those go one per put. Both send
+// buffer kinds (pinned: queued without waiting; pageable: each batch waited for) join correctly.
+TEST_F(Distributed, GpjPutsConsecutiveChunksOfAPartitionTogether) {
+  for (uint8_t key_bytes : {uint8_t(4), uint8_t(8)}) {
+    // Chunks of 256 rows; per rank and partition (2 ranks x 16 partitions each) about 640 R rows
+    // (3 chunks) and 1152 S rows (5 chunks), all in one batch of each.
+    const Workload w = pk_fk(40960, 73728, key_bytes);
+    const TupleFormat rf{key_bytes, key_bytes}, sf{key_bytes, 4};
+    const uint64_t slot_rows = 256;
+    const uint64_t chunk = slot_rows * std::max(rf.tuple_bytes(), sf.tuple_bytes());
+    const uint64_t slot = std::max(chunk_slot_bytes(rf, slot_rows), chunk_slot_bytes(sf, slot_rows));
+    // Chunks and data puts (flag-only credit puts carry no bytes) of one run, from its trace.
+    auto run = [&](const std::string& per_put, const std::string& buffers) {
+      RunPoint p = point("gpj", w,
+                         {{"chunk_bytes", std::to_string(chunk)}, {"slots", "8"}, {"batch_rows", "40000"},
+                          {"chunks_per_put", per_put}, {"send_buffers", buffers}},
+                         {1, 2});
+      expect_correct(p);
+      const RunOutcome o = run_point(p);
+      std::pair<uint64_t, uint64_t> chunks_puts{0, 0};
+      for (const TraceSpan& s : o.trace) {
+        if (s.params.kind == OpKind::StreamConsume) chunks_puts.first += s.params.bytes / slot;
+        if (s.params.kind == OpKind::Put && s.params.bytes > 0) ++chunks_puts.second;
+      }
+      return chunks_puts;
+    };
+    SCOPED_TRACE(int(key_bytes));
+    const auto [chunks, single] = run("1", "pinned");
+    ASSERT_GT(chunks, 0u);
+    EXPECT_EQ(single, chunks) << "one put per chunk";
+    const auto [chunks4, grouped] = run("4", "pinned");
+    EXPECT_EQ(chunks4, chunks);
+    if (key_bytes == 4) {
+      // Per partition and rank: 3 R chunks in one put; 5 S chunks in two (the ring wraps after 8).
+      EXPECT_EQ(grouped * 8, chunks * 3);
+    } else {
+      // R's 16-byte tuples fill the ring's slots (3 chunks, one put); S's are one per put.
+      EXPECT_EQ(grouped * 8, chunks * (1 + 5));
+    }
+    EXPECT_EQ(run("4", "pageable").second, grouped);
+  }
+}
+
+TEST_F(Distributed, SendBufferOptionIsChecked) {
+  RunPoint p = point("gpj", pk_fk(1000, 2000), {{"send_buffers", "device"}}, {1, 2});
+  EXPECT_THROW(run_point(p), InputError);
+  p.strategy_options = {{"chunks_per_put", "0"}};
+  EXPECT_THROW(run_point(p), InputError);
+}
+
 TEST(OverPartitioning, ContiguousRunsCoverEveryPartitionOnce) {
   for (int n : {1, 2, 3, 5, 8}) {
     const auto p = OverPartitioning::make(16, n, 7);

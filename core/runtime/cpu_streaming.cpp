@@ -13,6 +13,8 @@
 #include "core/runtime/cpu_ops.hpp"
 #include "core/runtime/polling.hpp"
 #include "kernels/cpu/cpu_kernels.hpp"
+#include "kernels/cpu/parallel.hpp"
+#include "kernels/cpu/streaming_store.hpp"
 
 namespace joinlab {
 
@@ -28,6 +30,30 @@ void need_bytes(const char* op, const char* what, const Buffer& b, uint64_t byte
 }
 
 // --- pack ------------------------------------------------------------------------------------------
+
+// The checksum terms (chunk_row_term) of rows [0, rows) of a block that starts at row `first` of
+// its chunk. Cloned for AVX-512 (x86-64-v4, picked at load time where the CPU has it), where the
+// terms' 64-bit multiplies vectorize: a third of the scalar loop's time on an AMD EPYC. The sum
+// wraps, so any order gives the same checksum.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define JL_PACK_CLONES __attribute__((target_clones("arch=x86-64-v4", "default")))
+#else
+#define JL_PACK_CLONES
+#endif
+#define JL_ROW_TERMS(K, V)                                                                                    \
+  JL_PACK_CLONES uint64_t row_terms(const K* __restrict keys, const V* __restrict vals, uint64_t first,       \
+                                    uint64_t rows) {                                                          \
+    uint64_t sum = 0;                                                                                         \
+    for (uint64_t i = 0; i < rows; ++i) sum += chunk_row_term(uint64_t(keys[i]), uint64_t(vals[i]), first + i); \
+    return sum;                                                                                               \
+  }
+JL_FOR_EACH_KV(JL_ROW_TERMS)
+#undef JL_ROW_TERMS
+#undef JL_PACK_CLONES
+
+// Rows a chunk is packed by at a time: their keys and values stay in L1/L2 between the checksum
+// pass and the copy, so they are read from memory once.
+constexpr uint64_t kPackBlockRows = 4096;
 
 template <class K, class V>
 void pack(const PackChunksOp& op, int threads, OpResult& result) {
@@ -70,10 +96,18 @@ void pack(const PackChunksOp& op, int threads, OpResult& result) {
     h.rows = uint32_t(rows);
     h.relation = op.relation;
     h.epoch = op.epoch;
-    h.checksum = chunk_checksum(h, keys + begin, vals + begin);
-    std::memcpy(image + kChunkHeaderBytes, keys + begin, rows * sizeof(K));
-    std::memcpy(image + vals_at, vals + begin, rows * sizeof(V));
+    // Block by block, the checksum terms, then the copy into the image with streaming stores:
+    // only the puts read the image (no read-for-ownership of its lines, a third less traffic).
+    uint64_t sum = chunk_header_term(h.seq, h.partition, h.rows, h.relation, h.epoch);
+    for (uint64_t b = 0; b < rows; b += kPackBlockRows) {
+      const uint64_t n = std::min(kPackBlockRows, rows - b);
+      sum += row_terms(keys + begin + b, vals + begin + b, b, n);
+      cpu::stream_copy(image + kChunkHeaderBytes + b * sizeof(K), keys + begin + b, n * sizeof(K));
+      cpu::stream_copy(image + vals_at + b * sizeof(V), vals + begin + b, n * sizeof(V));
+    }
+    h.checksum = sum;
     std::memcpy(image, &h, sizeof h);
+    _mm_sfence();  // the streamed lines are written before the job says it is done
   }
   result.count = images;
 }

@@ -51,6 +51,12 @@ class Exchange {
   }
 
   ExchangeResult run(const PlacementFn& place, uint64_t stream_out_rows) {
+    // The exchange starts once every rank holds its input (its generation, queued on the
+    // streams, is complete): a rank whose input took longer to make would otherwise hold the
+    // others in the histogram's allgather, and the join's time (which leaves input generation
+    // out) would count that wait (0.6 s of gpj's 1.9 s at 2^28 rows per GPU on 2x H200).
+    rank_.sync_all();
+    rank_.barrier();
     begin_phase(rank_, "histogram");
     histograms();
     placement(place);
@@ -58,8 +64,9 @@ class Exchange {
     ExchangeResult res(OutputSink(rank_, cfg_.stream_out_space, rf_, sf_, "gpj.out"));
     res.streamed_partitions = mine.streamed.size();
     res.materialized_partitions = (parts_.first_of(me_ + 1) - parts_.first_of(me_)) - mine.streamed.size();
-    begin_phase(rank_, "setup");  // receive buffers, tables, windows
+    begin_phase(rank_, "setup");  // receive buffers, tables, windows; send buffers
     setup_receiver(res);
+    setup_sender();
     // "stream" when the join runs in the exchange (gpj), on every rank alike.
     const bool streams = std::find(streamed_.begin(), streamed_.end(), 1u) != streamed_.end();
     begin_phase(rank_, streams ? "stream" : "exchange");
@@ -78,6 +85,7 @@ class Exchange {
       waited("the chunks and materialized rows sent to this rank");
     }
     if (consumer.result) finish_consumer(consumer.get(), res);
+    for (size_t i = 0; i < partitioned_.size(); ++i) check_partitioned(i);
     if (cancel) cancel->disarm();
     rank_.sync(kPuts);
     rank_.sync(kCredits);
@@ -98,6 +106,9 @@ class Exchange {
   struct Batch {
     int relation = 0;  // 0 = R, 1 = S
     uint64_t first = 0, rows = 0;
+    // Where each partition's rows start in the batch's partitioned copy (fanout + 1 offsets), from
+    // the histogram pass: the sender plans a batch's chunks and puts before it is partitioned.
+    std::vector<uint64_t> offsets;
   };
 
   const Tuples& input(int relation) const { return relation == 0 ? in_.r.tuples : in_.s.tuples; }
@@ -109,7 +120,7 @@ class Exchange {
     for (int rel = 0; rel < 2; ++rel) {
       const Tuples& t = input(rel);
       for (uint64_t first = 0; first < t.rows; first += cfg_.batch_rows)
-        batches_.push_back({rel, first, std::min(cfg_.batch_rows, t.rows - first)});
+        batches_.push_back({rel, first, std::min(cfg_.batch_rows, t.rows - first), {}});
     }
     std::vector<Launched> hist;
     for (const Batch& b : batches_)
@@ -119,11 +130,17 @@ class Exchange {
     for (size_t i = 0; i < batches_.size(); ++i) {
       const std::vector<uint64_t>& h = hist[i].get().values;
       const bool r = batches_[i].relation == 0;
+      std::vector<uint64_t>& offsets = batches_[i].offsets;
+      offsets.assign(fanout + 1, 0);
       for (uint64_t q = 0; q < fanout; ++q) {
         const uint64_t rows = q < h.size() ? h[q] : 0;
+        offsets[q + 1] = offsets[q] + rows;
         mine[q * kCounts + (r ? kRRows : kSRows)] += rows;
         mine[q * kCounts + (r ? kRChunks : kSChunks)] += (rows + slot_rows_ - 1) / slot_rows_;
       }
+      if (offsets[fanout] != batches_[i].rows)
+        throw RuntimeError("gpj exchange: the histogram of a batch of " + std::to_string(batches_[i].rows) +
+                           " rows counts " + std::to_string(offsets[fanout]));
     }
     // The exchange's epoch: rank 0's, different for every exchange in this process and its clock.
     static uint64_t exchanges = 0;
@@ -332,6 +349,18 @@ class Exchange {
   void moved() { polls_since_ = -1; }
 
   // --- sender side ---------------------------------------------------------------------------------------
+  //
+  // The sender's CPU work (partition, pack) runs on stream kCompute - host CPU threads that keep
+  // the stream's order - and its puts on stream kPuts. With send buffers in pinned memory
+  // (send_space Pinned, the default) every batch is queued without waiting: the partitioned copy
+  // and the chunk images are planned from the histogram pass, the puts are DMA copies that wait
+  // on their stream for the pack, and the next batch's partition waits on its stream for the puts
+  // that read its buffers. This thread only waits for ring slots, returning this rank's credits
+  // meanwhile, so partitioning, packing, the copies and the consumer all overlap. A CUDA copy
+  // from or into pageable memory is done by the calling thread rather than by the stream's DMA,
+  // so with pageable send buffers (send_space Host), or puts into pageable windows (crj's and
+  // gpj-h's materialized partitions), each batch's partition and pack are waited for before its
+  // puts, as one would without pinned buffers.
 
   struct BatchBuffers {
     Tuples part;
@@ -339,24 +368,37 @@ class Exchange {
     Event puts_done;
   };
 
-  void send_batches(const Launched& consumer) {
-    const uint64_t fanout = parts_.fanout();
-    std::vector<uint64_t> sent(fanout, 0);          // chunks put per partition (its ring's seq)
-    std::vector<uint64_t> mat_rows(fanout * 2, 0);  // rows put per materialized partition, R and S
-    std::vector<uint64_t> mat_bytes(size_t(n_) * 4, 0);  // per receiver and window: bytes put
+  // Two sets of send buffers: one batch is partitioned and packed while the other's puts run.
+  void setup_sender() {
     uint64_t max_batch = 0;
     for (const Batch& b : batches_) max_batch = std::max(max_batch, b.rows);
     const TupleFormat widest{std::max(rf_.key_bytes, sf_.key_bytes), std::max(rf_.val_bytes, sf_.val_bytes)};
-    const uint64_t max_images = max_batch / slot_rows_ + fanout;
-    BatchBuffers buf[2];
-    for (auto& b : buf) {
-      b.part = rank_.alloc_tuples(MemSpace::Host, max_batch, widest, "gpj.send.partitioned");
-      b.images = rank_.alloc(MemSpace::Host, std::max<uint64_t>(1, max_images * slot_bytes_), "gpj.send.chunks");
+    const uint64_t max_images = max_batch / slot_rows_ + parts_.fanout();
+    for (auto& b : send_) {
+      b.part = rank_.alloc_tuples(cfg_.send_space, max_batch, widest, "gpj.send.partitioned");
+      b.images = rank_.alloc(cfg_.send_space, std::max<uint64_t>(1, max_images * slot_bytes_), "gpj.send.chunks");
     }
+  }
+
+  void send_batches(const Launched& consumer) {
+    const uint64_t fanout = parts_.fanout();
+    const bool materializes = std::find(streamed_.begin(), streamed_.end(), 0u) != streamed_.end();
+    const bool streams = std::find(streamed_.begin(), streamed_.end(), 1u) != streamed_.end();
+    const bool queued = cfg_.send_space != MemSpace::Host && !(streams && cfg_.ring_space == MemSpace::Host) &&
+                        !(materializes && cfg_.materialize_space == MemSpace::Host);
+    std::vector<uint64_t> sent(fanout, 0);          // chunks put per partition (its ring's seq)
+    std::vector<uint64_t> mat_rows(fanout * 2, 0);  // rows put per materialized partition, R and S
+    std::vector<uint64_t> mat_bytes(size_t(n_) * 4, 0);  // per receiver and window: bytes put
+    partitioned_.clear();
     for (size_t i = 0; i < batches_.size(); ++i) {
       const Batch& batch = batches_[i];
-      BatchBuffers& bb = buf[i % 2];
-      bb.puts_done.wait();  // the puts of two batches ago read these buffers
+      const std::vector<uint64_t>& offsets = batch.offsets;
+      BatchBuffers& bb = send_[i % 2];
+      // The puts of two batches ago read these buffers.
+      if (queued)
+        rank_.stream_wait(kCompute, bb.puts_done);
+      else
+        wait_pumping(bb.puts_done);
       const Tuples& t = input(batch.relation);
       PartitionOp part;
       part.in = t.slice(batch.first, batch.rows);
@@ -364,7 +406,8 @@ class Exchange {
       part.out = bb.part;
       part.out.fmt = t.fmt;
       part.out.rows = batch.rows;
-      const std::vector<uint64_t> offsets = rank_.launch(kCompute, part).get().values;
+      partitioned_.push_back(rank_.launch(kCompute, part));
+      if (!queued) check_partitioned(partitioned_.size() - 1);
       // Chunk images of the streamed partitions.
       PackChunksOp pack;
       pack.in = part.out;
@@ -372,14 +415,17 @@ class Exchange {
       pack.epoch = epoch_;
       pack.slot_rows = slot_rows_;
       pack.out = bb.images;
+      bool any_streamed = false;
       for (uint64_t q = 0; q < fanout; ++q) {
         pack.begin.push_back(offsets[q]);
         pack.rows.push_back(streamed_[q] ? offsets[q + 1] - offsets[q] : 0);
         pack.first_seq.push_back(sent[q] + 1);
+        any_streamed = any_streamed || (streamed_[q] && offsets[q + 1] > offsets[q]);
       }
-      // Waited for, not only stream-ordered: a put from pageable memory may read its source when
-      // it is queued (cudaMemcpyAsync stages pageable bytes), and the pack runs on host threads.
-      rank_.launch_streaming(kCompute, pack).get();
+      if (any_streamed) {
+        const Launched packed = rank_.launch_streaming(kCompute, pack);
+        if (!queued) wait_pumping(packed.done);
+      }
       rank_.stream_wait(kPuts, rank_.record(kCompute));
       uint64_t image = 0;
       for (uint64_t q = 0; q < fanout; ++q) {
@@ -387,8 +433,10 @@ class Exchange {
         if (!rows) continue;
         const int j = parts_.receiver_of(q);
         if (streamed_[q]) {
-          for (uint64_t c = 0; c * slot_rows_ < rows; ++c, ++image)
-            put_chunk(j, q, ++sent[q], bb.images, image, std::min(slot_rows_, rows - c * slot_rows_), t.fmt, consumer);
+          put_chunks(j, q, sent[q], bb.images, image, rows, t.fmt, consumer);
+          const uint64_t chunks = (rows + slot_rows_ - 1) / slot_rows_;
+          sent[q] += chunks;
+          image += chunks;
         } else {
           put_rows(j, q, batch.relation, part.out.slice(offsets[q], rows), mat_rows, mat_bytes);
         }
@@ -398,25 +446,72 @@ class Exchange {
     }
   }
 
-  // Puts chunk `seq` of partition q into its slot on receiver j, once j returned that slot.
-  void put_chunk(int j, uint64_t q, uint64_t seq, const Buffer& images, uint64_t image, uint64_t rows, TupleFormat fmt,
-                 const Launched& consumer) {
+  // Batch i's partition wrote its partitions where the histogram pass said (its chunks and puts
+  // were planned from that); waits for it.
+  void check_partitioned(size_t i) {
+    wait_pumping(partitioned_[i].done);
+    const std::vector<uint64_t>& got = partitioned_[i].result->values;
+    if (got != batches_[i].offsets)
+      throw RuntimeError("gpj exchange: rank " + std::to_string(me_) + " partitioned batch " + std::to_string(i) +
+                         " differently from its histogram (" + std::to_string(got.size()) + " offsets, ending at " +
+                         std::to_string(got.empty() ? 0 : got.back()) + " of " + std::to_string(batches_[i].rows) +
+                         " rows): the input changed during the exchange");
+  }
+
+  // Waits for e, returning this rank's credits meanwhile (a sender that waits without doing so
+  // would hold up the senders that wait for this rank's consumer).
+  void wait_pumping(const Event& e) {
+    moved();
+    while (!e.done()) {
+      if (pump_credits()) moved();
+      waited("the sender's own partitioning, packing and puts");
+    }
+  }
+
+  // Puts the `rows` rows of partition q that this batch packed into images [image, ...) of
+  // `images`, after the partition's `sent` earlier chunks: consecutive chunks that land in
+  // consecutive slots of the ring go in one put (up to chunks_per_put, and at most half the ring,
+  // so that the consumer works on one half while the other is written), each put once receiver j
+  // returned every slot it writes. Where the images of this relation's tuples lie closer together
+  // than the ring's slots (R and S of different widths), one put per chunk.
+  void put_chunks(int j, uint64_t q, uint64_t sent, const Buffer& images, uint64_t image, uint64_t rows, TupleFormat fmt,
+                  const Launched& consumer) {
+    const uint64_t image_bytes = chunk_slot_bytes(fmt, slot_rows_);
+    const uint64_t most = image_bytes == slot_bytes_ ? max_chunks_per_put() : 1;
+    const uint64_t chunks = (rows + slot_rows_ - 1) / slot_rows_;
+    const ReceiverLayout& l = layouts_[size_t(j)];
+    const uint64_t ring = uint64_t(me_) * l.streamed.size() + uint64_t(l.ring_index[q - parts_.first_of(j)]);
+    for (uint64_t c = 0; c < chunks;) {
+      const uint64_t first_seq = sent + c + 1;
+      const uint64_t at = (first_seq - 1) % cfg_.slots;
+      const uint64_t n = std::min({most, chunks - c, cfg_.slots - at});
+      const uint64_t last_seq = first_seq + n - 1;
+      const uint64_t last_rows = std::min(slot_rows_, rows - (c + n - 1) * slot_rows_);
+      wait_for_slot(j, q, last_seq, consumer);
+      // Images lie as far apart as PackChunksOp put them for this relation's tuples.
+      rank_.put(kPuts, j, ring_window_, (ring * cfg_.slots + at) * slot_bytes_, images, (image + c) * image_bytes,
+                (n - 1) * slot_bytes_ + chunk_bytes(fmt.key_bytes, fmt.val_bytes, slot_rows_, last_rows),
+                uint32_t(ring), last_seq);
+      c += n;
+    }
+  }
+
+  uint64_t max_chunks_per_put() const {
+    return std::max<uint64_t>(1, std::min<uint64_t>(cfg_.chunks_per_put, cfg_.slots / 2));
+  }
+
+  // Waits until receiver j returned the slot of chunk `seq` of partition q (every chunk up to
+  // seq - slots was consumed).
+  void wait_for_slot(int j, uint64_t q, uint64_t seq, const Launched& consumer) {
     moved();
     while (seq > rank_.read_flag(credit_window_, uint32_t(q)) + cfg_.slots) {
-      pump_credits();
+      if (pump_credits()) moved();
       if (consumer.result && consumer.done.done()) consumer.get();  // our consumer failed: stop
       waited("a free ring slot for partition " + std::to_string(q) + " on rank " + std::to_string(j));
     }
     moved();
-    const ReceiverLayout& l = layouts_[size_t(j)];
-    const uint64_t ring = uint64_t(me_) * l.streamed.size() + uint64_t(l.ring_index[q - parts_.first_of(j)]);
-    const uint64_t slot = ring * cfg_.slots + (seq - 1) % cfg_.slots;
-    // Images lie as far apart as PackChunksOp put them for this relation's tuples.
-    rank_.put(kPuts, j, ring_window_, slot * slot_bytes_, images, image * chunk_slot_bytes(fmt, slot_rows_),
-              chunk_bytes(fmt.key_bytes, fmt.val_bytes, slot_rows_, rows), uint32_t(ring), seq);
   }
 
-  // Puts the rows of materialized partition q at their place on receiver j; each window's flag for
   // this sender counts the bytes put so far.
   void put_rows(int j, uint64_t q, int relation, const Tuples& rows, std::vector<uint64_t>& mat_rows,
                 std::vector<uint64_t>& mat_bytes) {
@@ -444,6 +539,8 @@ class Exchange {
   uint64_t slot_rows_ = 0, slot_bytes_ = 0;
   uint32_t epoch_ = 1;
   std::vector<Batch> batches_;
+  std::vector<Launched> partitioned_;  // each batch's partition, checked against its histogram
+  BatchBuffers send_[2];
   std::vector<uint64_t> all_counts_;
   std::vector<uint64_t> streamed_;  // per global partition: 1 = streamed, 0 = materialized
   std::vector<ReceiverLayout> layouts_;
@@ -494,7 +591,12 @@ void add_exchange_options(po::options_description& d) {
       "chunk_timeout_s", fraction_option("chunk_timeout_s", 10, 0.0, 1e6),
       "a chunk whose checksum does not match for this long was corrupted: the run fails naming it")(
       "idle_timeout_s", fraction_option("idle_timeout_s", 120, 0.0, 1e6),
-      "a receiver that gets nothing, or a sender that gets no free slot, for this long fails the run");
+      "a receiver that gets nothing, or a sender that gets no free slot, for this long fails the run")(
+      "chunks_per_put", int_option("chunks_per_put", 8, 1, 1 << 16),
+      "consecutive chunks of a partition one put carries into consecutive ring slots (at most half the slots)")(
+      "send_buffers", choice_option("send_buffers", {"pinned", "pageable"}, "pinned"),
+      "the senders' partitioned copy and chunk images: pinned host memory (puts are DMA copies queued behind "
+      "the CPU work, which overlaps them) or pageable (each batch partitioned and packed, then put)");
 }
 
 ExchangeConfig exchange_config(const po::variables_map& vm) {
@@ -509,6 +611,8 @@ ExchangeConfig exchange_config(const po::variables_map& vm) {
   c.staging_rows = uint64_t(vm["staging_rows"].as<int64_t>());
   c.chunk_timeout_s = vm["chunk_timeout_s"].as<double>();
   c.idle_timeout_s = vm["idle_timeout_s"].as<double>();
+  c.chunks_per_put = uint64_t(vm["chunks_per_put"].as<int64_t>());
+  c.send_space = vm["send_buffers"].as<std::string>() == "pageable" ? MemSpace::Host : MemSpace::Pinned;
   return c;
 }
 

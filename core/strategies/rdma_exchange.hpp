@@ -8,10 +8,13 @@
 //     the whole n x fanout histogram). A receiver now knows its global histogram, places each of
 //     its partitions - streamed into its (GPU) memory, or materialized - and tells every sender
 //     where its rows of the materialized partitions go.
-//  2. exchange, batch by batch, the sender CPUs partition and then
+//  2. exchange, batch by batch (planned from the histogram pass, and queued without waiting: the
+//     partition and pack of one batch overlap the puts of the one before), the sender CPUs
+//     partition into pinned buffers and then
 //     * for streamed partitions pack fixed-size chunks (header with a checksum, ops.hpp
-//       PackChunksOp) and put each into a slot of the receiver's ring for (sender, partition),
-//       once the receiver returned a credit for that slot. One persistent consumer per receiver
+//       PackChunksOp) and put them into slots of the receiver's ring for (sender, partition) -
+//       consecutive chunks into consecutive slots in one put - once the receiver returned a
+//       credit for those slots. One persistent consumer per receiver
 //       (StreamConsumeOp) checks each chunk, builds a chained hash table per partition and probes
 //       it, streaming the result to host memory: the pipelined join.
 //     * for materialized partitions put the rows straight to their final place in the receiver's
@@ -54,6 +57,7 @@ struct ExchangeConfig {
   uint64_t batch_rows = 1 << 20;     // rows a sender partitions and ships at a time
   uint64_t chunk_bytes = 128 << 10;  // bytes of tuples in one streamed chunk (one put)
   uint32_t slots = 4;                // ring slots per (sender, partition)
+  uint64_t chunks_per_put = 8;       // consecutive chunks of a partition one put carries (<= slots / 2)
   uint64_t seed = 0x5eed;            // partitioning hash seed (the tables use their own)
   double load_factor = 0.5;          // chained tables: buckets = next power of two of rows / lf
   uint64_t grid_blocks = 264;        // consumer parallelism spread over partitions by size
@@ -63,8 +67,13 @@ struct ExchangeConfig {
   MemSpace ring_space = MemSpace::Device;         // rings, tables, staging (the GPU's memory)
   MemSpace stream_out_space = MemSpace::Pinned;   // the streamed join result (host memory)
   MemSpace materialize_space = MemSpace::Host;    // materialized partitions
+  // The senders' partitioned batches and chunk images, the puts' sources: pinned, so that a put
+  // is a DMA copy queued behind the CPU work (from pageable memory a CUDA copy is staged by the
+  // calling thread, synchronously). Option send_buffers = pinned | pageable.
+  MemSpace send_space = MemSpace::Pinned;
 };
-void add_exchange_options(po::options_description& d);  // every key of ExchangeConfig but spaces
+// Every key of ExchangeConfig but the memory spaces, of which send_space is option send_buffers.
+void add_exchange_options(po::options_description& d);
 ExchangeConfig exchange_config(const po::variables_map& vm);
 
 // Decides, on a receiver, the placement of each of its partitions from their global rows.

@@ -172,7 +172,10 @@ class CudaWorld {
 
   struct Window {
     Buffer buf;
-    std::shared_ptr<std::vector<std::atomic<uint64_t>>> flags;
+    // Completion flags, words of mapped pinned memory: a put's stream writes its flag after the
+    // copy (stream_write_word64, no host callback), read_flag loads it.
+    std::shared_ptr<uint64_t> flags;
+    uint32_t nflags = 0;
   };
   void expose(int window, int rank, Window w);
   Window window(int window, int rank);

@@ -2,6 +2,7 @@
 
 #include <cuda.h>  // the types of cuStreamWaitValue32 (called through the runtime's entry point)
 
+#include <atomic>
 #include <chrono>
 #include <string>
 
@@ -14,6 +15,7 @@ namespace {
 
 using WaitValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 using WriteValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+using WriteValue64 = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
 
 // Stream memory operations from the driver the runtime loaded (no link-time dependency on libcuda,
 // which machines without a GPU lack); null where the driver has none.
@@ -36,6 +38,12 @@ WriteValue32 write_value32() {
   static const WriteValue32 fn = driver_entry<WriteValue32>("cuStreamWriteValue32");
   return fn;
 }
+// Null also once a call was refused (a device without 64-bit stream memory operations).
+std::atomic<bool> no_write_value64{false};
+WriteValue64 write_value64() {
+  static const WriteValue64 fn = driver_entry<WriteValue64>("cuStreamWriteValue64");
+  return no_write_value64.load(std::memory_order_relaxed) ? nullptr : fn;
+}
 
 // The fallbacks: one thread writes the word after the stream's earlier work, or polls it
 // (wrap-around safe, like CU_STREAM_WAIT_VALUE_GEQ).
@@ -43,16 +51,21 @@ __global__ void write_word_kernel(volatile uint32_t* word, uint32_t ticket) {
   __threadfence_system();
   *word = ticket;
 }
+__global__ void write_word64_kernel(volatile uint64_t* word, uint64_t value) {
+  __threadfence_system();
+  *word = value;
+}
 __global__ void wait_word_kernel(const volatile uint32_t* word, uint32_t ticket) {
   while (int32_t(*word - ticket) < 0) __nanosleep(2000);
 }
 
 uint32_t load(const uint32_t* w) { return __atomic_load_n(w, __ATOMIC_ACQUIRE); }
 
-uint32_t* device_address(const uint32_t* word) {
+template <class T>
+T* device_address(const T* word) {
   void* d = nullptr;
-  JL_CUDA_CHECK(cudaHostGetDevicePointer(&d, const_cast<uint32_t*>(word), 0));
-  return static_cast<uint32_t*>(d);
+  JL_CUDA_CHECK(cudaHostGetDevicePointer(&d, const_cast<T*>(word), 0));
+  return static_cast<T*>(d);
 }
 
 }  // namespace
@@ -68,6 +81,17 @@ void stream_write_word(cudaStream_t st, uint32_t* word, uint32_t value) {
   }
   write_word_kernel<<<1, 1, 0, st>>>(d, value);
   JL_CUDA_LAUNCHED("write_word_kernel");
+}
+
+void stream_write_word64(cudaStream_t st, uint64_t* word, uint64_t value) {
+  uint64_t* d = device_address(word);
+  if (WriteValue64 write = write_value64()) {
+    if (write(reinterpret_cast<CUstream>(st), CUdeviceptr(d), value, CU_STREAM_WRITE_VALUE_DEFAULT) == CUDA_SUCCESS)
+      return;
+    no_write_value64.store(true, std::memory_order_relaxed);  // refused: the kernel from now on
+  }
+  write_word64_kernel<<<1, 1, 0, st>>>(d, value);
+  JL_CUDA_LAUNCHED("write_word64_kernel");
 }
 
 void stream_wait_word(cudaStream_t st, const uint32_t* word, uint32_t value) {

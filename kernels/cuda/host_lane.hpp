@@ -32,6 +32,10 @@ namespace joinlab::cuda {
 // gates (cuda_fabric.cu) use them.
 void stream_write_word(cudaStream_t st, uint32_t* word, uint32_t value);
 void stream_wait_word(cudaStream_t st, const uint32_t* word, uint32_t value);
+// The same for a 64-bit word (cuStreamWriteValue64, or a one-thread kernel where the device has
+// no 64-bit stream memory operations): the peer fabric's completion flags, set in the stream's
+// order after a put's copy with no host thread involved.
+void stream_write_word64(cudaStream_t st, uint64_t* word, uint64_t value);
 
 // Completion of one host job: the host waits for the job itself (and gets its error); streams
 // wait for `event`, recorded on the lane's stream after the stream's wait for the job.

@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# Issue 5's gpj bar on 2 GPUs in one command (nvidia-h200-x2 or larger):
+#   experiments/h200/run_gpj_bar.sh BIN_DIR OUT_DIR
+# BIN_DIR holds joinlab and (optional) test_cuda_streaming of a device build (-DJOINLAB_CUDA=ON
+# -DJOINLAB_SIMGRID=OFF -DJOINLAB_STATIC_BOOST=ON -DJOINLAB_MPI=ON). Ranks are threads over the
+# peer transport unless said otherwise; every run verifies its result (count + checksum).
+#  1. tests: test_cuda_streaming's CudaDistributed and CudaHostLanes cases (gpj, gpj-b, gpj-h, crj
+#     on CudaRanks; pinned send buffers and puts overlapping the senders' CPU work), test_cuda_fabric.
+#  2. sweep: gpj's batch and chunk geometry at 2^27 rows per table and GPU (repeat 2); the best
+#     total is the geometry of the runs below (JL_GEOMETRY skips the sweep: "k=v;k=v").
+#  3. bar: gpj, gpj-b and crj (CPU backend, the host's cores) on the same data, 2^28 rows per table
+#     and GPU (gpj-2gpu.ini, crj-2gpu.ini) and 2^27 (gpj-4gpu.ini at 2 GPUs), repeat 3 (crj
+#     JL_CRJ_REPEAT, default 2).
+#  4. causes, at 2^27: the send path as it was (pageable send buffers, each batch partitioned and
+#     packed before its puts, one put per 128 KiB chunk, 1Mi-row batches, 4 slots), the same
+#     geometry with pinned buffers, and the best geometry with output = count_only (the result
+#     left on the GPU: the cost of streaming it to host memory; the count is not verified there).
+#  5. processes: gpj under mpirun -np 2 over nccl (puts through CUDA IPC) at 2^28.
+# OUT_DIR/runs/NAME holds each run's CSV and Chrome trace, OUT_DIR/logs its log; at the end
+# OUT_DIR/bar.csv (gpj_bar.py), OUT_DIR/trace.csv (gpj_trace.py: per rank, where the exchange's
+# time went) and OUT_DIR/results.csv (every row, collect_multi.py). Every run has a time limit
+# (JL_RUN_S, default 120 s); steps stop being started once JL_BUDGET_S (default 330 s) passed,
+# and everything stops after a run that hung or after a failed first gpj run.
+# JL_STEPS: the steps to run (default "tests sweep bar causes processes"; without sweep the
+# geometry is JL_GEOMETRY or gpj-2gpu.ini's). JL_EXTRA: more arguments for every joinlab run (a dry run here: "--experiment.backend=cpu
+# --workload.rows_per_rank=2^16").
+# NVLink multicast stays off (NCCL_NVLS_ENABLE=0).
+set -uo pipefail
+bin=$(cd "${1:?usage: run_gpj_bar.sh BIN_DIR OUT_DIR}" && pwd)
+mkdir -p "${2:?usage: run_gpj_bar.sh BIN_DIR OUT_DIR}"
+out=$(cd "$2" && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 UCX_WARN_UNUSED_ENV_VARS=n
+limit=${JL_RUN_S:-120}
+budget=${JL_BUDGET_S:-330}
+date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+commit=${JOINLAB_COMMIT:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)}
+device=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+mkdir -p "$out/logs" "$out/runs"
+echo "name,mode,transport,exit,seconds" > "$out/status.csv"
+mpirun_args=(--oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x UCX_WARN_UNUSED_ENV_VARS -x LD_LIBRARY_PATH)
+[ "$(id -u)" -eq 0 ] && mpirun_args+=(--allow-run-as-root)
+{
+  echo "run_gpj_bar: $device, commit $commit, $date"
+  nvidia-smi topo -m
+  lscpu | grep -E "^(Model name|CPU\(s\)|Thread|Core|Socket|NUMA|L3)"
+  echo "AVX-512: $(grep -o -w 'avx512[a-z]*' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+  free -g
+} > "$out/logs/machine.txt" 2>&1
+
+# The bar, the traces' breakdown and every row, from what ran.
+summarize() {
+  python3 "$here/gpj_bar.py" --runs "$out/runs" --csv "$out/bar.csv" \
+    --size 2^28:gpj-28:gpj-b-28:crj-28 --size 2^27:gpj-27:gpj-b-27:crj-27 > "$out/logs/bar.txt" 2>&1
+  python3 "$here/gpj_trace.py" $(ls "$out"/runs/*/*.trace.json 2>/dev/null) > "$out/trace.csv" 2>&1
+  python3 "$here/collect_multi.py" --runs "$out/runs" --status "$out/status.csv" --nvlink "$out/nvlink-none.csv" \
+    --device "$device" --date "$date" --commit "$commit" --csv "$out/results.csv" --summary "$out/summary.csv" \
+    > "$out/logs/collect.txt" 2>&1
+  echo "== bar"; column -s, -t < "$out/logs/bar.txt" 2>/dev/null || cat "$out/logs/bar.txt"
+  echo "== status"; cat "$out/status.csv"
+}
+left() { [ "$SECONDS" -lt "$budget" ]; }
+# step NAME MODE TRANSPORT -- COMMAND...: runs it under the time limit, logs, records.
+step() {
+  local name=$1 mode=$2 transport=$3
+  shift 4
+  local start=$SECONDS
+  timeout -k 10 "$limit" "$@" > "$out/logs/$name.log" 2>&1
+  local rc=$?
+  echo "$name,$mode,$transport,$rc,$((SECONDS - start))" >> "$out/status.csv"
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+    # A run that hangs (a broken sender) would hang every run after it: keep the device time.
+    echo "!!! $name ran past $limit s; stopping"; tail -4 "$out/logs/$name.log"
+    summarize
+    exit 0
+  elif [ "$rc" -ne 0 ]; then
+    echo "!!! $name exited $rc after $((SECONDS - start)) s:"; tail -4 "$out/logs/$name.log"
+  else
+    echo "$name ($((SECONDS - start)) s): $(grep -E "^[a-z-]+ +(cuda|cpu) " "$out/logs/$name.log" | tail -1)"
+  fi
+}
+# run NAME INI [--key=value ...]: joinlab, ranks as threads over peer (cpu backend: in-process).
+run() {
+  local name=$1 ini=$2
+  shift 2
+  # shellcheck disable=SC2086  # JL_EXTRA is words
+  step "$name" threads peer -- "$bin/joinlab" run "$here/$ini" --experiment.output_dir="$out/runs/$name" "$@" ${JL_EXTRA:-}
+}
+# The geometry "k=v;k=v" as --strategy.k=v arguments.
+geometry_args() {
+  local kvs kv
+  IFS=';' read -r -a kvs <<< "$1"
+  for kv in "${kvs[@]}"; do [ -n "$kv" ] && printf -- "--strategy.%s\n" "$kv"; done
+}
+size27=(--sweep.cluster.gpus_per_node=2)
+
+last_exit() { tail -1 "$out/status.csv" | cut -d, -f4; }
+
+steps=" ${JL_STEPS:-tests sweep bar causes processes} "
+has() { [[ "$steps" == *" $1 "* ]]; }
+
+# 1. tests
+for name in test_cuda_streaming test_cuda_fabric; do
+  has tests || break
+  filter='*'
+  [ "$name" = test_cuda_streaming ] && filter='CudaDistributed.*:CudaHostLanes.*'
+  for t in "$bin/$name" "$bin/tests/$name"; do
+    if [ -x "$t" ]; then
+      step "$name" tests - -- "$t" --gtest_filter="$filter"
+      grep -E "^\[ +(OK|FAILED|PASSED) |Failure|Expected|Which is" "$out/logs/$name.log" | head -16
+      break
+    fi
+  done
+done
+
+# 2. sweep
+geometry=${JL_GEOMETRY:-}
+has sweep || geometry=${geometry:-"batch_rows=16Mi;chunk_bytes=1Mi;slots=16;chunks_per_put=8"}
+if [ -z "$geometry" ]; then
+  best=""
+  best_s=1e9
+  for g in "batch_rows=4Mi;chunk_bytes=1Mi;slots=8;chunks_per_put=4" \
+           "batch_rows=8Mi;chunk_bytes=1Mi;slots=16;chunks_per_put=8" \
+           "batch_rows=16Mi;chunk_bytes=1Mi;slots=16;chunks_per_put=8" \
+           "batch_rows=16Mi;chunk_bytes=2Mi;slots=8;chunks_per_put=4"; do
+    left || break
+    name="sweep-gpj-27-$(tr ';=' '-_' <<< "$g")"
+    mapfile -t args < <(geometry_args "$g")
+    run "$name" ../h200x4/gpj-4gpu.ini "${size27[@]}" --experiment.repeat=2 "${args[@]}"
+    if [ -z "$best" ] && [ "$best_s" = 1e9 ] && [ "$(last_exit)" != 0 ]; then
+      echo "run_gpj_bar: the first gpj run failed; stopping"
+      summarize
+      exit 0
+    fi
+    # The fastest repeat (the first also pins the buffers the later ones find cached).
+    s=$(python3 -c "import csv,glob,sys
+rows=[r for p in glob.glob('$out/runs/$name/*.csv') for r in csv.DictReader(open(p))]
+print(min(float(x) for x in rows[0]['repeat_total_s'].split(';')) if rows and rows[0].get('verified') else '')" 2>/dev/null)
+    if [ -n "$s" ] && python3 -c "import sys; sys.exit(0 if float('$s') < float('$best_s') else 1)"; then
+      best=$g
+      best_s=$s
+    fi
+  done
+  geometry=${best:-"batch_rows=16Mi;chunk_bytes=1Mi;slots=16;chunks_per_put=8"}
+  echo "sweep: best geometry $geometry ($best_s s at 2^27)"
+fi
+echo "$geometry" > "$out/geometry.txt"
+mapfile -t geo < <(geometry_args "$geometry")
+
+# 3. the bar's runs
+has bar && left && run gpj-28 gpj-2gpu.ini "${geo[@]}"
+has bar && left && run gpj-b-28 gpj-2gpu.ini --experiment.strategy=gpj-b "${geo[@]}"
+has bar && left && run gpj-27 ../h200x4/gpj-4gpu.ini "${size27[@]}" "${geo[@]}"
+has bar && left && run gpj-b-27 ../h200x4/gpj-4gpu.ini "${size27[@]}" --experiment.strategy=gpj-b "${geo[@]}"
+has bar && left && run crj-28 crj-2gpu.ini --experiment.repeat="${JL_CRJ_REPEAT:-2}"
+has bar && left && run crj-27 crj-2gpu.ini --workload.rows=2^28 --experiment.repeat="${JL_CRJ_REPEAT:-2}"
+
+# 4. causes
+old=(--strategy.send_buffers=pageable --strategy.chunks_per_put=1 --strategy.batch_rows=1Mi
+     --strategy.chunk_bytes=128Ki --strategy.slots=4)
+has causes && left && run gpj-27-as-before ../h200x4/gpj-4gpu.ini "${size27[@]}" --experiment.repeat=1 "${old[@]}"
+has causes && left && run gpj-27-pinned-old-geometry ../h200x4/gpj-4gpu.ini "${size27[@]}" --experiment.repeat=1 "${old[@]}" \
+  --strategy.send_buffers=pinned
+has causes && left && run gpj-27-count-only ../h200x4/gpj-4gpu.ini "${size27[@]}" --experiment.repeat=2 "${geo[@]}" \
+  --strategy.output=count_only --experiment.verify=false
+
+# 5. processes
+if has processes && left; then
+  step gpj-28-mpirun-nccl mpirun nccl -- mpirun "${mpirun_args[@]}" -np 2 "$bin/joinlab" run "$here/gpj-2gpu.ini" \
+    --experiment.output_dir="$out/runs/gpj-28-mpirun-nccl" --cluster.transport=nccl --experiment.repeat=2 "${geo[@]}" \
+    ${JL_EXTRA:-}
+fi
+
+summarize
+echo "run_gpj_bar: done after $SECONDS s"
+exit 0
