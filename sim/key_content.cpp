@@ -229,6 +229,19 @@ std::vector<uint64_t> apportion(const std::vector<double>& weights, uint64_t tot
   if (weights.empty()) return out;
   long double sum = 0;
   for (double w : weights) sum += std::max(0.0, w);
+  const size_t n = weights.size();
+  if (std::all_of(weights.begin(), weights.end(), [&](double w) { return w == weights[0]; })) {
+    // Equal weights (a uniform key range split by a hash, per rank and operator): equal shares
+    // and remainders, so the rest goes to the lowest indices. The same numbers, without a share each.
+    const long double share = sum > 0 ? (long double)std::max(0.0, weights[0]) / sum * total : (long double)total / n;
+    const uint64_t each = uint64_t(std::floor(share));
+    if (each <= total / n) {
+      const uint64_t left = total - each * n;
+      std::fill(out.begin(), out.end(), each + left / n);
+      std::fill(out.begin(), out.begin() + long(left % n), each + left / n + 1);
+      return out;
+    }
+  }
   std::vector<long double> share(weights.size());
   for (size_t i = 0; i < weights.size(); ++i)
     share[i] = sum > 0 ? (long double)std::max(0.0, weights[i]) / sum * total : (long double)total / weights.size();
@@ -246,12 +259,19 @@ std::vector<uint64_t> apportion(const std::vector<double>& weights, uint64_t tot
   }
   uint64_t left = total - given;
   if (left == 0) return out;
-  std::vector<size_t> order(weights.size());
+  // The rest goes one each to the largest remainders, ties to the lower index (round robin in
+  // that order if there is more left than weights): only the first `left` of that order are
+  // needed, not a sort of all of them (a fanout of 1024 per partition operator and rank).
+  for (auto& x : out) x += left / n;
+  const size_t k = size_t(left % n);
+  if (k == 0) return out;
+  std::vector<long double>& frac = share;
+  for (auto& x : frac) x -= std::floor(x);
+  std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return share[a] - std::floor(share[a]) > share[b] - std::floor(share[b]);
-  });
-  for (size_t i = 0; left > 0; i = (i + 1) % order.size(), --left) out[order[i]]++;
+  auto before = [&](size_t a, size_t b) { return frac[a] > frac[b] || (frac[a] == frac[b] && a < b); };
+  if (k < n) std::nth_element(order.begin(), order.begin() + long(k), order.end(), before);
+  for (size_t i = 0; i < k; ++i) out[order[i]]++;
   return out;
 }
 

@@ -2,6 +2,7 @@
 
 #include <simgrid/Exception.hpp>
 #include <boost/container/small_vector.hpp>
+#include <simgrid/kernel/Timer.hpp>
 #include <simgrid/s4u.hpp>
 #include <xbt/log.h>
 
@@ -245,7 +246,7 @@ struct Channel {
 };
 
 // A transfer in flight: a SimGrid flow of its own (pair mode), or a member of a merged
-// node-to-node flow (node mode), done when the flusher sees that flow end.
+// node-to-node flow (node mode), done when that flow ends (NodeNetwork::ended).
 struct Transfer {
   bool done = false;
   SimRank* rank = nullptr;  // woken when it is done
@@ -324,34 +325,41 @@ struct Window {
 
 // --- the node-aggregated network --------------------------------------------------------------
 
-// Messages between two nodes that start at the same simulated time travel as one flow between
-// the nodes' pooled end points, capped at the bandwidth of the GPU paths they stand for
+// Transfers between two nodes that start at the same simulated instant travel as one flow
+// between the nodes' pooled end points, capped at the bandwidth of the GPU paths they stand for
 // (distinct senders or receivers times one GPU's path). With balanced traffic (every GPU one
 // message in flight per direction, as in round-based or uniform all-at-once shuffles) this is
-// the per-GPU result; under skew all messages of a merged flow end together.
+// the per-GPU result; under skew all transfers of a merged flow end together.
 //
-// One flusher actor per node starts the merged flows (mailbox comms, whose rate cap SimGrid
-// honors; the destination's sink actor is their permanent receiver), waits for them and wakes
-// the ranks whose transfers they carried.
+// The flows start once everything that happens at that simulated time has happened: a kernel
+// timer at the current time, which SimGrid's maestro runs when no actor can run any more, and
+// which waits for ranks that a bell will wake later at this instant (SimWorld::waking). Their
+// ends are seen in maestro too (Activity::on_completion). So which transfers merge depends only on
+// the simulated time they start, not on the order in which SimGrid runs the actors, and no actor
+// is switched to for a flow.
 class NodeNetwork {
  public:
-  NodeNetwork(const Platform& p, uint64_t* flows);
-  void add(Transfer* t);  // from a rank actor: starts with the next flush (t lives until it is done)
-  void stop();  // the simulation is over: the flushers end (SimGrid cannot kill them cleanly)
+  // waking: ranks that will still run at this instant (SimWorld::waking).
+  NodeNetwork(const Platform& p, uint64_t* flows, const int* waking);
+  void add(Transfer* t);  // from a rank: starts with this instant's flows (t lives until it is done)
+  void poke();            // a rank that the flows waited for runs: they start once this round ends
 
  private:
-  struct NodeState {
-    std::vector<Transfer*> pending;  // in the order they were added
-    sg4::ExecPtr bell;  // suspended while the flusher waits; resumed to wake it
-    bool rung = false;
+  struct Flow {
+    sg4::CommPtr comm;
+    std::vector<Transfer*> carried;
   };
-  void flush_loop(int node);
+  void flush();                        // maestro: the instant's transfers become flows
+  void ended(const sg4::Activity& a);  // maestro: a flow ended (or some other activity did)
 
   const Platform& platform_;
   uint64_t* flows_;
-  std::vector<NodeState> nodes_;
-  std::vector<sg4::Mailbox*> inbox_;
-  bool stopping_ = false;
+  const int* waking_;
+  std::vector<Transfer*> pending_;  // in the order they were added
+  bool flush_due_ = false;
+  std::deque<Flow> storage_;  // flows in flight, ended ones and free ones (a Flow is its comm's data)
+  std::vector<Flow*> ended_, free_;  // ended_: their comms are released at the next flush
+  std::vector<int> srcs_, dsts_;
 };
 
 // --- ranks -----------------------------------------------------------------------------------
@@ -409,11 +417,13 @@ class SimRank final : public Rank {
   RankRecord record_of() const;
   bool finished = false;
   bool dirty = true;  // a message was posted to this rank or arrived since pump() last looked
+  sg4::ActorPtr actor;  // runs this rank
 
  private:
   // Streams 0 .. streams()-1 are the strategy's; stream streams() carries collectives.
   SimStream& stream(int s, bool internal = false);
   Event enqueue(int s, Item item, bool internal = false);
+  void block(const char* what);
   void pump();                 // starts every stream's next items while they can start
   void start(SimStream& st, int index);
   void finish(SimStream& st, int index);  // the running item(s) of st are done
@@ -447,6 +457,8 @@ class SimRank final : public Rank {
   bool blocked_ = false;      // in wait_any
   sg4::ExecPtr bell_;         // suspended 0-flop execution that ring() resumes
   bool rung_ = false;
+  bool suspended_ = false;    // blocked as a suspended actor, which ring() resumes
+  bool waking_ = false;       // its bell was rung and it has not run since
   const char* blocked_on_ = nullptr;
   bool flag_changed_ = false;  // rung since block_until last looked
   uint64_t changes_ = 0;       // rung, or own work done: what a polling loop waits for
@@ -533,12 +545,12 @@ class SimWorld {
     }
     aborting = true;
     for (auto& r : ranks) r->ring();
-    if (node_net) node_net->stop();
   }
   bool aborting = false;
   int running = 0;  // rank actors not yet ended
   int blocked = 0;  // rank actors waiting in block_until
   int busy = 0;     // streams with work in flight (an activity or a transfer), and timers
+  int waking = 0;   // ranks rung through their bell that have not run yet (they run later at this instant)
   // Every rank still running waits and nothing is in flight: nothing can ever wake them.
   bool deadlocked() const { return busy == 0 && blocked == running; }
   std::string deadlock_report() const;
@@ -616,37 +628,21 @@ class SimWorld {
 
 // --- node network ------------------------------------------------------------------------------
 
-NodeNetwork::NodeNetwork(const Platform& p, uint64_t* flows) : platform_(p), flows_(flows), nodes_(size_t(p.shape.nodes)) {
-  for (int n = 0; n < p.shape.nodes; ++n) {
-    auto* mb = sg4::Mailbox::by_name("node-in-" + std::to_string(n));
-    sg4::ActorPtr sink = sg4::Actor::create("sink" + std::to_string(n), p.nodes[size_t(n)], [mb] {
-      sg4::Actor::self()->daemonize();
-      for (;;) mb->get<void>();
-    });
-    mb->set_receiver(sink);
-    inbox_.push_back(mb);
-    // Not a daemon: SimGrid 3.32 cannot kill an actor waiting on a suspended execution, so
-    // the flushers end on their own once every rank has (stop()).
-    sg4::Actor::create("flusher" + std::to_string(n), p.nodes[size_t(n)], [this, n] { flush_loop(n); });
-  }
+NodeNetwork::NodeNetwork(const Platform& p, uint64_t* flows, const int* waking)
+    : platform_(p), flows_(flows), waking_(waking) {
+  sg4::Activity::on_completion_cb([this](const sg4::Activity& a) { ended(a); });
 }
 
 void NodeNetwork::add(Transfer* t) {
-  NodeState& n = nodes_[size_t(platform_.shape.node_of(t->src))];
-  n.pending.push_back(t);
-  if (n.bell && !n.rung) {
-    n.rung = true;
-    n.bell->resume();
-  }
+  pending_.push_back(t);
+  poke();
 }
 
-void NodeNetwork::stop() {
-  stopping_ = true;
-  for (auto& n : nodes_)
-    if (n.bell && !n.rung) {
-      n.rung = true;
-      n.bell->resume();
-    }
+void NodeNetwork::poke() {
+  if (!flush_due_ && !pending_.empty()) {
+    flush_due_ = true;
+    simgrid::kernel::timer::Timer::set(sg4::Engine::get_clock(), [this] { flush(); });
+  }
 }
 
 // A message's last byte is in: its receiver, if waiting, is woken.
@@ -655,73 +651,85 @@ void arrive(const MessagePtr& m) {
   if (m->waiter) m->waiter->ring();
 }
 
-void NodeNetwork::flush_loop(int node) {
-  NodeState& n = nodes_[size_t(node)];
-  std::vector<sg4::ActivityPtr> waiting;              // merged flows in flight, then the bell
-  std::vector<std::vector<Transfer*>> carried;        // what each flow carries
-  std::vector<Transfer*> batch;                        // the transfers of one flush
-  std::vector<int> srcs, dsts;
-  for (;;) {
-    if (stopping_) return;
-    if (!n.pending.empty()) {
-      // Let every rank that acts at this instant add its transfers first.
-      sg4::this_actor::yield();
-      sg4::this_actor::yield();
-      // One flow per destination node, in node order, its members in the order they came.
-      batch.swap(n.pending);
-      n.pending.clear();
-      const auto node_of = [&](const Transfer* t) { return platform_.shape.node_of(t->dst); };
-      std::stable_sort(batch.begin(), batch.end(), [&](auto* a, auto* b) { return node_of(a) < node_of(b); });
-      auto distinct = [](std::vector<int>& v) {
-        std::sort(v.begin(), v.end());
-        return double(std::unique(v.begin(), v.end()) - v.begin());
-      };
-      for (size_t first = 0, end; first < batch.size(); first = end) {
-        const int dst_node = node_of(batch[first]);
-        uint64_t total = 0;
-        srcs.clear();
-        dsts.clear();
-        for (end = first; end < batch.size() && node_of(batch[end]) == dst_node; ++end) {
-          total += batch[end]->bytes;
-          srcs.push_back(batch[end]->src);
-          dsts.push_back(batch[end]->dst);
-        }
-        const double path = dst_node == node ? platform_.intra_node_bw : platform_.inter_node_bw;
-        static int payload;
-        sg4::CommPtr c = inbox_[size_t(dst_node)]->put_init(&payload, std::max<uint64_t>(total, 1));
-        c->set_rate(std::min(distinct(srcs), distinct(dsts)) * path);
-        c->start();
-        ++*flows_;
-        waiting.push_back(c);
-        carried.emplace_back(batch.begin() + long(first), batch.begin() + long(end));
-      }
-      batch.clear();
-      continue;
-    }
-    if (!n.bell) {  // published only once suspended: a ring before that would be lost
-      sg4::ExecPtr bell = sg4::Exec::init()->set_flops_amount(0)->set_host(platform_.nodes[size_t(node)]);
-      bell->start();
-      bell->suspend();
-      n.rung = false;
-      n.bell = bell;
-    }
-    if (!n.pending.empty() || stopping_) continue;  // added while the bell was being set up
-    waiting.push_back(n.bell);
-    const ssize_t i = sg4::Activity::wait_any(waiting);
-    waiting.pop_back();
-    if (size_t(i) == waiting.size()) {  // the bell: new transfers
-      n.bell = nullptr;
-      continue;
-    }
-    for (auto& t : carried[size_t(i)]) {
-      t->done = true;
-      if (t->messages)  // the receivers learn it now, not once the sender next runs
-        for (auto& m : *t->messages) arrive(m);
-      t->rank->ring();
-    }
-    waiting.erase(waiting.begin() + i);
-    carried.erase(carried.begin() + i);
+void NodeNetwork::ended(const sg4::Activity& a) {
+  auto* f = a.get_data<Flow>();  // only flows carry data
+  if (!f) return;
+  for (Transfer* t : f->carried) {
+    t->done = true;
+    if (t->messages)  // the receivers learn it now, not once the sender next runs
+      for (auto& m : *t->messages) arrive(m);
+    t->rank->ring();
   }
+  f->carried.clear();
+  ended_.push_back(f);
+}
+
+}  // namespace
+}  // namespace joinlab::sim
+
+// SimGrid 3.32 starts a host-to-host comm (Comm::sendto_init) without the rate given to
+// s4u::Comm::set_rate (mailbox comms honor it, but maestro cannot start those); the kernel's
+// CommImpl::set_rate, exported by libsimgrid, sets it before the start. Its header is not
+// installed, so that one member is declared here.
+namespace simgrid::kernel::activity {
+class CommImpl {
+ public:
+  CommImpl& set_rate(double rate);
+};
+}  // namespace simgrid::kernel::activity
+
+namespace joinlab::sim {
+namespace {
+
+void NodeNetwork::flush() {
+  flush_due_ = false;
+  if (*waking_ > 0) return;  // ranks still run at this instant: the one that runs last pokes
+  for (Flow* f : ended_) {  // ended in an earlier round: SimGrid is done with their comms
+    f->comm = nullptr;
+    free_.push_back(f);
+  }
+  ended_.clear();
+  // One flow per (source node, destination node), in node order, its members in the order they came.
+  const auto& shape = platform_.shape;
+  std::stable_sort(pending_.begin(), pending_.end(), [&](const Transfer* a, const Transfer* b) {
+    const int na = shape.node_of(a->src), nb = shape.node_of(b->src);
+    return na != nb ? na < nb : shape.node_of(a->dst) < shape.node_of(b->dst);
+  });
+  auto distinct = [](std::vector<int>& v) {
+    std::sort(v.begin(), v.end());
+    return double(std::unique(v.begin(), v.end()) - v.begin());
+  };
+  for (size_t first = 0, end; first < pending_.size(); first = end) {
+    const int src_node = shape.node_of(pending_[first]->src), dst_node = shape.node_of(pending_[first]->dst);
+    uint64_t total = 0;
+    srcs_.clear();
+    dsts_.clear();
+    for (end = first; end < pending_.size() && shape.node_of(pending_[end]->src) == src_node &&
+                      shape.node_of(pending_[end]->dst) == dst_node;
+         ++end) {
+      total += pending_[end]->bytes;
+      srcs_.push_back(pending_[end]->src);
+      dsts_.push_back(pending_[end]->dst);
+    }
+    Flow* f;
+    if (free_.empty()) {
+      f = &storage_.emplace_back();
+    } else {
+      f = free_.back();
+      free_.pop_back();
+    }
+    f->carried.assign(pending_.begin() + long(first), pending_.begin() + long(end));
+    const double path = dst_node == src_node ? platform_.intra_node_bw : platform_.inter_node_bw;
+    f->comm = sg4::Comm::sendto_init();
+    reinterpret_cast<simgrid::kernel::activity::CommImpl*>(f->comm->get_impl())
+        ->set_rate(std::min(distinct(srcs_), distinct(dsts_)) * path);
+    f->comm->set_payload_size(std::max<uint64_t>(total, 1));
+    f->comm->set_data(f);
+    f->comm->set_source(platform_.nodes[size_t(src_node)]);
+    f->comm->set_destination(platform_.nodes[size_t(dst_node)]);  // starts it
+    ++*flows_;
+  }
+  pending_.clear();
 }
 
 // --- operator results from contents ------------------------------------------------------------
@@ -895,12 +903,32 @@ void SimRank::ring() {
   flag_changed_ = true;
   changes_++;
   dirty = true;
-  if (blocked_ && bell_ && !rung_) {
+  if (!blocked_ || (!suspended_ && (!bell_ || rung_))) return;
+  // Runnable from now on (deadlock accounting), before the resume: from another actor, resuming
+  // is a simcall, during which this rank may run and block again.
+  blocked_ = false;
+  world_.blocked--;
+  if (suspended_) {
+    suspended_ = false;
+    actor->resume();
+  } else {
     rung_ = true;
-    blocked_ = false;  // runnable from now on (deadlock accounting)
-    world_.blocked--;
+    waking_ = true;  // it runs in a later round of this instant (once the bell's execution ends)
+    world_.waking++;
     bell_->resume();
   }
+}
+
+// Counts this rank as blocked; nothing in flight anywhere and every rank blocked is a deadlock.
+void SimRank::block(const char* what) {
+  blocked_ = true;
+  blocked_on_ = what;
+  world_.blocked++;
+  if (world_.deadlocked()) {
+    world_.fail(1, world_.deadlock_report());
+    throw SimulationAborted{};
+  }
+  world_.stats.waits++;
 }
 
 void SimRank::block_until(const std::function<bool()>& pred, const char* what, sg4::ActivityPtr* extra) {
@@ -918,6 +946,18 @@ void SimRank::block_until(const std::function<bool()>& pred, const char* what, s
         set.push_back(streams_[size_t(i)]->activity);
         who.push_back(i);
       }
+    const bool own = !set.empty() || (extra && *extra) || (consumer_ && (consumer_->exec || consumer_->flush));
+    if (!own && !bell_) {
+      // Nothing of its own in flight: the actor suspends itself until another one (or maestro:
+      // a merged flow ended) rings. One simcall, where a bell takes three and the ringer's one.
+      // (Suspending an actor suspends its activities, hence only when it has none: a leftover
+      // bell is waited for below.)
+      block(what);
+      suspended_ = true;
+      sg4::this_actor::suspend();
+      blocked_on_ = nullptr;
+      continue;
+    }
     if (!bell_) {  // published only once suspended: a ring before that would be lost
       sg4::ExecPtr bell = sg4::Exec::init()->set_flops_amount(0)->set_host(world_.platform.gpus[size_t(id())]);
       bell->start();
@@ -940,15 +980,13 @@ void SimRank::block_until(const std::function<bool()>& pred, const char* what, s
       set.push_back(consumer_->flush);
       who.push_back(-4);
     }
-    blocked_ = true;
-    blocked_on_ = what;
-    world_.blocked++;
-    if (world_.deadlocked()) {
-      world_.fail(1, world_.deadlock_report());
-      throw SimulationAborted{};
-    }
-    world_.stats.waits++;
+    block(what);
     const ssize_t i = sg4::Activity::wait_any(set);
+    if (waking_) {  // it runs: transfers of this instant that waited for it can leave
+      waking_ = false;
+      world_.waking--;
+      if (world_.node_net) world_.node_net->poke();
+    }
     if (blocked_) {
       blocked_ = false;
       world_.blocked--;
@@ -1810,8 +1848,11 @@ SimOutcome simulate(const BackendConfig& cfg, const std::function<void(Rank&)>& 
   sg4::Engine::set_config("network/model:CM02");
   sg4::Engine::set_config("network/crosstraffic:0");
   // No TCP window bound: it would cap a flow at 4 MiB / (2 x latency), below NVLink and below
-  // merged node-to-node flows. Bandwidths come from the profile only.
-  sg4::Engine::set_config("network/TCP-gamma:0");
+  // merged node-to-node flows. Bandwidths come from the profile only. CM02 bounds a flow by
+  // min(its rate, gamma / (2 x latency)), and gamma = 0 leaves every flow unbounded: that drops
+  // the rate caps of merged flows, and 3.32 then ends one of two flows that start together on a
+  // shared link too early (README.md, "The platform"). A gamma this large never binds.
+  sg4::Engine::set_config("network/TCP-gamma", 1e30);
   sg4::Engine::set_config("contexts/stack-size:256");
   sg4::Engine::set_config("contexts/guard-size:0");
   if (opt.precision > 0) sg4::Engine::set_config("surf/precision", opt.precision);
@@ -1822,13 +1863,13 @@ SimOutcome simulate(const BackendConfig& cfg, const std::function<void(Rank&)>& 
   world.timer = world.platform.timer;
   world.stats.platform = world.platform.describe();
   world.stats.flows_mode = opt.flows_name;
-  if (opt.flows == Options::Node) world.node_net = std::make_unique<NodeNetwork>(world.platform, &world.stats.flows);
+  if (opt.flows == Options::Node) world.node_net = std::make_unique<NodeNetwork>(world.platform, &world.stats.flows, &world.waking);
   for (int r = 0; r < cfg.shape.size(); ++r) world.ranks.push_back(std::make_unique<SimRank>(world, r, cfg.shape));
   for (int r = 0; r < cfg.shape.size(); ++r) {
     SimRank* rank = world.ranks[size_t(r)].get();
     SimWorld* w = &world;
     world.running++;
-    sg4::Actor::create("rank" + std::to_string(r), world.platform.gpus[size_t(r)], [rank, w, &body] {
+    rank->actor = sg4::Actor::create("rank" + std::to_string(r), world.platform.gpus[size_t(r)], [rank, w, &body] {
       try {
         body(*rank);
         rank->finished = true;
@@ -1838,7 +1879,7 @@ SimOutcome simulate(const BackendConfig& cfg, const std::function<void(Rank&)>& 
       } catch (const std::exception& e) {
         w->fail(1, e.what());
       }
-      if (--w->running == 0 && w->node_net) w->node_net->stop();
+      --w->running;
     });
   }
   // Large blocks (collectives' tables, big vectors) from the heap rather than fresh mmaps: a

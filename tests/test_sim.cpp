@@ -3,6 +3,7 @@
 // end, and profile files (bad ones rejected with file, line, key and value).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -219,6 +220,21 @@ TEST_F(SimTest, HostToDeviceCopyUsesPcie) {
   EXPECT_NEAR(seconds(ph[0], "copy"), 1e-5 + 0.05, 1e-9);
 }
 
+TEST_F(SimTest, ConcurrentCopiesThroughOneHostMemoryEachTakeTheirPcieTime) {
+  // Two GPUs of a node copy from host memory at once: their paths share the host-memory link
+  // (1e11, not a bottleneck) and each has its own PCIe link. Each takes 10 us + B / 1e10. (With
+  // network/TCP-gamma = 0, SimGrid 3.32 ended one of them after 10.4 us instead of 13.3 us.)
+  const uint64_t b = 32800;
+  auto ph = simulate(cluster(1, 2), [&](Rank& r) {
+    Buffer h = r.alloc(MemSpace::Pinned, b, "h"), d = r.alloc(MemSpace::Device, b, "d");
+    r.barrier();
+    r.phase("copy");
+    r.copy(Stream{0}, d, 0, h, 0, b).wait();
+    r.end_phases();
+  });
+  for (auto& p : ph) EXPECT_NEAR(seconds(p, "copy"), 1e-5 + b / 1e10, 1e-12);
+}
+
 TEST_F(SimTest, AllToAllIsBoundedByTheNic) {
   // 4 nodes x 2 GPUs; every rank sends B to each other rank at once (a stream per peer).
   const int nodes = 4, per = 2, n = nodes * per;
@@ -240,6 +256,41 @@ TEST_F(SimTest, AllToAllIsBoundedByTheNic) {
     const double t = seconds(p, "all-to-all");
     EXPECT_GE(t, bound);
     EXPECT_LE(t, bound * 1.001 + 1e-5);
+  }
+}
+
+TEST_F(SimTest, NodeFlowsMergeTheTransfersOfAnInstantHoweverTheirRanksWake) {
+  // 2 nodes x 2 GPUs. Rank 3 sends a small message to ranks 0 and 1; once it is in, both send B
+  // to rank 2, whose NIC they share: 4 us + 2B / 1e10 each. Rank 0 has a kernel running while it
+  // waits, so it wakes a round after rank 1 (its wait is a bell, not a suspended actor): merged
+  // node flows must still take both transfers of that instant together (two separate flows would
+  // each have the node's pooled NICs and end in half the time), as per-GPU flows do.
+  const uint64_t b = 100000000, small = 1000;
+  for (const char* flows : {"pair", "node"}) {
+    BackendConfig c = cluster(2, 2);
+    c.options = {{"sim_flows", flows}};
+    auto ph = simulate(c, [&](Rank& r) {
+      Buffer buf = r.alloc(MemSpace::Device, 2 * b, "b"), scratch = r.alloc(MemSpace::Device, 8 << 27, "s");
+      if (r.id() == 3) {
+        Event a = r.send(Stream{1}, 0, buf, 0, small, 1), c = r.send(Stream{2}, 1, buf, 0, small, 1);
+        a.wait();
+        c.wait();
+      } else if (r.id() == 2) {
+        Event a = r.recv(Stream{1}, 0, buf, 0, b, 2), c = r.recv(Stream{2}, 1, buf, b, b, 2);
+        a.wait();
+        c.wait();
+      } else {
+        Launched kernel;
+        if (r.id() == 0) kernel = r.launch(Stream{0}, ScanOp{scratch, scratch, 1 << 27});  // ~1 ms
+        r.recv(Stream{1}, 3, buf, 0, small, 1).wait();
+        r.phase("send");
+        r.send(Stream{2}, 2, buf, 0, b, 2).wait();
+        r.end_phases();
+        if (r.id() == 0) kernel.done.wait();
+      }
+    });
+    for (int sender : {0, 1})
+      EXPECT_NEAR(seconds(ph[size_t(sender)], "send"), 4e-6 + 2.0 * b / 1e10, 1e-9) << flows << " flows, rank " << sender;
   }
 }
 
@@ -413,6 +464,39 @@ TEST(SimContent, ApportionIsExactAndDeterministic) {
   auto b = sim::apportion({0.5, 0.25, 0.25}, 7);
   EXPECT_EQ(std::accumulate(b.begin(), b.end(), uint64_t(0)), 7u);
   EXPECT_EQ(b, sim::apportion({0.5, 0.25, 0.25}, 7));
+}
+
+TEST(SimContent, ApportionGivesTheRestToTheLargestRemaindersInIndexOrder) {
+  // The reference: sort by remainder (stable, so ties keep index order), hand out the rest round
+  // robin in that order.
+  auto reference = [](const std::vector<double>& w, uint64_t total) {
+    long double sum = 0;
+    for (double x : w) sum += x;
+    std::vector<long double> share(w.size());
+    std::vector<uint64_t> out(w.size());
+    uint64_t given = 0;
+    for (size_t i = 0; i < w.size(); ++i) {
+      share[i] = (long double)w[i] / sum * total;
+      out[i] = uint64_t(std::floor(share[i]));
+      given += out[i];
+    }
+    std::vector<size_t> order(w.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return share[a] - std::floor(share[a]) > share[b] - std::floor(share[b]);
+    });
+    for (size_t i = 0; given < total; i = (i + 1) % order.size(), ++given) out[order[i]]++;
+    return out;
+  };
+  uint64_t state = 12345;
+  auto next = [&] { return state = state * 6364136223846793005ULL + 1442695040888963407ULL; };
+  for (int trial = 0; trial < 200; ++trial) {
+    const size_t n = 1 + next() % 300;
+    std::vector<double> w(n);
+    for (auto& x : w) x = trial % 3 == 0 ? 1.0 : double(next() % 1000 + 1) / 7.0;  // equal weights tie everywhere
+    const uint64_t total = next() % (trial % 2 ? 5 * n : 1000000007ULL);
+    EXPECT_EQ(sim::apportion(w, total), reference(w, total)) << "trial " << trial << ", " << n << " weights, total " << total;
+  }
 }
 
 // --- strategies, end to end -------------------------------------------------------------------
