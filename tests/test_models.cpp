@@ -31,6 +31,20 @@
 namespace joinlab {
 namespace {
 
+// A profile holding only operator model `op`, written as text and parsed back.
+Profile round_trip(const std::string& op, const PiecewiseModel& m) {
+  Profile p;
+  p.name = "t";
+  p.status = "synthetic (tests)";
+  p.gpu.memory = p.gpu.mem_bw = p.host.memory = p.host.mem_bw = 1;
+  p.h2d = p.d2h = p.p2p = p.nic = {1, 0};
+  p.ops.set(op, m);
+  std::ostringstream text;
+  write_profile(p, text);
+  std::istringstream in(text.str());
+  return parse_profile(in, "t.ini");
+}
+
 Locality uniform_lookups(double lookups, double bytes, double keys) {
   Locality l;
   l.lookups = lookups;
@@ -315,16 +329,7 @@ TEST(OpModelFit, BreaksLieBetweenSampledSizesAndSurviveTheProfile) {
   ASSERT_EQ(m.pieces().size(), 2u);
   EXPECT_GT(m.pieces()[1].lower, std::ldexp(1.0, 26));
   EXPECT_LT(m.pieces()[1].lower, std::ldexp(1.0, 27));
-  Profile p;
-  p.name = "t";
-  p.status = "synthetic (tests)";
-  p.gpu.memory = p.gpu.mem_bw = p.host.memory = p.host.mem_bw = 1;
-  p.h2d = p.d2h = p.p2p = p.nic = {1, 0};
-  p.ops.set("gather", m);
-  std::ostringstream text;
-  write_profile(p, text);
-  std::istringstream in(text.str());
-  const Profile back = parse_profile(in, "t.ini");
+  const Profile back = round_trip("gather", m);
   for (auto& s : samples) EXPECT_NEAR(back.ops.seconds(s), s.seconds, 1e-4 * s.seconds) << s.segment;
 }
 
@@ -352,16 +357,7 @@ TEST(OpModelFit, FixedCostIsRecoveredFromTinySizesAndSurvivesTheProfile) {
   tiny.model = "scan";
   tiny.x = {1.0, 8.0 * 1024};
   EXPECT_NEAR(m.seconds(tiny), fixed, 0.05 * fixed);
-  Profile p;
-  p.name = "t";
-  p.status = "synthetic (tests)";
-  p.gpu.memory = p.gpu.mem_bw = p.host.memory = p.host.mem_bw = 1;
-  p.h2d = p.d2h = p.p2p = p.nic = {1, 0};
-  p.ops.set("scan", m);
-  std::ostringstream text;
-  write_profile(p, text);
-  std::istringstream in(text.str());
-  const Profile back = parse_profile(in, "t.ini");
+  const Profile back = round_trip("scan", m);
   EXPECT_NEAR(back.ops.get("scan").pieces()[0].coef[0], m.pieces()[0].coef[0], 1e-4 * fixed);
   EXPECT_NEAR(back.ops.seconds(tiny), m.seconds(tiny), 1e-4 * fixed);
 }

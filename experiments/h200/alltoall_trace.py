@@ -7,6 +7,8 @@ received over that span; and the local copies (round 0) and messages. Phases "sh
 "shuffle_node"; the trace of a run with repeats is its median repeat's."""
 import json, sys
 
+from trace_csv import print_breakdowns
+
 
 def breakdown(path):
     d = json.load(open(path))
@@ -38,16 +40,7 @@ def breakdown(path):
 def main():
     cols = ["phase", "rank", "phase_ms", "lead_in_ms", "recv_span_ms", "tail_ms", "recv_GB", "recv_GBps",
             "local_copy_ms", "messages"]
-    print("trace," + ",".join(cols))
-    for path in sys.argv[1:]:
-        try:
-            rows = breakdown(path)
-        except (OSError, ValueError, KeyError) as e:
-            print(f"{path},unreadable: {e}")
-            continue
-        for r in rows:
-            print(path + "," + ",".join(f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]) for c in cols))
-    return 0
+    return print_breakdowns(breakdown, cols, sys.argv[1:])
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@ credit puts (flag only), the consumer (stream_consume), and the lead-in / tail o
 Prints CSV (one row per trace, rank and phase)."""
 import json, sys
 
+from trace_csv import print_breakdowns
+
 
 def union(spans):
     """Total length of the union of [b, e) intervals."""
@@ -76,16 +78,7 @@ COLS = ["phase", "rank", "phase_ms", "histogram_ms", "histogram_ops", "partition
 
 
 def main():
-    print("trace," + ",".join(COLS))
-    for path in sys.argv[1:]:
-        try:
-            rows = breakdown(path)
-        except (OSError, ValueError, KeyError) as e:
-            print(f"{path},unreadable: {e}")
-            continue
-        for r in rows:
-            print(path + "," + ",".join(f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]) for c in COLS))
-    return 0
+    return print_breakdowns(breakdown, COLS, sys.argv[1:])
 
 
 if __name__ == "__main__":

@@ -152,7 +152,7 @@ void sort_oversized(KernelContext& ctx, K* keys, V* vals, const uint64_t* d_offs
   uint32_t oversized = 0;
   JL_CUDA_CHECK(cudaMemcpyAsync(&oversized, d_oversized, sizeof(oversized), cudaMemcpyDeviceToHost, ctx.stream()));
   ctx.sync();
-  if (oversized == 0 || low_bits == 0) return;
+  if (oversized == 0 || low_bits == 0) return;  // none, or all keys of a partition equal
   std::vector<uint64_t> offsets(fanout + 1);
   JL_CUDA_CHECK(cudaMemcpyAsync(offsets.data(), d_offsets, offsets.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost,
                                 ctx.stream()));
@@ -162,7 +162,7 @@ void sort_oversized(KernelContext& ctx, K* keys, V* vals, const uint64_t* d_offs
   bool device_wide = false;
   for (uint32_t p = 0; p < fanout; ++p) {
     const uint64_t b = offsets[p], e = offsets[p + 1];
-    if (e - b <= kLocalCapacity || low_bits == 0) continue;  // sorted by its block, or all keys equal
+    if (e - b <= kLocalCapacity) continue;  // sorted by its block
     if (e - b >= kDeviceWide) {
       const auto [tmp_k, tmp_v] = scratch_copy(ctx, keys + b, vals + b, e - b);
       cub_radix_sort(ctx, tmp_k, keys + b, tmp_v, vals + b, e - b, int(low_bits));
