@@ -162,10 +162,11 @@ TEST(OpModels, BuildCollisionsGrowWithTheLoadFactor) {
 }
 
 Partitioned partitions(const std::vector<uint64_t>& counts) {
+  std::vector<uint64_t> offsets{0};
+  for (uint64_t c : counts) offsets.push_back(offsets.back() + c);
   Partitioned p;
-  p.offsets.push_back(0);
-  for (uint64_t c : counts) p.offsets.push_back(p.offsets.back() + c);
-  p.all = tuples(p.offsets.back());
+  p.all = tuples(offsets.back());
+  p.offsets = offsets;
   return p;
 }
 

@@ -48,6 +48,11 @@ struct Launched {
   Event done;
   OpResultPtr result;
   const OpResult& get() const { done.wait(); return *result; }
+  // Its values (a Partition's offsets) once done, shared with the result rather than copied.
+  SharedOffsets values() const {
+    done.wait();
+    return SharedOffsets(std::shared_ptr<const std::vector<uint64_t>>(result, &result->values));
+  }
 };
 
 // Nodes x ranks per node. Rank r sits on node r / per_node as local index r % per_node.

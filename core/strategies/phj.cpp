@@ -107,9 +107,9 @@ void start_pass2(Rank& rank, Stream st, RadixPartitioning& rp, const RadixPlan& 
 
 Partitioned finish(RadixPartitioning& rp, const RadixPlan& plan) {
   if (plan.passes() == 0) return Partitioned{rp.in, {0, rp.in.rows}};
-  if (plan.pass2_bits == 0 || rp.merged) return Partitioned{rp.mid, rp.pass1.get().values, rp.offsets};
+  if (plan.pass2_bits == 0 || rp.merged) return Partitioned{rp.mid, rp.pass1.values(), rp.offsets};
   // Segment-major offsets: final partition = pass-1 partition * 2^pass2_bits + pass-2 partition.
-  return Partitioned{rp.in, rp.pass2.get().values, rp.offsets};
+  return Partitioned{rp.in, rp.pass2.values(), rp.offsets};
 }
 
 }  // namespace
