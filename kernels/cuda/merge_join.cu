@@ -19,21 +19,52 @@ constexpr int kMjVT = 8;
 constexpr uint32_t kMjTile = kMjThreads * kMjVT;
 constexpr int kOutThreads = 256;
 
-// Number of A elements among the first `diag` of the merge where A[i] goes first iff A[i] < B[j].
+// Number of A elements among the first `diag` of the merge where A[i] goes first iff A[i] < B[j],
+// known to lie in [lo, hi].
 template <class K>
-__device__ __forceinline__ uint64_t merge_path(const K* a, uint64_t na, const K* b, uint64_t nb, uint64_t diag) {
-  uint64_t lo = diag > nb ? diag - nb : 0, hi = min(diag, na);
+__device__ __forceinline__ uint64_t merge_path(const K* a, const K* b, uint64_t diag, uint64_t lo, uint64_t hi) {
   while (lo < hi) {
     const uint64_t mid = (lo + hi) / 2;
     if (a[mid] < b[diag - 1 - mid]) lo = mid + 1; else hi = mid;
   }
   return lo;
 }
-
 template <class K>
-__global__ void merge_partition_kernel(const K* a, uint64_t na, const K* b, uint64_t nb, uint64_t tiles, uint64_t* split) {
-  for (uint64_t t = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; t <= tiles; t += uint64_t(gridDim.x) * blockDim.x)
-    split[t] = merge_path(a, na, b, nb, min(t * kMjTile, na + nb));
+__device__ __forceinline__ uint64_t merge_path(const K* a, uint64_t na, const K* b, uint64_t nb, uint64_t diag) {
+  return merge_path(a, b, diag, diag > nb ? diag - nb : 0, min(diag, na));
+}
+
+// Tile boundaries are searched in two rounds: every kCoarse-th boundary over the whole inputs,
+// then each boundary between its two coarse neighbours. A search over all of R and S touches a
+// new page at each of its ~28 steps; between neighbours it takes 17 steps in a window of 128 K
+// rows that the warp's neighbouring searches share (the one-round kernel took 0.23 ms for 2^28
+// rows on the H100).
+constexpr uint64_t kCoarse = 64;
+
+// coarse[c] = A elements before diagonal min(c * kCoarse * kMjTile, na + nb), c <= n_coarse.
+template <class K>
+__global__ void merge_coarse_kernel(const K* a, uint64_t na, const K* b, uint64_t nb, uint64_t n_coarse,
+                                    uint64_t* coarse) {
+  for (uint64_t c = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; c <= n_coarse; c += uint64_t(gridDim.x) * blockDim.x)
+    coarse[c] = merge_path(a, na, b, nb, min(c * kCoarse * kMjTile, na + nb));
+}
+
+// split[t] = A elements before tile t's first diagonal, t <= tiles, between the coarse splits
+// around it: split(d) is nondecreasing in d and grows by at most d's growth.
+template <class K>
+__global__ void merge_partition_kernel(const K* a, uint64_t na, const K* b, uint64_t nb, uint64_t tiles,
+                                       const uint64_t* coarse, uint64_t* split) {
+  for (uint64_t t = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; t <= tiles; t += uint64_t(gridDim.x) * blockDim.x) {
+    const uint64_t diag = min(t * kMjTile, na + nb), c = t / kCoarse;
+    if (t % kCoarse == 0) {
+      split[t] = coarse[c];
+      continue;
+    }
+    const uint64_t d0 = c * kCoarse * kMjTile, d1 = min((c + 1) * kCoarse * kMjTile, na + nb);
+    const uint64_t lo = max(max(coarse[c], diag > nb ? diag - nb : 0), coarse[c + 1] - min(coarse[c + 1], d1 - diag));
+    const uint64_t hi = min(min(coarse[c + 1], coarse[c] + (diag - d0)), min(diag, na));
+    split[t] = merge_path(a, b, diag, lo, hi);
+  }
 }
 
 // S rows with more matches than this are written by merge_heavy_kernel.
@@ -149,9 +180,14 @@ void merge_join(KernelContext& ctx, const K* r_keys, const VR* r_vals, uint64_t 
   if (!r_rows || !s_rows) return;
   const uint64_t tiles = (r_rows + s_rows + kMjTile - 1) / kMjTile;
   if (tiles > uint64_t(INT32_MAX)) throw RuntimeError("merge join: inputs too large for one launch");
+  const uint64_t n_coarse = (tiles + kCoarse - 1) / kCoarse;
+  uint64_t* coarse = ctx.scratch_array<uint64_t>(n_coarse + 1);
   uint64_t* split = ctx.scratch_array<uint64_t>(tiles + 1);
+  merge_coarse_kernel<K><<<grid_for(n_coarse + 1, 64, 4096), 64, 0, ctx.stream()>>>(r_keys, r_rows, s_keys, s_rows,
+                                                                                   n_coarse, coarse);
+  JL_CUDA_LAUNCHED("merge_coarse_kernel");
   merge_partition_kernel<K><<<grid_for(tiles + 1, 256, 4096), 256, 0, ctx.stream()>>>(r_keys, r_rows, s_keys, s_rows,
-                                                                                      tiles, split);
+                                                                                      tiles, coarse, split);
   JL_CUDA_LAUNCHED("merge_partition_kernel");
   ctx.mark("merge_partition_kernel");
   // Listed runs are disjoint ranges of > kLightRun rows that start inside the output, so at most
