@@ -368,6 +368,47 @@ TEST(CudaOps, RadixSortOfSkewedKeysMatchesCpu) {
           "zipf sort n " + std::to_string(n) + " key bytes " + std::to_string(kb));
 }
 
+// The MSD radix sort plans its bits from a sample of the keys (every 16th row of 2^20): keys
+// above the sampled range, all on unsampled rows, land in the last partition. A few are ordered
+// by the last partition's block, a thousand (more than a block's threads) by a CUB sort of that
+// partition, twenty thousand (more than a block holds) by the oversized path, on all key bits.
+TEST(CudaOps, RadixSortOfKeysAboveTheSampledRangeMatchesCpu) {
+  JL_REQUIRE_GPU();
+  constexpr uint64_t n = uint64_t(1) << 20;
+  for (uint8_t kb : {uint8_t(4), uint8_t(8)})
+    for (uint64_t outliers : {uint64_t(3), uint64_t(1000), uint64_t(20000)})
+      same_on_both(
+          [&](Rank& rank) {
+            std::mt19937_64 rng(outliers * 31 + kb);
+            const uint64_t hi = kb == 4 ? (uint64_t(1) << 31) : (uint64_t(1) << 62);
+            Buffer hk = rank.alloc(MemSpace::Pinned, n * kb, "test.keys");
+            Buffer hv = rank.alloc(MemSpace::Pinned, n * 4, "test.vals");
+            for (uint64_t i = 0; i < n; ++i) {
+              // Sampled rows (multiples of 16) stay below 2^20; outliers sit on rows 16 j + 1,
+              // some equal to each other, some to the sampled range's top key 2^20 - 1.
+              uint64_t k = 1 + rng() % ((uint64_t(1) << 20) - 1);
+              if (i % 16 == 1 && i / 16 < outliers) k = i % 3 == 0 ? hi - 7 : (uint64_t(1) << 20) + rng() % (hi >> 1);
+              if (i % 16 == 3 && i / 16 < outliers) k = (uint64_t(1) << 20) - 1;
+              if (kb == 4) static_cast<uint32_t*>(hk->ptr)[i] = uint32_t(k);
+              else static_cast<uint64_t*>(hk->ptr)[i] = k;
+              static_cast<uint32_t*>(hv->ptr)[i] = uint32_t(i);
+            }
+            Tuples in = rank.alloc_tuples(MemSpace::Device, n, {kb, 4}, "in");
+            rank.copy(Stream{0}, in.keys, 0, hk, 0, n * kb);
+            rank.copy(Stream{0}, in.vals, 0, hv, 0, n * 4);
+            Tuples out = rank.alloc_tuples(MemSpace::Device, n, in.fmt, "sorted");
+            rank.launch(Stream{0}, SortOp{in, out, SortAlgo::Radix}).get();
+            Obs o;
+            add(o, digest(rank, out, 0, n));
+            const auto keys = test::read_back(rank, out.keys, n, kb);
+            o.push_back(std::is_sorted(keys.begin(), keys.end()));
+            for (uint64_t i = 0; i < n; i += n / 64) o.push_back(keys[i]);
+            for (uint64_t i = n - 64; i < n; ++i) o.push_back(keys[i]);  // the last partition's
+            return o;
+          },
+          "sort with " + std::to_string(outliers) + " keys above the sampled range, key bytes " + std::to_string(kb));
+}
+
 TEST(CudaOps, MergeJoinMatchesCpuForManyToMany) {
   JL_REQUIRE_GPU();
   for (const JoinCase& c : join_cases()) {

@@ -13,8 +13,14 @@ struct PartitionFn {
   uint32_t bits = 0;   // fanout = 2^bits
   uint32_t shift = 0;  // bits below this are skipped (second pass of a radix partitioning)
   uint64_t seed = 0;   // Hash: mixed into the key (a different seed per level, gao2021)
+  // Radix: keys above it count as it (an MSD sort that planned its bits from a sample of the
+  // keys puts the few larger ones in the last partition, in order, and fixes that one up).
+  uint64_t key_limit = ~0ULL;
   JL_HD uint32_t fanout() const { return 1u << bits; }
-  JL_HD uint32_t operator()(uint64_t key) const {
+  JL_HD bool clamps() const { return kind == Radix && key_limit != ~0ULL; }
+  JL_HD uint32_t operator()(uint64_t key) const { return digit(kind == Radix && key > key_limit ? key_limit : key); }
+  // The partition of a key at most key_limit (hot loops that know no key exceeds it).
+  JL_HD uint32_t digit(uint64_t key) const {
     uint64_t v = kind == Radix ? key : murmur3_fmix64(key ^ seed);
     return uint32_t((v >> shift) & ((1ULL << bits) - 1));
   }

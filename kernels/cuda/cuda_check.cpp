@@ -2,6 +2,8 @@
 
 #include <cstring>
 #include <map>
+#include <set>
+#include <tuple>
 #include <mutex>
 #include <utility>
 
@@ -28,6 +30,32 @@ void raise_shared_memory_limit(const void* kernel, size_t bytes) {
   if (bytes <= now) return;
   JL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
   now = bytes;
+}
+
+// Set once per kernel and device: every operator launch asks again, and a cudaFuncSetAttribute
+// call costs microseconds of host time the GPU may be waiting for.
+void prefer_max_shared_carveout(const void* kernel) {
+  static std::mutex mu;
+  static std::set<std::pair<const void*, int>> done;
+  int device = 0;
+  JL_CUDA_CHECK(cudaGetDevice(&device));
+  std::lock_guard<std::mutex> g(mu);
+  if (!done.insert({kernel, device}).second) return;
+  JL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                     int(cudaSharedmemCarveoutMaxShared)));
+}
+
+int blocks_per_sm(const void* kernel, int threads, size_t smem) {
+  static std::mutex mu;
+  static std::map<std::tuple<const void*, int, int, size_t>, int> known;
+  int device = 0;
+  JL_CUDA_CHECK(cudaGetDevice(&device));
+  std::lock_guard<std::mutex> g(mu);
+  const auto key = std::make_tuple(kernel, device, threads, smem);
+  if (auto it = known.find(key); it != known.end()) return it->second;
+  int blocks = 0;
+  JL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, smem));
+  return known[key] = blocks;
 }
 
 }  // namespace joinlab::cuda

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -183,6 +184,17 @@ struct PendingOp {
         params.rows_out = result->count;
     }
   }
+  // Once complete: lets go of what the work used (buffers, the operator, its result words); the
+  // events stay for the trace.
+  void release() {
+    op = Op{};
+    keep.reset();
+    hold.reset();
+    streaming.reset();
+    finish = nullptr;
+    if (words) result_words_put(words, nwords);
+    words = nullptr;
+  }
   ~PendingOp() {
     for (auto& m : marks) cudaEventDestroy(m.event);
     if (words) result_words_put(words, nwords);
@@ -230,11 +242,20 @@ CudaRank::CudaRank(int id, ClusterShape shape, int device, uint64_t device_limit
   streams_.resize(size_t(std::max(1, streams)));
   for (auto& s : streams_) JL_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   pending_.resize(streams_.size());
+  // Scratch memory (cudaMallocAsync) stays with the pool across synchronizations: with the default
+  // release threshold (0) every stream sync gave it back to the driver, and the next operator's
+  // allocations mapped it again while the GPU waited (up to 0.1 ms before the first kernel of a
+  // sort on the H100). Out of memory, the allocators trim the pool (device_block_get).
+  cudaMemPool_t pool;
+  JL_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device_));
+  uint64_t keep_all = ~uint64_t(0);
+  JL_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all));
   // The reference event anchors GPU timestamps on the host clock.
   ref_event_ = new_event(true);
   JL_CUDA_CHECK(cudaEventRecord(ref_event_, streams_[0]));
   JL_CUDA_CHECK(cudaEventSynchronize(ref_event_));
   ref_time_ = now();
+  if (host_times()) std::fprintf(stderr, "host %.3f ms: rank %d clock at 0\n", host_time_ms() - now() * 1e3, id);
 }
 
 CudaRank::~CudaRank() {
@@ -316,6 +337,7 @@ Event CudaRank::track(Stream s, OpParams params, cudaEvent_t start, std::shared_
 }
 
 Launched CudaRank::launch(Stream s, Op op) {
+  const double host_begin = host_time_ms();
   OnDevice on(device_);
   cudaStream_t st = stream_of(s);
   auto result = std::make_shared<OpResult>();
@@ -351,6 +373,9 @@ Launched CudaRank::launch(Stream s, Op op) {
   p->op = std::move(op);
   p->has_op = true;
   if (params.kind == OpKind::Build) params = params_of(p->op);  // table rows updated
+  if (host_times())
+    std::fprintf(stderr, "host %.3f .. %.3f ms: rank %d launched %s %s\n", host_begin, host_time_ms(), id(),
+                 to_string(params.kind), params.detail.c_str());
   return {track(s, std::move(params), start, p), result};
 }
 
@@ -415,9 +440,30 @@ void CudaRank::resolve(int stream) {
     std::lock_guard<std::mutex> g(pending_mu_);
     done.swap(pending_[size_t(stream)]);
   }
-  const std::string track = "stream " + std::to_string(stream);
   for (auto& p : done) {
     p->complete();
+    p->release();
+  }
+  // Their spans are written later (trace_completed): reading two events per operator and one per
+  // kernel, and destroying them, took ~25 us at each phase boundary of phj, time the next
+  // phase's kernels waited for.
+  bool many;
+  {
+    std::lock_guard<std::mutex> g(pending_mu_);
+    untraced_.insert(untraced_.end(), done.begin(), done.end());
+    many = untraced_.size() > 4096;  // bounds the events held in a long run
+  }
+  if (many) trace_completed();
+}
+
+void CudaRank::trace_completed() {
+  std::vector<std::shared_ptr<PendingOp>> ops;
+  {
+    std::lock_guard<std::mutex> g(pending_mu_);
+    ops.swap(untraced_);
+  }
+  for (auto& p : ops) {
+    const std::string track = "stream " + std::to_string(p->stream);
     trace_.add({id(), track, p->params, event_time(p->start), event_time(p->end)});
     // The operator's kernels on a track of their own: kernel name in `detail`, the operator's
     // parameters otherwise, each from the previous kernel's end (the operator's start).
@@ -433,11 +479,16 @@ void CudaRank::resolve(int stream) {
 }
 
 void CudaRank::sync(Stream s) {
+  const double host_begin = host_time_ms();
   OnDevice on(device_);
   JL_CUDA_CHECK_CTX(cudaStreamSynchronize(stream_of(s)), "synchronizing stream " + std::to_string(s.id) + " of rank " +
                                                             std::to_string(id()));
+  const double synced = host_time_ms();
   resolve(s.id);
   check_lane(s);
+  if (host_times())
+    std::fprintf(stderr, "host %.3f .. %.3f (stream done) .. %.3f ms: rank %d synced stream %d\n", host_begin, synced,
+                 host_time_ms(), id(), s.id);
 }
 
 // --- host lanes and streaming operators ------------------------------------------------------------
@@ -511,6 +562,7 @@ Launched CudaRank::launch_streaming(Stream s, StreamingOp op) {
 
 void CudaRank::finish() {
   for (int i = 0; i < streams(); ++i) sync(Stream{i});
+  trace_completed();
 }
 
 // --- messages, windows, collectives -------------------------------------------------------------

@@ -80,6 +80,7 @@ class CudaRank : public Rank {
   Event track_transfer(Stream s, OpKind kind, uint64_t bytes, const std::string& detail, cudaEvent_t start,
                        FabricOp f);
   void resolve(int stream);  // completes the pending operators of a synchronized stream
+  void trace_completed();    // writes the spans of the operators resolve completed
   void check_copy(const Buffer& b, uint64_t off, uint64_t bytes, const char* what) const;
   double event_time(cudaEvent_t e) const;
   // Runs `work` (which returns the span's parameters) on the host lane of s.
@@ -101,6 +102,7 @@ class CudaRank : public Rank {
   double ref_time_ = 0;
   std::mutex pending_mu_;
   std::vector<std::deque<std::shared_ptr<PendingOp>>> pending_;  // per stream, in launch order
+  std::vector<std::shared_ptr<PendingOp>> untraced_;  // completed, spans not yet written
   std::mutex lanes_mu_;
   std::vector<std::unique_ptr<HostLane>> lanes_;  // per stream, started on first use
 };

@@ -46,10 +46,12 @@ void allow_shared_memory(Kernel kernel, size_t bytes) {
 
 // Asks for the largest shared-memory carveout, so that several blocks of a kernel with a large
 // shared-memory footprint fit on one SM.
+void prefer_max_shared_carveout(const void* kernel);  // cuda_check.cpp
+// Resident blocks per SM of `kernel` at this block size and dynamic shared memory (cached).
+int blocks_per_sm(const void* kernel, int threads, size_t smem);  // cuda_check.cpp
 template <class Kernel>
 void prefer_shared_memory(Kernel kernel) {
-  JL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                     int(cudaSharedmemCarveoutMaxShared)));
+  prefer_max_shared_carveout(reinterpret_cast<const void*>(kernel));
 }
 
 // Sum of a 64-bit value over the block; the result is valid in thread 0. `scratch` holds one

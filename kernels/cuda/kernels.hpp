@@ -42,6 +42,12 @@ struct KernelOptions {
 // What a kernel function needs besides its arguments: the stream, the device's limits and
 // stream-ordered temporary memory (cudaMallocAsync; freed on the stream when the context ends,
 // after every kernel it served has been queued).
+// JOINLAB_HOST_TIMES=1: the host thread prints when it launches each kernel (KernelContext::mark)
+// and each operator and stream sync (CudaRank), in milliseconds of the steady clock, to stderr:
+// where the host keeps the GPU waiting (the device machine has no Nsight Systems).
+bool host_times();
+double host_time_ms();
+
 class KernelContext {
  public:
   KernelContext(cudaStream_t stream, const DeviceInfo& info) : stream_(stream), info_(info) {}

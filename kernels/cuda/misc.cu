@@ -1,4 +1,8 @@
 // Kernel context, generation, gather, checksum and scan.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <cub/device/device_scan.cuh>
 
 #include <map>
@@ -51,7 +55,20 @@ void KernelContext::upload_bytes(void* d, const void* h, size_t bytes) {
   if (bytes) JL_CUDA_CHECK(cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, stream_));
 }
 
+bool host_times() {
+  static const bool on = [] {
+    const char* v = std::getenv("JOINLAB_HOST_TIMES");
+    return v && *v && std::strcmp(v, "0") != 0;
+  }();
+  return on;
+}
+
+double host_time_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 void KernelContext::mark(const char* kernel) {
+  if (host_times()) std::fprintf(stderr, "host %.3f ms: queued %s\n", host_time_ms(), kernel);
   cudaEvent_t e;
   JL_CUDA_CHECK(cudaEventCreate(&e));
   JL_CUDA_CHECK(cudaEventRecord(e, stream_));

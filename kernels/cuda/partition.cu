@@ -91,7 +91,9 @@ __global__ void __launch_bounds__(kPartThreads) partition_histogram_kernel(const
 // kAligned: windows + carry buffers as described at the top. Otherwise (cluster option
 // scatter=direct) each staged row is written straight to its partition's region: runs of a
 // partition are contiguous but not aligned (CUB onesweep's scatter), with less work per tile.
-template <class K, class V, bool kAligned, int kThreads = scatter_threads(sizeof(K), sizeof(V))>
+// kClamp: fn.clamps() (an MSD sort's partitioning); the others skip its compare in the hot loop
+// (W1 smj's four 4+4-byte scatters took 0.19 ms longer with it).
+template <class K, class V, bool kAligned, bool kClamp, int kThreads = scatter_threads(sizeof(K), sizeof(V))>
 __global__ void __launch_bounds__(kThreads, 2) partition_scatter_kernel(const K* in_k, const V* in_v,
                                                                         const PartBlock* blocks, PartitionFn fn,
                                                                         const uint64_t* hist_offsets, K* out_k,
@@ -167,7 +169,7 @@ __global__ void __launch_bounds__(kThreads, 2) partition_scatter_kernel(const K*
     for (int i = 0; i < kPartVT; ++i) {
       const uint32_t idx = i * kThreads + tid;
       if (idx < n) {
-        const uint32_t q = fn(uint64_t(k[i]));
+        const uint32_t q = kClamp ? fn(uint64_t(k[i])) : fn.digit(uint64_t(k[i]));
         where[i] = (q << 16) | atomicAdd(&tile_n[q], 1u);
       }
     }
@@ -225,7 +227,7 @@ __global__ void __launch_bounds__(kThreads, 2) partition_scatter_kernel(const K*
         if (s < n) {
           const K kk = stage_k[s];
           const V vv = stage_v[s];
-          const uint32_t q = fn(uint64_t(kk));
+          const uint32_t q = kClamp ? fn(uint64_t(kk)) : fn.digit(uint64_t(kk));
           const uint64_t pos = cursor[q] + (s - tile_start[q]);
           out_k[pos] = kk;
           out_v[pos] = vv;
@@ -454,17 +456,24 @@ __global__ void joint_sum_kernel(const PartBlock* blocks, const GroupRange* rang
   }
 }
 
+// The scatter kernel for the cluster's options and fn.
+template <class K, class V>
+auto scatter_kernel(const KernelContext& ctx, PartitionFn fn) {
+  if (ctx.options.aligned_scatter)
+    return fn.clamps() ? partition_scatter_kernel<K, V, true, true> : partition_scatter_kernel<K, V, true, false>;
+  return fn.clamps() ? partition_scatter_kernel<K, V, false, true> : partition_scatter_kernel<K, V, false, false>;
+}
+
 // Rows per scatter block: about three blocks per resident block slot, whole tiles, at least two.
 template <class K, class V>
-uint64_t scatter_rows_per_block(KernelContext& ctx, uint32_t fanout, uint64_t total) {
-  const size_t smem = scatter_smem(fanout, sizeof(K), sizeof(V), ctx.options.aligned_scatter);
-  auto scatter = ctx.options.aligned_scatter ? partition_scatter_kernel<K, V, true> : partition_scatter_kernel<K, V, false>;
+uint64_t scatter_rows_per_block(KernelContext& ctx, PartitionFn fn, uint64_t total) {
+  const size_t smem = scatter_smem(fn.fanout(), sizeof(K), sizeof(V), ctx.options.aligned_scatter);
+  auto scatter = scatter_kernel<K, V>(ctx, fn);
   allow_shared_memory(scatter, smem);
   prefer_shared_memory(scatter);
-  int per_sm = 1;
   constexpr int threads = scatter_threads(sizeof(K), sizeof(V));
   constexpr uint32_t kTile = scatter_tile(sizeof(K), sizeof(V));
-  JL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, scatter, threads, smem));
+  const int per_sm = blocks_per_sm(reinterpret_cast<const void*>(scatter), threads, smem);
   const uint64_t target_blocks = uint64_t(ctx.info().sm_count) * uint64_t(std::max(per_sm, 1)) * 3;
   return std::max<uint64_t>(2 * kTile, (total / target_blocks + kTile - 1) / kTile * kTile);
 }
@@ -478,7 +487,7 @@ void scan_and_scatter(KernelContext& ctx, const K* in_k, const V* in_v, const Pa
                       uint64_t* d_offsets, uint64_t* scanned) {
   const uint32_t fanout = fn.fanout();
   const size_t smem = scatter_smem(fanout, sizeof(K), sizeof(V), ctx.options.aligned_scatter);
-  auto scatter = ctx.options.aligned_scatter ? partition_scatter_kernel<K, V, true> : partition_scatter_kernel<K, V, false>;
+  auto scatter = scatter_kernel<K, V>(ctx, fn);
   constexpr int threads = scatter_threads(sizeof(K), sizeof(V));
   exclusive_scan(ctx, hist, scanned, hist_n);
   // The scan is over this call's rows, so offsets start at 0 = out row of the first segment.
@@ -507,6 +516,43 @@ void layout_blocks(const std::vector<uint64_t>& segments, uint64_t rows_per_bloc
   }
 }
 
+// One segment's blocks as layout_blocks lays them out, written by the device: the host layout and
+// its three uploads kept the H100 waiting ~50 us before the first kernel of phj and of each sort.
+__global__ void one_segment_layout_kernel(uint64_t begin, uint64_t end, uint64_t rows_per_block, uint32_t nblocks,
+                                          PartBlock* blocks, uint32_t* seg_first, uint32_t* seg_blocks) {
+  for (uint32_t j = blockIdx.x * blockDim.x + threadIdx.x; j < nblocks; j += gridDim.x * blockDim.x)
+    blocks[j] = {min(end, begin + j * rows_per_block), min(end, begin + (j + 1) * rows_per_block), 0, nblocks};
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    *seg_first = 0;
+    *seg_blocks = nblocks;
+  }
+}
+
+// The blocks of `segments` in device memory: laid out on the device for one segment, else here
+// (layout_blocks) and uploaded.
+struct DeviceBlocks {
+  const PartBlock* blocks;
+  uint32_t nblocks;
+  const uint32_t* seg_first;
+  const uint32_t* seg_blocks;
+};
+DeviceBlocks device_blocks(KernelContext& ctx, const std::vector<uint64_t>& segments, uint64_t rows_per_block) {
+  if (segments.size() == 2) {
+    const uint64_t b = segments[0], e = segments[1];
+    const uint32_t nb = uint32_t(std::max<uint64_t>(1, (e - b + rows_per_block - 1) / rows_per_block));
+    PartBlock* blocks = ctx.scratch_array<PartBlock>(nb);
+    uint32_t* seg = ctx.scratch_array<uint32_t>(2);
+    one_segment_layout_kernel<<<grid_for(nb, 256, 64), 256, 0, ctx.stream()>>>(b, e, rows_per_block, nb, blocks, seg,
+                                                                              seg + 1);
+    JL_CUDA_LAUNCHED("one_segment_layout_kernel");
+    return {blocks, nb, seg, seg + 1};
+  }
+  std::vector<PartBlock> blocks;
+  std::vector<uint32_t> seg_first, seg_blocks;
+  layout_blocks(segments, rows_per_block, blocks, seg_first, seg_blocks);
+  return {ctx.upload(blocks), uint32_t(blocks.size()), ctx.upload(seg_first), ctx.upload(seg_blocks)};
+}
+
 // Shared memory of joint_histogram_kernel, or 0 where its counts do not fit a block.
 size_t joint_smem(const DeviceInfo& info, PartitionFn high, PartitionFn low) {
   const size_t smem = (size_t(high.fanout()) * low.fanout() + high.fanout()) * sizeof(uint32_t);
@@ -524,13 +570,11 @@ void partition_two_pass(KernelContext& ctx, const K* in_k, const V* in_v, uint64
   K* tmp_k = ctx.scratch_array<K>(rows);
   V* tmp_v = ctx.scratch_array<V>(rows);
   // Pass 1 over [first_row, first_row + rows) into tmp (rows from 0).
-  std::vector<PartBlock> blocks1;
-  std::vector<uint32_t> seg_first1, seg_blocks1;
-  layout_blocks({first_row, first_row + rows}, scatter_rows_per_block<K, V>(ctx, f1, rows), blocks1, seg_first1,
-                seg_blocks1);
-  const uint32_t nb1 = uint32_t(blocks1.size());
+  const DeviceBlocks layout1 =
+      device_blocks(ctx, {first_row, first_row + rows}, scatter_rows_per_block<K, V>(ctx, high, rows));
+  const uint32_t nb1 = layout1.nblocks;
   const uint32_t groups = smem ? std::min<uint32_t>(nb1, uint32_t(ctx.info().sm_count)) : nb1;
-  const PartBlock* d_blocks1 = ctx.upload(blocks1);
+  const PartBlock* d_blocks1 = layout1.blocks;
   uint64_t* hist1 = ctx.scratch_array<uint64_t>(uint64_t(f1) * nb1);
   uint64_t* scanned1 = ctx.scratch_array<uint64_t>(uint64_t(f1) * nb1);
   uint32_t* joint = nullptr;
@@ -548,10 +592,10 @@ void partition_two_pass(KernelContext& ctx, const K* in_k, const V* in_v, uint64
     ctx.mark("partition_histogram_kernel");
   }
   uint64_t* mid = ctx.scratch_array<uint64_t>(f1 + 1);
-  scan_and_scatter(ctx, in_k, in_v, d_blocks1, nb1, high, hist1, uint64_t(f1) * nb1, ctx.upload(seg_first1),
-                   ctx.upload(seg_blocks1), 1, rows, tmp_k, tmp_v, mid, scanned1);
+  scan_and_scatter(ctx, in_k, in_v, d_blocks1, nb1, high, hist1, uint64_t(f1) * nb1, layout1.seg_first,
+                   layout1.seg_blocks, 1, rows, tmp_k, tmp_v, mid, scanned1);
   // Pass 2: each high partition of tmp on the low digits, blocks laid out on the device.
-  const uint64_t rpb2 = scatter_rows_per_block<K, V>(ctx, f2, rows);
+  const uint64_t rpb2 = scatter_rows_per_block<K, V>(ctx, low, rows);
   const uint32_t max_blocks = uint32_t(rows / rpb2 + f1 + 1);
   PartBlock* blocks2 = ctx.scratch_array<PartBlock>(max_blocks);
   GroupRange* ranges = ctx.scratch_array<GroupRange>(max_blocks);
@@ -583,21 +627,18 @@ void partition_one_pass(KernelContext& ctx, const K* in_k, const V* in_v, const 
   const uint32_t fanout = fn.fanout();
   const uint32_t nseg = uint32_t(segments.size() - 1);
   const uint64_t total = segments.back() - segments.front();
-  const uint64_t rows_per_block = scatter_rows_per_block<K, V>(ctx, fanout, total);
+  const uint64_t rows_per_block = scatter_rows_per_block<K, V>(ctx, fn, total);
 
-  std::vector<PartBlock> blocks;
-  std::vector<uint32_t> seg_first, seg_blocks;
-  layout_blocks(segments, rows_per_block, blocks, seg_first, seg_blocks);
-  const uint64_t hist_n = uint64_t(fanout) * blocks.size();
-  PartBlock* d_blocks = ctx.upload(blocks);
+  const DeviceBlocks layout = device_blocks(ctx, segments, rows_per_block);
+  const uint64_t hist_n = uint64_t(fanout) * layout.nblocks;
   uint64_t* hist = ctx.scratch_array<uint64_t>(hist_n);
 
-  partition_histogram_kernel<K><<<unsigned(blocks.size()), kPartThreads, fanout * sizeof(uint32_t), ctx.stream()>>>(
-      in_k, d_blocks, fn, hist);
+  partition_histogram_kernel<K><<<layout.nblocks, kPartThreads, fanout * sizeof(uint32_t), ctx.stream()>>>(
+      in_k, layout.blocks, fn, hist);
   JL_CUDA_LAUNCHED("partition_histogram_kernel");
   ctx.mark("partition_histogram_kernel");
-  scan_and_scatter(ctx, in_k, in_v, d_blocks, uint32_t(blocks.size()), fn, hist, hist_n, ctx.upload(seg_first),
-                   ctx.upload(seg_blocks), nseg, total, out_k, out_v, d_offsets, ctx.scratch_array<uint64_t>(hist_n));
+  scan_and_scatter(ctx, in_k, in_v, layout.blocks, layout.nblocks, fn, hist, hist_n, layout.seg_first,
+                   layout.seg_blocks, nseg, total, out_k, out_v, d_offsets, ctx.scratch_array<uint64_t>(hist_n));
 }
 
 }  // namespace

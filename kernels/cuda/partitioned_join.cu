@@ -33,11 +33,27 @@ struct JoinItem {
   uint32_t r_rows, s_rows;
 };
 
-// Item p = partition pair p (from offsets in device memory; empty pairs make empty items).
+// Item p = partition pair p (from offsets in device memory; empty pairs make empty items), and
+// largest[0], largest[1]: the largest R and S partition (offsets that descend somewhere make a
+// huge one, so the host then lists the items itself and finds the descent).
 __global__ void items_of_partitions_kernel(const uint64_t* r_off, const uint64_t* s_off, uint64_t parts,
-                                           JoinItem* items) {
-  for (uint64_t p = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; p < parts; p += uint64_t(gridDim.x) * blockDim.x)
-    items[p] = JoinItem{r_off[p], s_off[p], uint32_t(r_off[p + 1] - r_off[p]), uint32_t(s_off[p + 1] - s_off[p])};
+                                           JoinItem* items, unsigned long long* largest) {
+  unsigned long long r_max = 0, s_max = 0;
+  for (uint64_t p = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; p < parts; p += uint64_t(gridDim.x) * blockDim.x) {
+    const uint64_t nr = r_off[p + 1] - r_off[p], ns = s_off[p + 1] - s_off[p];
+    items[p] = JoinItem{r_off[p], s_off[p], uint32_t(nr), uint32_t(ns)};
+    r_max = nr > r_max ? nr : r_max;
+    s_max = ns > s_max ? ns : s_max;
+  }
+  for (int d = 16; d > 0; d /= 2) {
+    const unsigned long long r = __shfl_down_sync(0xffffffffu, r_max, d), s = __shfl_down_sync(0xffffffffu, s_max, d);
+    r_max = r > r_max ? r : r_max;
+    s_max = s > s_max ? s : s_max;
+  }
+  if (threadIdx.x % 32 == 0) {
+    atomicMax(&largest[0], r_max);
+    atomicMax(&largest[1], s_max);
+  }
 }
 
 constexpr size_t align16(size_t b) { return (b + 15) / 16 * 16; }
@@ -180,18 +196,16 @@ __global__ void __launch_bounds__(kPjThreads, 2) partitioned_join_kernel(const K
   }
 }
 
-// The largest partition of ascending offsets, or ~0 if they are not ascending. One pass with no
-// early exit (the compiler vectorizes it): with 2^16 partitions the host's checks before the join
-// kernel were on the critical path (two loops per relation, 0.17 ms of idle GPU on the H100).
-uint64_t largest_partition(const std::vector<uint64_t>& off) {
+// The largest partition of offsets that must ascend (a RuntimeError names where they do not).
+uint64_t largest_partition(const std::vector<uint64_t>& off, const char* side) {
   uint64_t largest = 0;
-  int64_t smallest = 0;
   for (size_t i = 1; i < off.size(); ++i) {
-    const uint64_t d = off[i] - off[i - 1];
-    largest = std::max(largest, d);
-    smallest = std::min(smallest, int64_t(d));
+    if (off[i] < off[i - 1])
+      throw RuntimeError(std::string("partitioned join: ") + side + " partition offsets are not ascending at index " +
+                         std::to_string(i));
+    largest = std::max(largest, off[i] - off[i - 1]);
   }
-  return smallest < 0 ? ~uint64_t(0) : largest;
+  return largest;
 }
 
 // Items of every non-empty pair: R partitions in chunks of at most chunk_rows, each probed by
@@ -216,8 +230,7 @@ std::vector<JoinItem> split_items(const std::vector<uint64_t>& r_off, const std:
 template <class K, class VR, class VS, bool kChained>
 void partitioned_join_impl(KernelContext& ctx, const K* rk, const VR* rv, const std::vector<uint64_t>& r_off,
                            const K* sk, const VS* sv, const std::vector<uint64_t>& s_off, const uint64_t* r_dev,
-                           const uint64_t* s_dev, uint64_t max_r, uint64_t max_s, const JoinSinkRef<K, VR, VS>& sink,
-                           uint64_t* d_words) {
+                           const uint64_t* s_dev, const JoinSinkRef<K, VR, VS>& sink, uint64_t* d_words) {
   using Table = SmemTable<K, VR, kChained>;
   const uint32_t chunk_rows = Table::max_rows();
   const uint64_t parts = r_off.size() - 1;
@@ -229,19 +242,28 @@ void partitioned_join_impl(KernelContext& ctx, const K* rk, const VR* rv, const 
   uint64_t n_items = 0;
   const JoinItem* d_items = nullptr;
   // Every pair one item, if none needs splitting and the offsets are on the device: the items
-  // are listed there, so the kernel does not wait for the host to list 2^15 items and upload
-  // them (0.5 ms between phj's partition and join phases on the H100, W1).
-  if (r_dev && s_dev) {
-    if (max_r <= chunk_rows && max_s <= slice_rows && parts <= uint64_t(INT32_MAX)) {
-      JoinItem* list = ctx.scratch_array<JoinItem>(parts);
-      items_of_partitions_kernel<<<grid_for(parts, 256, 8192), 256, 0, ctx.stream()>>>(r_dev, s_dev, parts, list);
-      JL_CUDA_LAUNCHED("items_of_partitions_kernel");
+  // and the largest partitions are found there, so the kernel does not wait for the host to read
+  // 2^16 offsets per relation (0.16 ms of idle H100 with 8+8-byte tuples) and to list and upload
+  // items (0.5 ms, W1). The host reads two words.
+  if (r_dev && s_dev && parts <= uint64_t(INT32_MAX)) {
+    JoinItem* list = ctx.scratch_array<JoinItem>(parts);
+    unsigned long long* d_largest = ctx.scratch_array<unsigned long long>(2);
+    JL_CUDA_CHECK(cudaMemsetAsync(d_largest, 0, 2 * sizeof(*d_largest), ctx.stream()));
+    items_of_partitions_kernel<<<grid_for(parts, 256, 8192), 256, 0, ctx.stream()>>>(r_dev, s_dev, parts, list,
+                                                                                    d_largest);
+    JL_CUDA_LAUNCHED("items_of_partitions_kernel");
+    unsigned long long largest[2];
+    JL_CUDA_CHECK(cudaMemcpyAsync(largest, d_largest, sizeof(largest), cudaMemcpyDeviceToHost, ctx.stream()));
+    ctx.sync();
+    if (largest[0] <= chunk_rows && largest[1] <= slice_rows) {
       d_items = list;
       n_items = parts;
-      table_rows = uint32_t(std::max<uint64_t>(1, max_r));
+      table_rows = uint32_t(std::max<uint64_t>(1, largest[0]));
     }
   }
   if (!d_items) {  // the general case, listed here: oversized pairs split into chunks and slices
+    largest_partition(r_off, "R");
+    largest_partition(s_off, "S");
     const std::vector<JoinItem> items = split_items(r_off, s_off, chunk_rows, slice_rows, table_rows);
     if (items.empty()) return;
     if (items.size() > uint64_t(INT32_MAX))
@@ -279,23 +301,13 @@ void partitioned_join(KernelContext& ctx, const K* r_keys, const VR* r_vals, con
   if (r_offsets.size() != s_offsets.size())
     throw RuntimeError("partitioned join: R has " + std::to_string(r_offsets.size()) + " partition offsets, S has " +
                        std::to_string(s_offsets.size()));
-  uint64_t largest[2];
-  for (const auto* off : {&r_offsets, &s_offsets}) {
-    const uint64_t l = largest_partition(*off);
-    if (l == ~uint64_t(0))
-      for (size_t i = 1; i < off->size(); ++i)
-        if ((*off)[i] < (*off)[i - 1])
-          throw RuntimeError(std::string("partitioned join: ") + (off == &r_offsets ? "R" : "S") +
-                             " partition offsets are not ascending at index " + std::to_string(i));
-    largest[off == &r_offsets ? 0 : 1] = l;
-  }
   if (r_offsets.size() < 2) return;
   if (kind == TableKind::Chained)
     partitioned_join_impl<K, VR, VS, true>(ctx, r_keys, r_vals, r_offsets, s_keys, s_vals, s_offsets, r_dev_offsets,
-                                           s_dev_offsets, largest[0], largest[1], sink, d_words);
+                                           s_dev_offsets, sink, d_words);
   else
     partitioned_join_impl<K, VR, VS, false>(ctx, r_keys, r_vals, r_offsets, s_keys, s_vals, s_offsets, r_dev_offsets,
-                                            s_dev_offsets, largest[0], largest[1], sink, d_words);
+                                            s_dev_offsets, sink, d_words);
 }
 
 #define JL_PJOIN(K, VR, VS)                                                                                     \

@@ -1,13 +1,17 @@
-// Sorting (rui2017 3.3.1, smj). Radix sort sorts only the key bits that vary (the largest key is
-// reduced first: dense keys of 2^27 rows have 28 bits, and 8-byte keys with small values sort like
-// 4-byte ones), in one of two ways:
+// Sorting (rui2017 3.3.1, smj). Radix sort sorts only the key bits that vary (dense keys of 2^27
+// rows have 28 bits, and 8-byte keys with small values sort like 4-byte ones), in one of two ways:
 //  - MSD (default): the high bits partition the rows with the partition kernels (partition.cu:
 //    one or two scatter passes, partitions in digit order), then one block per partition sorts it
 //    on its remaining low bits in shared memory, in place, by counting sort (one on-chip pass:
 //    a counter per low-bit value). Three passes over memory for 28-bit keys where an LSD sort with
 //    8-bit digits makes four. Partitions too large for a block (skew) are sorted by CUB.
+//    The key range is estimated from a sample (a full max reduction cost 0.25 ms per 2^27 keys on
+//    the H100, 4% of smj): the partitioning counts keys above the sampled range as its top key
+//    (PartitionFn::key_limit), so they all land, in order, in the last partition, which the block
+//    or the host then sorts on all its bits.
 //  - onesweep (cluster option radix_sort=onesweep): CUB's LSD onesweep sort over all the bits.
 // The merge variant is CUB's stable merge sort (any comparator; what rui2017 uses).
+#include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 #include <cub/device/device_merge_sort.cuh>
 #include <cub/device/device_radix_sort.cuh>
@@ -27,12 +31,22 @@ struct KeyLess {
   template <class K>
   __device__ bool operator()(const K& a, const K& b) const { return a < b; }
 };
+template <class T>
+__device__ __forceinline__ T smaller(T a, T b) { return b < a ? b : a; }
+template <class T>
+__device__ __forceinline__ T larger(T a, T b) { return a < b ? b : a; }
+struct KeyMax {
+  template <class K>
+  __device__ K operator()(const K& a, const K& b) const { return larger(a, b); }
+};
 
 // --- MSD: on-chip counting sort of one partition ---------------------------------------------
 // A block of 256 threads sorts up to 5120 rows (20 per thread) on up to 13 low bits; the MSD
 // partitioning aims at ~4 Ki rows per partition, so that a uniform partition (4096 +- 64 rows)
 // never overflows, and 3 blocks of 8-byte tuples (40 KB of rows + 16 KB of counters) share an SM
-// (one block's load, sort and store phases overlap the others').
+// (one block's load, sort and store phases overlap the others'). Measured on the H100 (W1 smj,
+// 2026-11-22): 512 threads x 10 rows +0.55 ms, 2 Ki-row partitions (256 x 12 or 512 x 6) +1.0
+// and +1.3 ms (a second partition pass grows, the local sorts do not shrink as much).
 constexpr int kLocalThreads = 256;
 constexpr int kLocalItems = 20;
 constexpr uint32_t kLocalCapacity = uint32_t(kLocalThreads) * kLocalItems;
@@ -48,22 +62,34 @@ size_t local_smem(uint32_t low_bits) {
   return size_t(padded(1u << low_bits)) * sizeof(uint32_t) + size_t(kLocalCapacity) * (sizeof(K) + sizeof(V));
 }
 
+// What the local sort leaves to the host: partitions too large for a block, and whether the last
+// partition holds keys above the planned range that its block could not order.
+struct LocalSortFlags {
+  uint32_t oversized;
+  uint32_t unsorted_last;
+};
+
 // Block p sorts partition p (rows offsets[p] .. offsets[p + 1] of keys/vals, in place) on its key
 // bits below `low_bits` (the bits above are the partition's digit, the same for all its rows):
 // count each low value, scan the counts into positions, place each row at its position in
 // shared memory, write the partition back. Partitions larger than the block's capacity are left
-// to the caller, counted in *oversized (so that the host, in the common case, reads one word
-// instead of every offset). Rows of equal keys may change order (the sort is not stable).
+// to the caller, counted in flags->oversized (so that the host, in the common case, reads one
+// word instead of every offset). Rows of equal keys may change order (the sort is not stable).
+// Keys above key_limit (only in the last partition: the partitioning counted them as key_limit)
+// fall in the top counter with key_limit itself; the block orders that run by rank when it is at
+// most a row per thread, else it leaves the partition to the host (flags->unsorted_last).
 template <class K, class V, int kThreads = kLocalThreads>
 __global__ void __launch_bounds__(kThreads) local_counting_sort_kernel(K* keys, V* vals, const uint64_t* offsets,
-                                                                       uint32_t low_bits, uint32_t* oversized) {
+                                                                       uint32_t low_bits, uint64_t key_limit,
+                                                                       LocalSortFlags* flags) {
   using Scan = cub::BlockScan<uint32_t, kThreads>;
   __shared__ typename Scan::TempStorage scan_storage;
+  __shared__ uint32_t top_begin;
   extern __shared__ __align__(16) unsigned char smem[];
   constexpr uint32_t kCapacity = uint32_t(kThreads) * kLocalItems;
   const uint64_t begin = offsets[blockIdx.x], end = offsets[blockIdx.x + 1];
   if (end - begin > kCapacity) {
-    if (threadIdx.x == 0) atomicAdd(oversized, 1u);
+    if (threadIdx.x == 0) atomicAdd(&flags->oversized, 1u);
     return;
   }
   if (end == begin) return;
@@ -79,16 +105,18 @@ __global__ void __launch_bounds__(kThreads) local_counting_sort_kernel(K* keys, 
 
   K k[kLocalItems];
   V v[kLocalItems];
+  bool above = false;  // a key above key_limit: counted as key_limit
 #pragma unroll
   for (int i = 0; i < kLocalItems; ++i) {
     const uint32_t at = uint32_t(i) * kThreads + tid;
     if (at < n) {
       k[i] = keys[begin + at];
       v[i] = vals[begin + at];
-      atomicAdd(&count[padded(uint32_t(uint64_t(k[i]) & mask))], 1u);
+      above |= uint64_t(k[i]) > key_limit;
+      atomicAdd(&count[padded(uint32_t(smaller(uint64_t(k[i]), key_limit) & mask))], 1u);
     }
   }
-  __syncthreads();
+  above = __syncthreads_or(above);
   // Exclusive scan of the counts: thread t owns counters [t * per_thread, (t + 1) * per_thread).
   uint32_t sum = 0;
   for (uint32_t j = 0; j < per_thread; ++j) {
@@ -106,15 +134,41 @@ __global__ void __launch_bounds__(kThreads) local_counting_sort_kernel(K* keys, 
     }
   }
   __syncthreads();
+  // The counter key_limit's rows fall in (all low bits set: key_limit is 2^b - 1).
+  if (above && tid == 0) top_begin = count[padded(uint32_t(key_limit & mask))];
 #pragma unroll
   for (int i = 0; i < kLocalItems; ++i) {
     if (uint32_t(i) * kThreads + tid < n) {
-      const uint32_t pos = atomicAdd(&count[padded(uint32_t(uint64_t(k[i]) & mask))], 1u);
+      const uint32_t pos = atomicAdd(&count[padded(uint32_t(smaller(uint64_t(k[i]), key_limit) & mask))], 1u);
       stage_k[pos] = k[i];
       stage_v[pos] = v[i];
     }
   }
   __syncthreads();
+  if (above) {  // order the top run [top_begin, n) by rank: one row per thread
+    const uint32_t first = top_begin, m = n - first;
+    if (m > uint32_t(kThreads)) {
+      if (tid == 0) flags->unsorted_last = 1;
+      return;
+    }
+    K mk{};
+    V mv{};
+    uint32_t rank = 0;
+    if (uint32_t(tid) < m) {
+      mk = stage_k[first + tid];
+      mv = stage_v[first + tid];
+      for (uint32_t j = 0; j < m; ++j) {
+        const K o = stage_k[first + j];
+        rank += o < mk || (o == mk && j < uint32_t(tid));
+      }
+    }
+    __syncthreads();
+    if (uint32_t(tid) < m) {
+      stage_k[first + rank] = mk;
+      stage_v[first + rank] = mv;
+    }
+    __syncthreads();
+  }
   for (uint32_t at = tid; at < n; at += kThreads) {
     keys[begin + at] = stage_k[at];
     vals[begin + at] = stage_v[at];
@@ -143,30 +197,42 @@ void cub_radix_sort(KernelContext& ctx, const K* in_k, K* out_k, const V* in_v, 
                                                 ctx.stream()));
 }
 
-// Sorts the partitions the blocks could not (more rows than a block holds) on bits [0, low_bits):
-// the large ones (more than a device-wide sort's worth) one CUB device sort each, the others in
-// one CUB segmented sort (a block per segment).
+// Sorts the partitions the blocks could not: those with more rows than a block holds, on bits
+// [0, low_bits) (the large ones, more than a device-wide sort's worth, one CUB device sort each,
+// the others in one CUB segmented sort: a block per segment), and the last one on all its bits
+// where it may hold keys above the planned range (`speculative`: it is oversized, or its block
+// left it unsorted).
 template <class K, class V>
 void sort_oversized(KernelContext& ctx, K* keys, V* vals, const uint64_t* d_offsets, uint32_t fanout,
-                    uint32_t low_bits, const uint32_t* d_oversized) {
-  uint32_t oversized = 0;
-  JL_CUDA_CHECK(cudaMemcpyAsync(&oversized, d_oversized, sizeof(oversized), cudaMemcpyDeviceToHost, ctx.stream()));
+                    uint32_t low_bits, bool speculative, const LocalSortFlags* d_flags) {
+  LocalSortFlags flags{};
+  JL_CUDA_CHECK(cudaMemcpyAsync(&flags, d_flags, sizeof(flags), cudaMemcpyDeviceToHost, ctx.stream()));
   ctx.sync();
-  if (oversized == 0 || low_bits == 0) return;  // none, or all keys of a partition equal
-  std::vector<uint64_t> offsets(fanout + 1);
-  JL_CUDA_CHECK(cudaMemcpyAsync(offsets.data(), d_offsets, offsets.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost,
-                                ctx.stream()));
+  if (flags.oversized == 0 && !flags.unsorted_last) return;
+  // Every offset where some partition is oversized; the last partition's two otherwise.
+  const uint32_t first = flags.oversized ? 0 : fanout - 1;
+  std::vector<uint64_t> offsets(fanout + 1 - first);
+  JL_CUDA_CHECK(cudaMemcpyAsync(offsets.data(), d_offsets + first, offsets.size() * sizeof(uint64_t),
+                                cudaMemcpyDeviceToHost, ctx.stream()));
   ctx.sync();
   constexpr uint64_t kDeviceWide = uint64_t(1) << 20;
   std::vector<uint64_t> seg_begin, seg_end;
   bool device_wide = false;
-  for (uint32_t p = 0; p < fanout; ++p) {
-    const uint64_t b = offsets[p], e = offsets[p + 1];
-    if (e - b <= kLocalCapacity) continue;  // sorted by its block
+  auto device_sort = [&](uint64_t b, uint64_t e, int end_bit) {
+    const auto [tmp_k, tmp_v] = scratch_copy(ctx, keys + b, vals + b, e - b);
+    cub_radix_sort(ctx, tmp_k, keys + b, tmp_v, vals + b, e - b, end_bit);
+    device_wide = true;
+  };
+  for (uint32_t p = first; p < fanout; ++p) {
+    const uint64_t b = offsets[p - first], e = offsets[p + 1 - first];
+    const bool big = e - b > kLocalCapacity;
+    if (p == fanout - 1 && speculative && (big || flags.unsorted_last)) {
+      device_sort(b, e, int(8 * sizeof(K)));
+      continue;
+    }
+    if (!big || low_bits == 0) continue;  // sorted by its block, or all its keys are equal
     if (e - b >= kDeviceWide) {
-      const auto [tmp_k, tmp_v] = scratch_copy(ctx, keys + b, vals + b, e - b);
-      cub_radix_sort(ctx, tmp_k, keys + b, tmp_v, vals + b, e - b, int(low_bits));
-      device_wide = true;
+      device_sort(b, e, int(low_bits));
     } else {
       seg_begin.push_back(b);
       seg_end.push_back(e);
@@ -205,15 +271,20 @@ int msd_partition_bits(const DeviceInfo& info, uint32_t key_bytes, uint32_t val_
   return bits > int(2 * max_one_pass_bits(info, key_bytes, val_bytes)) ? -1 : bits;
 }
 
+// MSD sort on bits [0, end_bit) of keys up to key_limit, the rest (if any) counted as key_limit
+// by the partitioning and sorted with the last partition (key_limit < the type's largest key:
+// `speculative`, end_bit came from a sample).
 template <class K, class V>
 void msd_sort(KernelContext& ctx, const K* in_k, const V* in_v, uint64_t rows, K* out_k, V* out_v, int end_bit,
-              uint32_t bits) {
+              uint32_t bits, uint64_t key_limit) {
   const uint32_t low_bits = uint32_t(end_bit) - bits;
   const uint32_t fanout = 1u << bits;
   uint64_t* d_offsets;
   if (bits > 0) {
     d_offsets = ctx.scratch_array<uint64_t>(fanout + 1);
-    partition(ctx, in_k, in_v, {0, rows}, PartitionFn{PartitionFn::Radix, bits, low_bits, 0}, out_k, out_v, d_offsets);
+    PartitionFn fn{PartitionFn::Radix, bits, low_bits, 0};
+    fn.key_limit = key_limit;
+    partition(ctx, in_k, in_v, {0, rows}, fn, out_k, out_v, d_offsets);
   } else {  // one partition: all the rows
     JL_CUDA_CHECK(cudaMemcpyAsync(out_k, in_k, rows * sizeof(K), cudaMemcpyDeviceToDevice, ctx.stream()));
     JL_CUDA_CHECK(cudaMemcpyAsync(out_v, in_v, rows * sizeof(V), cudaMemcpyDeviceToDevice, ctx.stream()));
@@ -223,12 +294,55 @@ void msd_sort(KernelContext& ctx, const K* in_k, const V* in_v, uint64_t rows, K
   const size_t smem = local_smem<K, V>(low_bits);
   allow_shared_memory(kernel, smem);
   prefer_shared_memory(kernel);
-  uint32_t* d_oversized = ctx.scratch_array<uint32_t>(1);
-  JL_CUDA_CHECK(cudaMemsetAsync(d_oversized, 0, sizeof(uint32_t), ctx.stream()));
-  kernel<<<fanout, kLocalThreads, smem, ctx.stream()>>>(out_k, out_v, d_offsets, low_bits, d_oversized);
+  LocalSortFlags* d_flags = ctx.scratch_array<LocalSortFlags>(1);
+  JL_CUDA_CHECK(cudaMemsetAsync(d_flags, 0, sizeof(LocalSortFlags), ctx.stream()));
+  kernel<<<fanout, kLocalThreads, smem, ctx.stream()>>>(out_k, out_v, d_offsets, low_bits, key_limit, d_flags);
   JL_CUDA_LAUNCHED("local_counting_sort_kernel");
   ctx.mark("local_counting_sort_kernel");
-  sort_oversized(ctx, out_k, out_v, d_offsets, fanout, low_bits, d_oversized);
+  sort_oversized(ctx, out_k, out_v, d_offsets, fanout, low_bits, key_limit < uint64_t(K(~K(0))), d_flags);
+}
+
+// The largest of `samples` keys spread evenly over keys[0, rows) (every key where rows <= samples).
+template <class K>
+__global__ void sample_max_kernel(const K* keys, uint64_t rows, uint64_t samples, unsigned long long* out) {
+  using Reduce = cub::BlockReduce<unsigned long long, 256>;
+  __shared__ typename Reduce::TempStorage storage;
+  unsigned long long m = 0;
+  for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < samples; i += uint64_t(gridDim.x) * blockDim.x)
+    m = larger(m, (unsigned long long)keys[i * rows / samples]);
+  m = Reduce(storage).Reduce(m, KeyMax{});
+  if (threadIdx.x == 0) atomicMax(out, m);
+}
+
+// The largest key: exact (a device reduction) or estimated from a sample (one small kernel).
+template <class K>
+uint64_t max_key_of(KernelContext& ctx, const K* keys, uint64_t rows, bool exact) {
+  unsigned long long* d_max = ctx.scratch_array<unsigned long long>(1);
+  JL_CUDA_CHECK(cudaMemsetAsync(d_max, 0, sizeof(*d_max), ctx.stream()));
+  if (exact) {
+    K* d_key = reinterpret_cast<K*>(d_max);  // the low bytes: little-endian, the rest zero
+    size_t temp = 0;
+    JL_CUDA_CHECK(cub::DeviceReduce::Max(nullptr, temp, keys, d_key, int64_t(rows), ctx.stream()));
+    void* d_temp = ctx.scratch(temp);
+    JL_CUDA_CHECK(cub::DeviceReduce::Max(d_temp, temp, keys, d_key, int64_t(rows), ctx.stream()));
+    ctx.mark("cub::DeviceReduce::Max");
+  } else {
+    constexpr uint64_t kSamples = uint64_t(1) << 16;
+    const uint64_t samples = std::min(rows, kSamples);
+    sample_max_kernel<K><<<unsigned((samples + 1023) / 1024), 256, 0, ctx.stream()>>>(keys, rows, samples, d_max);
+    JL_CUDA_LAUNCHED("sample_max_kernel");
+    ctx.mark("sample_max_kernel");
+  }
+  unsigned long long max_key = 0;
+  JL_CUDA_CHECK(cudaMemcpyAsync(&max_key, d_max, sizeof(max_key), cudaMemcpyDeviceToHost, ctx.stream()));
+  ctx.sync();
+  return max_key;
+}
+
+int bit_width(uint64_t v) {
+  int bits = 1;
+  while (bits < 64 && (v >> bits) != 0) ++bits;
+  return bits;
 }
 
 }  // namespace
@@ -249,25 +363,19 @@ void sort_pairs(KernelContext& ctx, const K* in_k, const V* in_v, uint64_t rows,
   }
   if (out_k == in_k || out_v == in_v)  // both radix sorts read and write distinct arrays
     std::tie(in_k, in_v) = scratch_copy(ctx, in_k, in_v, rows);
-  // Radix: sort bits [0, bit width of the largest key).
-  K* d_max = ctx.scratch_array<K>(1);
-  size_t temp = 0;
-  JL_CUDA_CHECK(cub::DeviceReduce::Max(nullptr, temp, in_k, d_max, n, ctx.stream()));
-  void* d_temp = ctx.scratch(temp);
-  JL_CUDA_CHECK(cub::DeviceReduce::Max(d_temp, temp, in_k, d_max, n, ctx.stream()));
-  ctx.mark("cub::DeviceReduce::Max");
-  K max_key = 0;
-  JL_CUDA_CHECK(cudaMemcpyAsync(&max_key, d_max, sizeof(K), cudaMemcpyDeviceToHost, ctx.stream()));
-  ctx.sync();
-  int end_bit = 1;
-  while (end_bit < int(8 * sizeof(K)) && (uint64_t(max_key) >> end_bit) != 0) ++end_bit;
+  // MSD: bits [0, bit width of the sampled largest key), larger keys with the last partition.
   if (!ctx.options.onesweep_sort) {
-    const int bits = msd_partition_bits(ctx.info(), sizeof(K), sizeof(V), rows, uint64_t(max_key), end_bit);
+    const uint64_t sampled = max_key_of(ctx, in_k, rows, false);
+    const int end_bit = bit_width(sampled);
+    const int bits = msd_partition_bits(ctx.info(), sizeof(K), sizeof(V), rows, sampled, end_bit);
     if (bits >= 0) {
-      msd_sort(ctx, in_k, in_v, rows, out_k, out_v, end_bit, uint32_t(bits));
+      const uint64_t limit = end_bit >= int(8 * sizeof(K)) ? uint64_t(K(~K(0))) : (uint64_t(1) << end_bit) - 1;
+      msd_sort(ctx, in_k, in_v, rows, out_k, out_v, end_bit, uint32_t(bits), limit);
       return;
     }
   }
+  // Onesweep (LSD): bits [0, bit width of the largest key).
+  const int end_bit = bit_width(max_key_of(ctx, in_k, rows, true));
   cub_radix_sort(ctx, in_k, out_k, in_v, out_v, rows, end_bit);
   ctx.mark("cub::DeviceRadixSort::SortPairs");
 }
