@@ -302,6 +302,8 @@ void msd_sort(KernelContext& ctx, const K* in_k, const V* in_v, uint64_t rows, K
   sort_oversized(ctx, out_k, out_v, d_offsets, fanout, low_bits, key_limit < uint64_t(K(~K(0))), d_flags);
 }
 
+constexpr uint64_t kMaxSamples = uint64_t(1) << 16;  // keys the MSD sort samples for its range
+
 // The largest of `samples` keys spread evenly over keys[0, rows) (every key where rows <= samples).
 template <class K>
 __global__ void sample_max_kernel(const K* keys, uint64_t rows, uint64_t samples, unsigned long long* out) {
@@ -327,8 +329,7 @@ uint64_t max_key_of(KernelContext& ctx, const K* keys, uint64_t rows, bool exact
     JL_CUDA_CHECK(cub::DeviceReduce::Max(d_temp, temp, keys, d_key, int64_t(rows), ctx.stream()));
     ctx.mark("cub::DeviceReduce::Max");
   } else {
-    constexpr uint64_t kSamples = uint64_t(1) << 16;
-    const uint64_t samples = std::min(rows, kSamples);
+    const uint64_t samples = std::min(rows, kMaxSamples);
     sample_max_kernel<K><<<unsigned((samples + 1023) / 1024), 256, 0, ctx.stream()>>>(keys, rows, samples, d_max);
     JL_CUDA_LAUNCHED("sample_max_kernel");
     ctx.mark("sample_max_kernel");
@@ -367,9 +368,14 @@ void sort_pairs(KernelContext& ctx, const K* in_k, const V* in_v, uint64_t rows,
   if (!ctx.options.onesweep_sort) {
     const uint64_t sampled = max_key_of(ctx, in_k, rows, false);
     const int end_bit = bit_width(sampled);
-    const int bits = msd_partition_bits(ctx.info(), sizeof(K), sizeof(V), rows, sampled, end_bit);
+    const uint64_t limit = end_bit >= int(8 * sizeof(K)) ? uint64_t(K(~K(0))) : (uint64_t(1) << end_bit) - 1;
+    // The top sample lies about range / samples below the largest key (keys spread evenly): the
+    // partition sizes are planned for a range twice that gap larger, within end_bit's (W1's
+    // 1..2^27 then makes 2^15 partitions of 4096 rows, not 2^16 of 2048).
+    const uint64_t samples = std::min(rows, kMaxSamples);
+    const uint64_t planned = samples == rows ? sampled : std::min(limit, sampled + 2 * (sampled / samples));
+    const int bits = msd_partition_bits(ctx.info(), sizeof(K), sizeof(V), rows, planned, end_bit);
     if (bits >= 0) {
-      const uint64_t limit = end_bit >= int(8 * sizeof(K)) ? uint64_t(K(~K(0))) : (uint64_t(1) << end_bit) - 1;
       msd_sort(ctx, in_k, in_v, rows, out_k, out_v, end_bit, uint32_t(bits), limit);
       return;
     }
