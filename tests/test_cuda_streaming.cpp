@@ -553,8 +553,8 @@ TEST(CudaDistributed, GpjHybridJoinsWhatDoesNotFitOnTheCpu) {
 }
 
 // gpj's senders (core/strategies/rdma_exchange.cpp) put from pinned send buffers, queued behind
-// their CPU work: the puts of a batch are DMA copies that run while the host CPUs partition and
-// pack the next one. With send_buffers = pageable they put from pageable memory, each batch after
+// their CPU work: the puts of a batch are DMA copies that run while the host CPUs partition the
+// next one straight into its chunk images. With send_buffers = pageable they put from pageable memory, each batch after
 // its CPU work. 2^22 rows per rank and table (16-byte tuples) in batches of 2^19.
 TEST(CudaDistributed, GpjPutsFromPinnedBuffersWhileItsCpusPartition) {
   JL_REQUIRE_GPU();
@@ -569,15 +569,24 @@ TEST(CudaDistributed, GpjPutsFromPinnedBuffersWhileItsCpusPartition) {
     EXPECT_EQ(o.digest, expected_result(w).digest);
     // Per rank: its host CPU work (one lane, spans in order) and its data puts.
     std::map<int, std::vector<std::pair<double, double>>> cpu, puts;
+    uint64_t partitions = 0, packed_rows = 0;
     for (const TraceSpan& s : o.trace) {
       const bool host = s.params.detail.find("host CPUs") != std::string::npos;
       if (host && (s.params.kind == OpKind::Partition || s.params.kind == OpKind::PackChunks))
         cpu[s.rank].push_back({s.begin, s.end});
+      // The senders partition straight into chunk images: one pass, no Partition operator.
+      partitions += s.params.kind == OpKind::Partition;
+      if (s.params.kind == OpKind::PackChunks) {
+        EXPECT_NE(s.params.detail.find("partitioned while packed"), std::string::npos) << s.params.detail;
+        packed_rows += s.params.rows_in;
+      }
       if (s.params.kind == OpKind::Put && s.params.bytes > 0) {
         puts[s.rank].push_back({s.begin, s.end});
         EXPECT_EQ(s.params.mem_src, int(buffers == "pinned" ? MemSpace::Pinned : MemSpace::Host));
       }
     }
+    EXPECT_EQ(partitions, 0u);
+    EXPECT_EQ(packed_rows, w.r.rows + w.s.rows);
     double put_time = 0, overlapped = 0;
     for (auto& [rank, v] : puts)
       for (auto [b, e] : v) {

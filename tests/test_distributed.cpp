@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "core/builtin.hpp"
@@ -17,6 +18,7 @@
 #include "core/strategies/rank_joins.hpp"
 #include "core/strategies/rdma_exchange.hpp"
 #include "core/verify/checksum.hpp"
+#include "kernels/cpu/cpu_kernels.hpp"
 #include "tests/test_workloads.hpp"
 
 using namespace joinlab;
@@ -278,6 +280,62 @@ TEST_F(Distributed, GpjPutsConsecutiveChunksOfAPartitionTogether) {
   }
 }
 
+// gpj's senders partition each batch straight into chunk images (PackChunksOp with partition_by,
+// given the counts of the batch's slices from the histogram pass): no Partition operator and no
+// partitioned copy, one pack per batch over all its rows; the join is right on several ranks and
+// node shapes, with both send buffer kinds, and with batches counted whole. gpj-h, which
+// materializes some partitions, still partitions into a copy first.
+TEST_F(Distributed, GpjPartitionsStraightIntoChunkImages) {
+  const Workload w = pk_fk(30000, 70000, 8);
+  for (ClusterShape shape : {ClusterShape{1, 3}, ClusterShape{2, 2}})
+    for (const std::string buffers : {"pinned", "pageable"}) {
+      RunPoint p = point("gpj", w, {{"chunk_bytes", "4096"}, {"slots", "4"}, {"batch_rows", "5000"}, {"send_buffers", buffers}},
+                         shape);
+      SCOPED_TRACE(buffers + " on " + std::to_string(shape.size()) + " ranks");
+      expect_correct(p);
+      const RunOutcome o = run_point(p);
+      uint64_t partitioned = 0, packed_rows = 0, packs = 0, counted = 0, counts = 0;
+      for (const TraceSpan& sp : o.trace) {
+        if (sp.params.kind == OpKind::Partition) ++partitioned;
+        if (sp.params.kind == OpKind::Histogram) ++counts, counted += sp.params.rows_in;
+        if (sp.params.kind == OpKind::PackChunks) {
+          ++packs;
+          packed_rows += sp.params.rows_in;
+          EXPECT_LE(sp.params.rows_in, 5000u) << "one batch";
+          EXPECT_NE(sp.params.detail.find("partitioned while packed"), std::string::npos) << sp.params.detail;
+        }
+      }
+      EXPECT_EQ(partitioned, 0u);
+      EXPECT_EQ(packed_rows, w.r.rows + w.s.rows) << "every row packed once";
+      EXPECT_GE(packs, (w.r.rows + w.s.rows) / 5000);
+      // The histogram pass counted every row once, in slices (4 of 1250 rows per full batch).
+      EXPECT_EQ(counted, w.r.rows + w.s.rows);
+      EXPECT_GE(counts, 3 * packs);
+    }
+  // Batches counted whole (count_slices = 1): the operator counts each batch itself.
+  RunPoint whole = point("gpj", w, {{"chunk_bytes", "4096"}, {"batch_rows", "5000"}, {"count_slices", "1"}}, {1, 3});
+  expect_correct(whole);
+  uint64_t counts = 0, packs = 0;
+  for (const TraceSpan& sp : run_point(whole).trace) {
+    counts += sp.params.kind == OpKind::Histogram;
+    packs += sp.params.kind == OpKind::PackChunks;
+  }
+  EXPECT_EQ(counts, packs);
+  whole.strategy_options["count_slices"] = "0";
+  EXPECT_THROW(run_point(whole), InputError);
+  RunPoint h = point("gpj-h", w, {{"chunk_bytes", "1024"}, {"slots", "2"}, {"staging_rows", "1024"}}, {1, 2});
+  h.cluster.device_memory = 300000;
+  const RunOutcome o = run_point(h);
+  EXPECT_EQ(o.digest, expected_result(w).digest);
+  uint64_t partitioned = 0, fused = 0;
+  for (const TraceSpan& sp : o.trace) {
+    partitioned += sp.params.kind == OpKind::Partition && sp.params.rows_in > 0;
+    fused += sp.params.kind == OpKind::PackChunks && sp.params.detail.find("partitioned while packed") != std::string::npos;
+  }
+  EXPECT_GT(partitioned, 0u);
+  EXPECT_EQ(fused, 0u);
+}
+
 TEST_F(Distributed, SendBufferOptionIsChecked) {
   RunPoint p = point("gpj", pk_fk(1000, 2000), {{"send_buffers", "device"}}, {1, 2});
   EXPECT_THROW(run_point(p), InputError);
@@ -337,7 +395,9 @@ HashTable host_table(uint64_t rows) {
 }
 
 // One sender, two partitions: R keys 1..r_rows (partition = key % 2), S keys 1..s_rows twice
-// each where they exist in R; images packed by PackChunksOp.
+// each where they exist in R; images packed by PackChunksOp, from the partitioned tuples or (with
+// partition_while_packing) from the tuples in key order, partitioned by the operator (the same
+// images: rows keep their order inside a partition).
 struct StreamFixture {
   static constexpr uint64_t kSlotRows = 50;
   static constexpr uint32_t kSlots = 2, kEpoch = 77;
@@ -347,7 +407,7 @@ struct StreamFixture {
   Buffer r_images, s_images;
   uint64_t slot_bytes = chunk_slot_bytes(TupleFormat{4, 4}, kSlotRows);
 
-  StreamFixture() {
+  explicit StreamFixture(bool partition_while_packing = false) {
     std::vector<uint32_t> rk, rv, sk, sv;
     for (int p = 0; p < 2; ++p) {
       r_begin.push_back(rk.size());
@@ -361,15 +421,25 @@ struct StreamFixture {
     }
     r = host_tuples(rk, rv);
     s = host_tuples(sk, sv);
+    if (partition_while_packing) {
+      std::vector<uint32_t> rk0, rv0, sk0, sv0;  // key order
+      for (uint32_t k = 1; k <= r_rows; ++k) rk0.push_back(k), rv0.push_back(k * 3);
+      for (uint32_t k = 1; k <= s_rows; ++k) sk0.push_back(k), sv0.push_back(k * 5), sk0.push_back(k), sv0.push_back(k * 7);
+      const PartitionFn odd{PartitionFn::Radix, 1, 0, 0};  // key % 2
+      r_images = pack(host_tuples(rk0, rv0), {}, r_count, 0, {1, 1}, odd);
+      s_images = pack(host_tuples(sk0, sv0), {}, s_count, 1, {chunks(r_count[0]) + 1, chunks(r_count[1]) + 1}, odd);
+      return;
+    }
     r_images = pack(r, r_begin, r_count, 0, {1, 1});
     s_images = pack(s, s_begin, s_count, 1, {chunks(r_count[0]) + 1, chunks(r_count[1]) + 1});
   }
   static uint64_t chunks(uint64_t rows) { return (rows + kSlotRows - 1) / kSlotRows; }
 
   Buffer pack(const Tuples& t, const std::vector<uint64_t>& begin, const std::vector<uint64_t>& rows, uint32_t rel,
-              std::vector<uint64_t> first_seq) {
+              std::vector<uint64_t> first_seq, std::optional<PartitionFn> partition_by = {}) {
     PackChunksOp op;
     op.in = t;
+    op.partition_by = partition_by;
     op.begin = begin;
     op.rows = rows;
     op.first_seq = std::move(first_seq);
@@ -489,9 +559,175 @@ TEST(StreamingOps, PackedChunksCarryTheirChecksum) {
   EXPECT_NE(chunk_checksum(other, keys, vals), h.checksum);
 }
 
+namespace {
+
+template <class T>
+Buffer host_array(const std::vector<T>& v) {
+  Buffer b = host_buffer(v.size() * sizeof(T));
+  std::memcpy(b->ptr, v.data(), v.size() * sizeof(T));
+  return b;
+}
+
+// How images_of makes the images.
+enum class Packing { PartitionThenPack, WhilePartitioning, WhilePartitioningCountedSlices };
+
+// Chunk images of `in`'s partitions by fn: partitioned by the CPU partition kernel and then
+// packed, or partitioned while packed (one operator) counting the input itself or given the
+// counts of three uneven slices of it. Returns the images and the partition offsets.
+template <class K, class V>
+std::pair<Buffer, std::vector<uint64_t>> images_of(const Tuples& in, PartitionFn fn, uint64_t slot_rows, int threads,
+                                                   Packing how) {
+  const std::vector<uint64_t> counts = cpu::histogram(in.key_ptr<K>(), in.rows, fn, 1);
+  PackChunksOp op;
+  op.rows = counts;
+  op.first_seq.assign(counts.size(), 0);
+  for (size_t p = 0; p < counts.size(); ++p) op.first_seq[p] = 3 * p + 1;  // any sequence numbers
+  op.partition_base = 40;
+  op.relation = 1;
+  op.epoch = 9;
+  op.slot_rows = slot_rows;
+  uint64_t images = 0;
+  for (uint64_t c : counts) images += (c + slot_rows - 1) / slot_rows;
+  op.out = host_buffer(std::max<uint64_t>(images, 1) * chunk_slot_bytes(in.fmt, slot_rows));
+  std::memset(op.out->ptr, 0xab, op.out->bytes);  // stale bytes: the operator must write what the consumer reads
+  OpResult res;
+  std::vector<uint64_t> offsets;
+  if (how != Packing::PartitionThenPack) {
+    op.in = in;
+    op.partition_by = fn;
+    if (how == Packing::WhilePartitioningCountedSlices) {
+      op.in_slices = {0, in.rows / 7, in.rows / 7, in.rows * 3 / 4, in.rows};  // one of them empty
+      for (size_t sl = 0; sl + 1 < op.in_slices.size(); ++sl) {
+        const uint64_t n = op.in_slices[sl + 1] - op.in_slices[sl];
+        const std::vector<uint64_t> c = cpu::histogram(in.key_ptr<K>() + op.in_slices[sl], n, fn, 1);
+        op.slice_rows.insert(op.slice_rows.end(), c.begin(), c.end());
+      }
+    }
+    execute_cpu_streaming_op(op, threads, res);
+    offsets = res.values;
+  } else {
+    Tuples part = in;
+    part.keys = host_buffer(in.rows * sizeof(K));
+    part.vals = host_buffer(in.rows * sizeof(V));
+    offsets = cpu::partition(in.key_ptr<K>(), in.val_ptr<V>(), in.rows, {}, fn, data_of<K>(part.keys),
+                             data_of<V>(part.vals), threads);
+    op.in = part;
+    for (size_t p = 0; p < counts.size(); ++p) op.begin.push_back(offsets[p]);
+    execute_cpu_streaming_op(op, threads, res);
+  }
+  EXPECT_EQ(res.count, images);
+  return {op.out, offsets};
+}
+
+template <class K, class V>
+void expect_same_images(uint64_t rows, PartitionFn fn, uint64_t slot_rows, int threads, uint64_t key_mask) {
+  SCOPED_TRACE(std::to_string(sizeof(K)) + "+" + std::to_string(sizeof(V)) + " bytes, " + std::to_string(rows) +
+               " rows, fanout " + std::to_string(fn.fanout()) + ", chunks of " + std::to_string(slot_rows) + " rows, " +
+               std::to_string(threads) + " threads");
+  std::vector<K> keys(rows);
+  std::vector<V> vals(rows);
+  for (uint64_t i = 0; i < rows; ++i) {
+    keys[i] = K(mix64(i * 7 + 1) & key_mask);
+    vals[i] = V(mix64(i ^ 0x77));
+  }
+  Tuples in;
+  in.fmt = {uint8_t(sizeof(K)), uint8_t(sizeof(V))};
+  in.rows = in.capacity = rows;
+  in.keys = host_array(keys);
+  in.vals = host_array(vals);
+  const auto [want, want_offsets] = images_of<K, V>(in, fn, slot_rows, threads, Packing::PartitionThenPack);
+  for (Packing how : {Packing::WhilePartitioning, Packing::WhilePartitioningCountedSlices}) {
+    SCOPED_TRACE(how == Packing::WhilePartitioning ? "counting" : "counted slices");
+    const auto [got, got_offsets] = images_of<K, V>(in, fn, slot_rows, threads, how);
+    ASSERT_EQ(got_offsets, want_offsets);
+    const uint64_t slot = chunk_slot_bytes(in.fmt, slot_rows), vals_at = chunk_vals_offset(sizeof(K), slot_rows);
+    uint64_t images = 0;
+    for (size_t p = 0; p + 1 < want_offsets.size(); ++p) images += (want_offsets[p + 1] - want_offsets[p] + slot_rows - 1) / slot_rows;
+    ASSERT_GT(images, 0u);
+    for (uint64_t i = 0; i < images; ++i) {
+      const char* a = static_cast<const char*>(want->ptr) + i * slot;
+      const char* b = static_cast<const char*>(got->ptr) + i * slot;
+      ChunkHeader h;
+      std::memcpy(&h, b, sizeof h);
+      ASSERT_EQ(std::memcmp(a, b, kChunkHeaderBytes), 0) << "header of image " << i;
+      for (uint64_t at = sizeof h; at < kChunkHeaderBytes; ++at) ASSERT_EQ(b[at], 0) << "header padding of image " << i;
+      ASSERT_GE(h.rows, 1u);
+      ASSERT_EQ(std::memcmp(a + kChunkHeaderBytes, b + kChunkHeaderBytes, h.rows * sizeof(K)), 0) << "keys of image " << i;
+      ASSERT_EQ(std::memcmp(a + vals_at, b + vals_at, h.rows * sizeof(V)), 0) << "values of image " << i;
+      ASSERT_EQ(chunk_checksum(h, reinterpret_cast<const K*>(b + kChunkHeaderBytes), reinterpret_cast<const V*>(b + vals_at)),
+                h.checksum);
+    }
+  }
+}
+
+}  // namespace
+
+// PackChunksOp with partition_by writes exactly the images of partitioning first and then packing
+// (headers, keys, values, checksums; zeroed header padding), counting its input itself or given
+// counted slices, for every tuple format, chunk sizes that are and are not multiples of a
+// write-combine line, one and several threads (threads share the chunks of a partition), a
+// partition with no rows, and an input large enough for streaming stores (16 MiB of images).
+TEST(StreamingOps, PartitioningWhilePackingGivesThePartitionThenPackImages) {
+  const PartitionFn hash{PartitionFn::Hash, 3, 0, 0x5eed};
+  const PartitionFn radix{PartitionFn::Radix, 2, 1, 0};  // keys with bit 1 clear: partitions 1 and 3 empty
+  for (int threads : {1, 3}) {
+    for (uint64_t slot_rows : {50, 64, 1000}) {
+      expect_same_images<uint32_t, uint32_t>(20000, hash, slot_rows, threads, ~0u >> 1);
+      expect_same_images<uint32_t, uint64_t>(20000, hash, slot_rows, threads, ~0u >> 1);
+      expect_same_images<uint64_t, uint32_t>(20000, hash, slot_rows, threads, ~0ull >> 1);
+      expect_same_images<uint64_t, uint64_t>(20000, hash, slot_rows, threads, ~0ull >> 1);
+    }
+    expect_same_images<uint64_t, uint64_t>(20000, radix, 64, threads, (~0ull >> 1) & ~uint64_t(2));
+  }
+  expect_same_images<uint64_t, uint64_t>(1 << 20, PartitionFn{PartitionFn::Hash, 5, 0, 1}, 8192, 4, ~0ull >> 1);
+}
+
+// The histogram is the plan: an input whose partitions differ from the given counts is an error
+// naming the partition, and no image is written.
+TEST(StreamingOps, PartitioningWhilePackingChecksThePlan) {
+  std::vector<uint32_t> keys, vals;
+  for (uint32_t k = 1; k <= 1000; ++k) keys.push_back(k), vals.push_back(k);
+  PackChunksOp op;
+  op.in = host_tuples(keys, vals);
+  op.partition_by = PartitionFn{PartitionFn::Radix, 1, 0, 0};
+  op.rows = {500, 499};  // partition 1 (the odd keys) has 500
+  op.first_seq = {1, 1};
+  op.slot_rows = 64;
+  op.out = host_buffer(16 * chunk_slot_bytes(op.in.fmt, 64));
+  OpResult res;
+  try {
+    execute_cpu_streaming_op(op, 2, res);
+    ADD_FAILURE() << "a batch that does not match its histogram was packed";
+  } catch (const RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find("partition 1 has 500 rows of the input, the plan says 499"), std::string::npos)
+        << e.what();
+  }
+  for (uint64_t i = 0; i < op.out->bytes; ++i) ASSERT_EQ(static_cast<const char*>(op.out->ptr)[i], 0) << i;
+  // Counted slices: counts that do not add up to the plan, and a slice whose counts are wrong
+  // (the input changed after its histogram), each named.
+  op.rows = {500, 500};
+  op.in_slices = {0, 400, 1000};
+  op.slice_rows = {200, 200, 300, 299};
+  auto error = [&] {
+    try {
+      execute_cpu_streaming_op(op, 2, res);
+    } catch (const RuntimeError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error().find("the slices' rows of partition 1 sum to 499, the plan says 500"), std::string::npos) << error();
+  op.slice_rows = {201, 199, 299, 301};
+  EXPECT_NE(error().find("slice 0 (rows 0 to 400) does not hold the rows its counts say"), std::string::npos) << error();
+  op.slice_rows = {200, 200, 300, 300};
+  EXPECT_EQ(error(), "no error");
+  op.begin = {0, 500};
+  EXPECT_THROW(execute_cpu_streaming_op(op, 2, res), RuntimeError) << "begins with partition_by";
+}
+
 TEST(StreamingOps, ConsumerJoinsWhatArrivesInAnyOrderThroughTheDoubleBuffer) {
   for (uint64_t staging_rows : {7, 64, 100000}) {
-    StreamFixture f;
+    StreamFixture f(staging_rows == 64);  // one of them from images partitioned while packed
     Buffer rings = host_buffer(2 * StreamFixture::kSlots * f.slot_bytes);
     StreamConsumeOp op = f.consumer(rings, host_output(1000), host_output(2 * staging_rows), staging_rows);
     // Bytes land back to front, with pauses: the consumer must wait for the checksum to match.
@@ -531,28 +767,31 @@ TEST(StreamingOps, ConsumerCountsPastAFullOutputAndSaysSo) {
 }
 
 TEST(StreamingOps, ACorruptedChunkIsNamedAfterTheChunkTimeout) {
-  StreamFixture f;
-  Buffer rings = host_buffer(2 * StreamFixture::kSlots * f.slot_bytes);
-  StreamConsumeOp op = f.consumer(rings, host_output(1000), host_output(128), 64);
-  std::thread sender([&] {
-    send_all(f, rings, op.progress, [](char* slot, const char* image, uint64_t bytes, int p, uint64_t k) {
-      std::memcpy(slot, image, bytes);
-      if (p == 1 && k == 2) slot[kChunkHeaderBytes + 5] ^= 0x10;  // a key byte of R chunk 2
+  for (bool partition_while_packing : {false, true}) {
+    SCOPED_TRACE(partition_while_packing ? "partitioned while packed" : "packed from partitions");
+    StreamFixture f(partition_while_packing);
+    Buffer rings = host_buffer(2 * StreamFixture::kSlots * f.slot_bytes);
+    StreamConsumeOp op = f.consumer(rings, host_output(1000), host_output(128), 64);
+    std::thread sender([&] {
+      send_all(f, rings, op.progress, [](char* slot, const char* image, uint64_t bytes, int p, uint64_t k) {
+        std::memcpy(slot, image, bytes);
+        if (p == 1 && k == 2) slot[kChunkHeaderBytes + 5] ^= 0x10;  // a key byte of R chunk 2
+      });
     });
-  });
-  OpResult res;
-  const auto t0 = std::chrono::steady_clock::now();
-  try {
-    execute_cpu_streaming_op(op, 1, res);
-    ADD_FAILURE() << "a corrupted chunk was used";
-  } catch (const RuntimeError& e) {
-    const std::string m = e.what();
-    EXPECT_NE(m.find("chunk 2 of R partition 1 from rank 0"), std::string::npos) << m;
-    EXPECT_NE(m.find("failed its checksum"), std::string::npos) << m;
+    OpResult res;
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      execute_cpu_streaming_op(op, 1, res);
+      ADD_FAILURE() << "a corrupted chunk was used";
+    } catch (const RuntimeError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("chunk 2 of R partition 1 from rank 0"), std::string::npos) << m;
+      EXPECT_NE(m.find("failed its checksum"), std::string::npos) << m;
+    }
+    EXPECT_GE(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), op.chunk_timeout_s);
+    op.progress->cancel();  // the sender waits for slots no more
+    sender.join();
   }
-  EXPECT_GE(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), op.chunk_timeout_s);
-  op.progress->cancel();  // the sender waits for slots no more
-  sender.join();
 }
 
 TEST(StreamingOps, SlotsOfAnotherExchangeAreNotUsed) {

@@ -2,7 +2,11 @@
 // one-sided put writes into a ring slot of a receiver, written once for the CPU and CUDA
 // kernels (JL_HD) and the senders.
 //
-//   [ChunkHeader, 32 bytes][keys: slot_rows x key_bytes, padded to 8][values: rows x val_bytes]
+//   [ChunkHeader, 32 bytes, padded to 64][keys: slot_rows x key_bytes, padded to 64][values: rows x val_bytes]
+//
+// Slots are 64-byte aligned, so keys and values start on cache lines of their own: a sender
+// that partitions straight into the images (PackChunksOp with partition_by) writes them as whole
+// lines with streaming stores, never a line shared with the header or the other column.
 //
 // A receiver polls the header: the chunk it waits for has the expected epoch and sequence number
 // and a checksum that matches; anything else is not (yet) there.
@@ -30,12 +34,14 @@ struct ChunkHeader {
 };
 static_assert(sizeof(ChunkHeader) == 32, "the chunk header is 32 bytes on every backend");
 
-constexpr uint64_t kChunkHeaderBytes = sizeof(ChunkHeader);
+// Bytes before the keys: the header and its padding to a cache line (never read; zero).
+constexpr uint64_t kChunkHeaderBytes = 64;
+static_assert(sizeof(ChunkHeader) <= kChunkHeaderBytes, "the header fits its line");
 
-JL_HD uint64_t chunk_round8(uint64_t b) { return (b + 7) & ~uint64_t(7); }
+JL_HD uint64_t chunk_round64(uint64_t b) { return (b + 63) & ~uint64_t(63); }
 // Offset of the values in a slot, and the bytes a chunk of `rows` rows occupies (what its put sends).
 JL_HD uint64_t chunk_vals_offset(uint32_t key_bytes, uint64_t slot_rows) {
-  return kChunkHeaderBytes + chunk_round8(slot_rows * key_bytes);
+  return kChunkHeaderBytes + chunk_round64(slot_rows * key_bytes);
 }
 JL_HD uint64_t chunk_bytes(uint32_t key_bytes, uint32_t val_bytes, uint64_t slot_rows, uint64_t rows) {
   return chunk_vals_offset(key_bytes, slot_rows) + rows * val_bytes;

@@ -171,6 +171,7 @@ OpParams params_of(const StreamingOp& op) {
     p.val_bytes = pack->in.fmt.val_bytes;
     p.fanout = uint32_t(pack->rows.size());
     p.detail = pack->relation == 0 ? "R" : "S";
+    if (pack->partition_by) p.detail += ", partitioned while packed";
   } else if (auto* c = std::get_if<StreamConsumeOp>(&op)) {
     p.kind = OpKind::StreamConsume;
     uint64_t r = 0, s = 0;

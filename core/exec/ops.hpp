@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -194,8 +195,21 @@ OpParams params_of(const Op& op);
 // Images are chunk_slot_bytes(fmt, slot_rows) apart in `out`, in (partition, chunk) order;
 // partitions with no rows have none. Runs on host CPU threads on every backend (its input is in
 // host memory: the senders are CPUs). result.count = images written.
+// With partition_by set, `in` is not partitioned yet: the operator partitions it by that function
+// while packing, in one pass (the rows go from the input straight into the images, no
+// partitioned copy). The images are exactly those of PartitionOp{in, fn} followed by this
+// operator on its output: rows keep their input order inside a partition, begin is empty and
+// rows[p] must be the number of rows of `in` in partition p (every partition of fn, from a
+// histogram); a count that differs is an error naming the partition, and nothing is written.
+// With in_slices (k + 1 row offsets of `in`, from 0 to in.rows) and slice_rows (the rows of each
+// slice in each partition, k * fanout, slice-major: from a histogram of each slice), the operator
+// counts nothing itself (the partition's counting pass over the input is gone) and gives the same
+// images; a slice whose rows differ from slice_rows is an error naming it (the images are then
+// incomplete). result.values = the fanout + 1 offsets PartitionOp would return.
 struct PackChunksOp {
   Tuples in;
+  std::optional<PartitionFn> partition_by;  // unset: `in` is partitioned (begin/rows say where)
+  std::vector<uint64_t> in_slices, slice_rows;  // optional, with partition_by
   std::vector<uint64_t> begin, rows;  // per partition
   std::vector<uint64_t> first_seq;    // per partition, >= 1
   uint32_t partition_base = 0;

@@ -31,33 +31,45 @@ void need_bytes(const char* op, const char* what, const Buffer& b, uint64_t byte
 
 // --- pack ------------------------------------------------------------------------------------------
 
-// The checksum terms (chunk_row_term) of rows [0, rows) of a block that starts at row `first` of
-// its chunk. Cloned for AVX-512 (x86-64-v4, picked at load time where the CPU has it), where the
-// terms' 64-bit multiplies vectorize: a third of the scalar loop's time on an AMD EPYC. The sum
-// wraps, so any order gives the same checksum.
-#if defined(__x86_64__) && defined(__GNUC__)
-#define JL_PACK_CLONES __attribute__((target_clones("arch=x86-64-v4", "default")))
-#else
-#define JL_PACK_CLONES
-#endif
-#define JL_ROW_TERMS(K, V)                                                                                    \
-  JL_PACK_CLONES uint64_t row_terms(const K* __restrict keys, const V* __restrict vals, uint64_t first,       \
-                                    uint64_t rows) {                                                          \
-    uint64_t sum = 0;                                                                                         \
-    for (uint64_t i = 0; i < rows; ++i) sum += chunk_row_term(uint64_t(keys[i]), uint64_t(vals[i]), first + i); \
-    return sum;                                                                                               \
-  }
-JL_FOR_EACH_KV(JL_ROW_TERMS)
-#undef JL_ROW_TERMS
-#undef JL_PACK_CLONES
-
 // Rows a chunk is packed by at a time: their keys and values stay in L1/L2 between the checksum
 // pass and the copy, so they are read from memory once.
 constexpr uint64_t kPackBlockRows = 4096;
 
+// partition_by: the partition and the pack in one pass (kernels/cpu/partition.cpp).
+template <class K, class V>
+void partition_and_pack(const PackChunksOp& op, int threads, OpResult& result) {
+  if (!op.begin.empty())
+    throw RuntimeError("pack_chunks: an input partitioned while packed has no begins (" + std::to_string(op.begin.size()) +
+                       " given)");
+  need_bytes("pack_chunks", "input keys", op.in.keys, (op.in.offset + op.in.rows) * sizeof(K));
+  need_bytes("pack_chunks", "input values", op.in.vals, (op.in.offset + op.in.rows) * sizeof(V));
+  cpu::ChunkTarget target;
+  target.out = static_cast<char*>(op.out ? op.out->ptr : nullptr);
+  target.out_bytes = op.out ? op.out->bytes : 0;
+  target.slot_rows = op.slot_rows;
+  target.first_seq = &op.first_seq;
+  target.partition_base = op.partition_base;
+  target.relation = op.relation;
+  target.epoch = op.epoch;
+  const cpu::CountedSlices slices{op.in_slices, op.slice_rows};
+  const bool sliced = !op.in_slices.empty() || !op.slice_rows.empty();
+  try {
+    result.values = cpu::partition_into_chunks(op.in.key_ptr<K>(), op.in.val_ptr<V>(), op.in.rows, *op.partition_by,
+                                               op.rows, sliced ? &slices : nullptr, target, threads);
+  } catch (const std::invalid_argument& e) {
+    throw RuntimeError(std::string("pack_chunks (partitioning ") + (op.relation == 0 ? "R" : "S") + "): " + e.what());
+  }
+  uint64_t images = 0;
+  for (uint64_t rows : op.rows) images += (rows + op.slot_rows - 1) / op.slot_rows;
+  result.count = images;
+}
+
 template <class K, class V>
 void pack(const PackChunksOp& op, int threads, OpResult& result) {
+  if (op.partition_by) return partition_and_pack<K, V>(op, threads, result);
   const char* name = "pack_chunks";
+  if (!op.in_slices.empty() || !op.slice_rows.empty())
+    throw RuntimeError(std::string(name) + ": slices of an input that is partitioned already");
   const size_t fanout = op.rows.size();
   if (op.begin.size() != fanout || op.first_seq.size() != fanout)
     throw RuntimeError(std::string(name) + ": " + std::to_string(op.begin.size()) + " begins, " +
@@ -101,12 +113,14 @@ void pack(const PackChunksOp& op, int threads, OpResult& result) {
     uint64_t sum = chunk_header_term(h.seq, h.partition, h.rows, h.relation, h.epoch);
     for (uint64_t b = 0; b < rows; b += kPackBlockRows) {
       const uint64_t n = std::min(kPackBlockRows, rows - b);
-      sum += row_terms(keys + begin + b, vals + begin + b, b, n);
+      sum += cpu::chunk_row_terms(keys + begin + b, vals + begin + b, b, n);
       cpu::stream_copy(image + kChunkHeaderBytes + b * sizeof(K), keys + begin + b, n * sizeof(K));
       cpu::stream_copy(image + vals_at + b * sizeof(V), vals + begin + b, n * sizeof(V));
     }
     h.checksum = sum;
-    std::memcpy(image, &h, sizeof h);
+    alignas(64) unsigned char line[kChunkHeaderBytes] = {};  // the padding is zero, not stale bytes
+    std::memcpy(line, &h, sizeof h);
+    std::memcpy(image, line, sizeof line);
     _mm_sfence();  // the streamed lines are written before the job says it is done
   }
   result.count = images;

@@ -32,10 +32,15 @@ namespace {
 void add_gpj_options(po::options_description& d) {
   add_exchange_options(d);
   add_output_option(d, "direct");
+  d.add_options()("count_slices", int_option("count_slices", 16, 1, 1 << 12),
+                  "slices (of at least 1024 rows) the histogram pass counts each batch in: the senders then "
+                  "partition a batch straight into chunk images without counting it again, a slice per CPU thread "
+                  "(so at least a rank's sender threads; 1: the partition counts each batch itself)");
 }
 
 ExchangeConfig gpj_config(const po::variables_map& vm) {
   ExchangeConfig c = exchange_config(vm);
+  c.count_slices = uint64_t(vm["count_slices"].as<int64_t>());
   c.output = output_mode(vm) == OutputMode::CountOnly ? OutputMode::CountOnly : OutputMode::Direct;
   return c;
 }

@@ -109,6 +109,9 @@ class Exchange {
     // Where each partition's rows start in the batch's partitioned copy (fanout + 1 offsets), from
     // the histogram pass: the sender plans a batch's chunks and puts before it is partitioned.
     std::vector<uint64_t> offsets;
+    // The histogram pass counts the batch in slices (bounds: k + 1 rows from 0; counts: k * fanout),
+    // so that partitioning it straight into chunk images needs no counting pass of its own.
+    std::vector<uint64_t> slices, slice_counts;
   };
 
   const Tuples& input(int relation) const { return relation == 0 ? in_.r.tuples : in_.s.tuples; }
@@ -120,20 +123,37 @@ class Exchange {
     for (int rel = 0; rel < 2; ++rel) {
       const Tuples& t = input(rel);
       for (uint64_t first = 0; first < t.rows; first += cfg_.batch_rows)
-        batches_.push_back({rel, first, std::min(cfg_.batch_rows, t.rows - first), {}});
+        batches_.push_back({rel, first, std::min(cfg_.batch_rows, t.rows - first), {}, {}, {}});
     }
-    std::vector<Launched> hist;
-    for (const Batch& b : batches_)
-      hist.push_back(rank_.launch(kCompute, HistogramOp{input(b.relation).slice(b.first, b.rows), parts_.fn()}));
+    // Slices of at least kMinSliceRows rows (tiny batches are counted whole).
+    constexpr uint64_t kMinSliceRows = 1024;
+    std::vector<std::vector<Launched>> hist(batches_.size());
+    for (size_t i = 0; i < batches_.size(); ++i) {
+      Batch& b = batches_[i];
+      const uint64_t k = std::max<uint64_t>(1, std::min<uint64_t>(cfg_.count_slices, b.rows / kMinSliceRows));
+      for (uint64_t sl = 0; sl <= k; ++sl) b.slices.push_back(b.rows * sl / k);
+      for (uint64_t sl = 0; sl < k; ++sl)
+        hist[i].push_back(rank_.launch(
+            kCompute, HistogramOp{input(b.relation).slice(b.first + b.slices[sl], b.slices[sl + 1] - b.slices[sl]),
+                                  parts_.fn()}));
+    }
     // Rows and chunks per partition: a batch's rows of a partition go in chunks of their own.
     std::vector<uint64_t> mine(fanout * kCounts + 1, 0);
     for (size_t i = 0; i < batches_.size(); ++i) {
-      const std::vector<uint64_t>& h = hist[i].get().values;
+      std::vector<uint64_t> h(fanout, 0);
+      for (const Launched& l : hist[i]) {
+        const std::vector<uint64_t>& c = l.get().values;
+        for (uint64_t q = 0; q < fanout; ++q) {
+          const uint64_t rows = q < c.size() ? c[q] : 0;
+          h[q] += rows;
+          batches_[i].slice_counts.push_back(rows);
+        }
+      }
       const bool r = batches_[i].relation == 0;
       std::vector<uint64_t>& offsets = batches_[i].offsets;
       offsets.assign(fanout + 1, 0);
       for (uint64_t q = 0; q < fanout; ++q) {
-        const uint64_t rows = q < h.size() ? h[q] : 0;
+        const uint64_t rows = h[q];
         offsets[q + 1] = offsets[q] + rows;
         mine[q * kCounts + (r ? kRRows : kSRows)] += rows;
         mine[q * kCounts + (r ? kRChunks : kSChunks)] += (rows + slot_rows_ - 1) / slot_rows_;
@@ -369,15 +389,27 @@ class Exchange {
   };
 
   // Two sets of send buffers: one batch is partitioned and packed while the other's puts run.
+  // Where every partition streams, the batches are partitioned straight into the chunk images
+  // and need no partitioned copy.
   void setup_sender() {
     uint64_t max_batch = 0;
     for (const Batch& b : batches_) max_batch = std::max(max_batch, b.rows);
     const TupleFormat widest{std::max(rf_.key_bytes, sf_.key_bytes), std::max(rf_.val_bytes, sf_.val_bytes)};
     const uint64_t max_images = max_batch / slot_rows_ + parts_.fanout();
+    const bool streams = std::find(streamed_.begin(), streamed_.end(), 1u) != streamed_.end();
     for (auto& b : send_) {
-      b.part = rank_.alloc_tuples(cfg_.send_space, max_batch, widest, "gpj.send.partitioned");
-      b.images = rank_.alloc(cfg_.send_space, std::max<uint64_t>(1, max_images * slot_bytes_), "gpj.send.chunks");
+      if (!packs_while_partitioning())
+        b.part = rank_.alloc_tuples(cfg_.send_space, max_batch, widest, "gpj.send.partitioned");
+      if (streams)
+        b.images = rank_.alloc(cfg_.send_space, std::max<uint64_t>(1, max_images * slot_bytes_), "gpj.send.chunks");
     }
+  }
+
+  // Every partition streams (gpj): a batch goes from the input straight into chunk images, one
+  // pass (PackChunksOp with partition_by). Otherwise it is partitioned into a copy, whose
+  // materialized partitions are put from there and whose streamed ones are packed from there.
+  bool packs_while_partitioning() const {
+    return std::find(streamed_.begin(), streamed_.end(), 0u) == streamed_.end();
   }
 
   void send_batches(const Launched& consumer) {
@@ -400,31 +432,46 @@ class Exchange {
       else
         wait_pumping(bb.puts_done);
       const Tuples& t = input(batch.relation);
-      PartitionOp part;
-      part.in = t.slice(batch.first, batch.rows);
-      part.fn = parts_.fn();
-      part.out = bb.part;
-      part.out.fmt = t.fmt;
-      part.out.rows = batch.rows;
-      partitioned_.push_back(rank_.launch(kCompute, part));
-      if (!queued) check_partitioned(partitioned_.size() - 1);
       // Chunk images of the streamed partitions.
       PackChunksOp pack;
-      pack.in = part.out;
       pack.relation = uint32_t(batch.relation);
       pack.epoch = epoch_;
       pack.slot_rows = slot_rows_;
       pack.out = bb.images;
-      bool any_streamed = false;
       for (uint64_t q = 0; q < fanout; ++q) {
-        pack.begin.push_back(offsets[q]);
         pack.rows.push_back(streamed_[q] ? offsets[q + 1] - offsets[q] : 0);
         pack.first_seq.push_back(sent[q] + 1);
-        any_streamed = any_streamed || (streamed_[q] && offsets[q + 1] > offsets[q]);
       }
-      if (any_streamed) {
-        const Launched packed = rank_.launch_streaming(kCompute, pack);
-        if (!queued) wait_pumping(packed.done);
+      PartitionOp part;
+      if (packs_while_partitioning()) {
+        // The histogram pass's counts are the plan; the operator checks its input against them
+        // and returns the offsets a partition would have (checked as a partition's are).
+        pack.in = t.slice(batch.first, batch.rows);
+        pack.partition_by = parts_.fn();
+        if (batch.slices.size() > 2) {  // one slice would leave the operator a single thread
+          pack.in_slices = batch.slices;
+          pack.slice_rows = batch.slice_counts;
+        }
+        partitioned_.push_back(rank_.launch_streaming(kCompute, pack));
+        if (!queued) check_partitioned(partitioned_.size() - 1);
+      } else {
+        part.in = t.slice(batch.first, batch.rows);
+        part.fn = parts_.fn();
+        part.out = bb.part;
+        part.out.fmt = t.fmt;
+        part.out.rows = batch.rows;
+        partitioned_.push_back(rank_.launch(kCompute, part));
+        if (!queued) check_partitioned(partitioned_.size() - 1);
+        pack.in = part.out;
+        bool any_streamed = false;
+        for (uint64_t q = 0; q < fanout; ++q) {
+          pack.begin.push_back(offsets[q]);
+          any_streamed = any_streamed || pack.rows[q] > 0;
+        }
+        if (any_streamed) {
+          const Launched packed = rank_.launch_streaming(kCompute, pack);
+          if (!queued) wait_pumping(packed.done);
+        }
       }
       rank_.stream_wait(kPuts, rank_.record(kCompute));
       uint64_t image = 0;
@@ -643,10 +690,10 @@ Bound exchange_bound(const Workload& w, const ClusterShape& shape, const Bandwid
   const double shipped = (tuple_bytes_total(w.r) + tuple_bytes_total(w.s)) / n;
   auto over = [](double bytes, double rate) { return bytes > 0 && rate > 0 ? bytes / rate : 0.0; };
   const double links = std::max(over(shipped * (n - per_node) / n, bw.net), over(shipped * (per_node - 1) / n, bw.p2p));
-  const double cpu = over(4 * shipped, bw.host_mem);
+  const double cpu = over(3 * shipped, bw.host_mem);  // partition: read + write; the puts read it
   if (links >= cpu)
     return {links, "network " + rate_text(bw.net) + " / peer " + rate_text(bw.p2p) + ": one-sided exchange of R and S"};
-  return {cpu, "host memory " + rate_text(bw.host_mem) + ": senders partition and pack R and S"};
+  return {cpu, "host memory " + rate_text(bw.host_mem) + ": senders partition R and S, puts read them"};
 }
 
 void require_tuple_payloads(const Workload& w, const std::string& strategy) {

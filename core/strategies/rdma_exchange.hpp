@@ -2,15 +2,17 @@
 // the distributed radix join of Barthels et al. that is the papers' CPU baseline).
 //
 // Every rank holds its slice of R and S in host memory and is both a sender and a receiver:
-//  1. histogram: the senders hash-partition (murmur3) their input, batch by batch, into an
-//     over-partitioned fanout (parts_per_receiver partitions per receiver, contiguous runs), and
+//  1. histogram: the senders hash-partition (murmur3) their input, batch by batch (gpj: each batch
+//     in count_slices slices, whose counts spare the exchange's partition its own counting pass),
+//     into an over-partitioned fanout (parts_per_receiver partitions per receiver, contiguous runs), and
 //     tell every receiver the rows and chunks of its partitions (point-to-point, so no rank holds
 //     the whole n x fanout histogram). A receiver now knows its global histogram, places each of
 //     its partitions - streamed into its (GPU) memory, or materialized - and tells every sender
 //     where its rows of the materialized partitions go.
 //  2. exchange, batch by batch (planned from the histogram pass, and queued without waiting: the
 //     partition and pack of one batch overlap the puts of the one before), the sender CPUs
-//     partition into pinned buffers and then
+//     partition into pinned buffers - where every partition streams (gpj), straight into the
+//     chunk images, one pass (PackChunksOp with partition_by); else into a partitioned copy - and
 //     * for streamed partitions pack fixed-size chunks (header with a checksum, ops.hpp
 //       PackChunksOp) and put them into slots of the receiver's ring for (sender, partition) -
 //       consecutive chunks into consecutive slots in one put - once the receiver returned a
@@ -58,6 +60,10 @@ struct ExchangeConfig {
   uint64_t chunk_bytes = 128 << 10;  // bytes of tuples in one streamed chunk (one put)
   uint32_t slots = 4;                // ring slots per (sender, partition)
   uint64_t chunks_per_put = 8;       // consecutive chunks of a partition one put carries (<= slots / 2)
+  // Slices the histogram pass counts each batch in (gpj's option count_slices; the strategies that
+  // materialize everything count whole batches): where every partition streams, a batch is then
+  // partitioned straight into chunk images without a counting pass of its own.
+  uint64_t count_slices = 1;
   uint64_t seed = 0x5eed;            // partitioning hash seed (the tables use their own)
   double load_factor = 0.5;          // chained tables: buckets = next power of two of rows / lf
   uint64_t grid_blocks = 264;        // consumer parallelism spread over partitions by size
@@ -104,8 +110,9 @@ uint64_t chunk_rows(const ExchangeConfig& cfg, TupleFormat r, TupleFormat s);
 
 // The least time the exchange takes on one rank (the slowest, with balanced partitions): its
 // bytes over the links - the part that leaves the node over bw.net while the rest goes over
-// bw.p2p - or the sender CPUs' two passes (partition, then pack or put: read and write each) over
-// bw.host_mem, whichever is longer.
+// bw.p2p - or the host memory traffic of the senders over bw.host_mem: their one partition pass
+// (read, write: straight into chunk images where everything streams) and the puts reading what it
+// wrote, whichever is longer.
 Bound exchange_bound(const Workload& w, const ClusterShape& shape, const Bandwidths& bw);
 
 // InputError unless every relation carries its payload in the tuple (one payload column): the

@@ -4,13 +4,15 @@
 # BIN_DIR holds joinlab and (optional) test_cuda_streaming of a device build (-DJOINLAB_CUDA=ON
 # -DJOINLAB_SIMGRID=OFF -DJOINLAB_STATIC_BOOST=ON -DJOINLAB_MPI=ON). Ranks are threads over the
 # peer transport unless said otherwise; every run verifies its result (count + checksum).
-#  1. tests: test_cuda_streaming's CudaDistributed and CudaHostLanes cases (gpj, gpj-b, gpj-h, crj
-#     on CudaRanks; pinned send buffers and puts overlapping the senders' CPU work), test_cuda_fabric.
+#  1. tests: test_cuda_streaming's CudaStreamConsume (the GPU consumer on CPU-packed chunk images),
+#     CudaDistributed and CudaHostLanes cases (gpj, gpj-b, gpj-h, crj on CudaRanks; pinned send
+#     buffers, gpj partitioning straight into chunk images, puts overlapping the senders' CPU
+#     work), test_cuda_fabric.
 #  2. sweep: gpj's batch and chunk geometry at 2^27 rows per table and GPU (repeat 2); the best
 #     total is the geometry of the runs below (JL_GEOMETRY skips the sweep: "k=v;k=v").
 #  3. bar: gpj, gpj-b and crj (CPU backend, the host's cores) on the same data, 2^28 rows per table
 #     and GPU (gpj-2gpu.ini, crj-2gpu.ini) and 2^27 (gpj-4gpu.ini at 2 GPUs), repeat 3 (crj
-#     JL_CRJ_REPEAT, default 2).
+#     JL_CRJ_REPEAT, default 2; 0 leaves crj out).
 #  4. causes, at 2^27: the send path as it was (pageable send buffers, each batch partitioned and
 #     packed before its puts, one put per 128 KiB chunk, 1Mi-row batches, 4 slots), the same
 #     geometry with pinned buffers, and the best geometry with output = count_only (the result
@@ -104,7 +106,7 @@ has() { [[ "$steps" == *" $1 "* ]]; }
 for name in test_cuda_streaming test_cuda_fabric; do
   has tests || break
   filter='*'
-  [ "$name" = test_cuda_streaming ] && filter='CudaDistributed.*:CudaHostLanes.*'
+  [ "$name" = test_cuda_streaming ] && filter='CudaStreamConsume.*:CudaDistributed.*:CudaHostLanes.*'
   for t in "$bin/$name" "$bin/tests/$name"; do
     if [ -x "$t" ]; then
       step "$name" tests - -- "$t" --gtest_filter="$filter"
@@ -153,8 +155,9 @@ has bar && left && run gpj-28 gpj-2gpu.ini "${geo[@]}"
 has bar && left && run gpj-b-28 gpj-2gpu.ini --experiment.strategy=gpj-b "${geo[@]}"
 has bar && left && run gpj-27 ../h200x4/gpj-4gpu.ini "${size27[@]}" "${geo[@]}"
 has bar && left && run gpj-b-27 ../h200x4/gpj-4gpu.ini "${size27[@]}" --experiment.strategy=gpj-b "${geo[@]}"
-has bar && left && run crj-28 crj-2gpu.ini --experiment.repeat="${JL_CRJ_REPEAT:-2}"
-has bar && left && run crj-27 crj-2gpu.ini --workload.rows=2^28 --experiment.repeat="${JL_CRJ_REPEAT:-2}"
+crj=${JL_CRJ_REPEAT:-2}
+has bar && [ "$crj" != 0 ] && left && run crj-28 crj-2gpu.ini --experiment.repeat="$crj"
+has bar && [ "$crj" != 0 ] && left && run crj-27 crj-2gpu.ini --workload.rows=2^28 --experiment.repeat="$crj"
 
 # 4. causes
 old=(--strategy.send_buffers=pageable --strategy.chunks_per_put=1 --strategy.batch_rows=1Mi

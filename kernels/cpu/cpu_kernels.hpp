@@ -43,6 +43,37 @@ std::vector<uint64_t> partition(const K* in_keys, const V* in_vals, uint64_t row
 // Above this it does two passes (three beyond twice this).
 uint32_t max_one_pass_bits(uint32_t key_bytes, uint32_t val_bytes);
 
+// --- chunk images (gpj's senders; layout and checksum in core/exec/chunk.hpp) -------------------------
+// Sum of chunk_row_term(keys[i], vals[i], first + i) for i < rows (vectorized where the CPU can).
+template <class K, class V>
+uint64_t chunk_row_terms(const K* keys, const V* vals, uint64_t first, uint64_t rows);
+// Where partition_into_chunks writes: chunk images of chunk_slot_bytes(K, V, slot_rows) in
+// (partition, chunk) order from `out`, with these header fields (PackChunksOp's).
+struct ChunkTarget {
+  char* out = nullptr;
+  uint64_t out_bytes = 0;
+  uint64_t slot_rows = 0;
+  const std::vector<uint64_t>* first_seq = nullptr;  // per partition
+  uint32_t partition_base = 0, relation = 0, epoch = 0;
+};
+// Consecutive slices of the input already counted (a histogram per slice): bounds (k + 1 rows,
+// from 0 to the input's rows) and counts (k * fanout, slice-major).
+struct CountedSlices {
+  std::vector<uint64_t> bounds, counts;
+};
+// PackChunksOp with partition_by: partitions rows [0, rows) by fn in one pass straight into chunk
+// images: the images of partition() then packing its output (past max_one_pass_bits its
+// write-combine lines leave the L2 cache: slower, the same images). counts[p] must be the rows of
+// partition p. Without `slices` each thread counts its range first (a count that differs is
+// std::invalid_argument naming the partition, and nothing is written); with them the threads
+// take whole slices and count nothing (a slice that does not hold the rows its counts say is
+// std::invalid_argument naming it; it wrote no row past its counts). Returns partition()'s
+// offsets (fanout + 1).
+template <class K, class V>
+std::vector<uint64_t> partition_into_chunks(const K* keys, const V* vals, uint64_t rows, PartitionFn fn,
+                                            const std::vector<uint64_t>& counts, const CountedSlices* slices,
+                                            const ChunkTarget& target, int threads);
+
 // --- join outputs ---------------------------------------------------------------------------------
 // Where a join writes (key, R value, S value) rows: rows [first, first + count) of the arrays,
 // never at or past `capacity` (semantics in core/exec/ops.hpp).

@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/exec/chunk.hpp"
 #include "kernels/cpu/cpu_kernels.hpp"
 #include "kernels/cpu/host_memory.hpp"
 #include "kernels/cpu/parallel.hpp"
@@ -42,22 +43,54 @@ struct FixedKindPart {
     return f(k);
   }
 };
-// Calls f(part) with the fixed-kind form of fn.
-template <class F>
-void with_part(PartitionFn fn, F&& f) {
-  if (fn.kind == PartitionFn::Radix)
-    f(FixedKindPart<PartitionFn::Radix>{fn});
-  else
-    f(FixedKindPart<PartitionFn::Hash>{fn});
+// Cloned for AVX-512 (x86-64-v4, picked at load time where the CPU has it), where the 64-bit
+// multiplies of the hash (and of the chunk checksum terms) vectorize.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define JL_AVX512_CLONES __attribute__((target_clones("arch=x86-64-v4", "default")))
+#else
+#define JL_AVX512_CLONES
+#endif
+
+// Keys whose partitions are computed at a time: the hash of a block is a vectorized loop; the
+// loop that counts or scatters the block's rows then reads the ids (a scalar hash per row made
+// the count and the scatter compute-bound: ~5 cycles per row for the count on a 2-core EPYC).
+constexpr uint32_t kIdBlock = 256;
+#define JL_PART_IDS(K)                                                                                  \
+  JL_AVX512_CLONES void part_ids(const K* __restrict keys, uint32_t n, PartitionFn fn, uint32_t* __restrict ids) { \
+    if (fn.kind == PartitionFn::Hash) {                                                                 \
+      const FixedKindPart<PartitionFn::Hash> part{fn};                                                  \
+      for (uint32_t i = 0; i < n; ++i) ids[i] = part(uint64_t(keys[i]));                                \
+    } else {                                                                                            \
+      const FixedKindPart<PartitionFn::Radix> part{fn};                                                 \
+      for (uint32_t i = 0; i < n; ++i) ids[i] = part(uint64_t(keys[i]));                                \
+    }                                                                                                   \
+  }
+JL_PART_IDS(uint32_t)
+JL_PART_IDS(uint64_t)
+#undef JL_PART_IDS
+
+// Calls row(i, p) for rows i in [b, e) in order, p the partition of key i (computed a block at a
+// time by part_ids); stops at the first row for which it returns false and returns that row (e
+// when none did).
+template <class K, class F>
+__attribute__((always_inline)) inline uint64_t for_each_row(const K* keys, uint64_t b, uint64_t e, PartitionFn fn,
+                                                            F&& row) {
+  alignas(64) uint32_t ids[kIdBlock];
+  for (uint64_t i0 = b; i0 < e; i0 += kIdBlock) {
+    const uint32_t n = uint32_t(std::min<uint64_t>(kIdBlock, e - i0));
+    part_ids(keys + i0, n, fn, ids);
+    for (uint32_t j = 0; j < n; ++j)
+      if (!row(i0 + j, ids[j])) return i0 + j;
+  }
+  return e;
 }
 
-template <class K, class Part>
-void count_rows(const K* __restrict keys, uint64_t b, uint64_t e, Part part, uint64_t* __restrict hist) {
-  for (uint64_t i = b; i < e; ++i) ++hist[part(uint64_t(keys[i]))];
-}
 template <class K>
-void count_rows(const K* keys, uint64_t b, uint64_t e, PartitionFn fn, uint64_t* hist) {
-  with_part(fn, [&](auto part) { count_rows(keys, b, e, part, hist); });
+void count_rows(const K* keys, uint64_t b, uint64_t e, PartitionFn fn, uint64_t* __restrict hist) {
+  for_each_row(keys, b, e, fn, [&](uint64_t, uint32_t p) __attribute__((always_inline)) {
+    ++hist[p];
+    return true;
+  });
 }
 // A team member's counts of rows [b, e) into `out`, its slice of an array the team shares:
 // counted in the thread's own scratch first, since counters of neighbouring threads in one array
@@ -75,14 +108,13 @@ void count_own(const K* keys, uint64_t b, uint64_t e, PartitionFn fn, uint64_t* 
 
 // Scatters rows [b, e) of the input; pos[p] is the next output row of partition p for this
 // thread (advanced), start[p] the first one it owns. Only rows this thread owns are written.
-template <class K, class V, bool kStream, class Part>
-void scatter_rows(const K* __restrict ik, const V* __restrict iv, uint64_t b, uint64_t e, Part part,
+template <class K, class V, bool kStream>
+void scatter_rows(const K* __restrict ik, const V* __restrict iv, uint64_t b, uint64_t e, PartitionFn fn,
                   uint64_t* __restrict pos, const uint64_t* __restrict start, WcLine<K, V>* __restrict buf,
                   K* ok, V* ov) {
   constexpr uint32_t L = WcLine<K, V>::L;
-  for (uint64_t i = b; i < e; ++i) {
+  for_each_row(ik, b, e, fn, [&](uint64_t i, uint32_t p) __attribute__((always_inline)) {
     const K k = ik[i];
-    const uint32_t p = part(uint64_t(k));
     const uint64_t at = pos[p]++;
     const uint32_t slot = uint32_t(at & (L - 1));
     WcLine<K, V>& line = buf[p];
@@ -99,7 +131,8 @@ void scatter_rows(const K* __restrict ik, const V* __restrict iv, uint64_t b, ui
         std::memcpy(ov + start[p], line.vals + from, (L - from) * sizeof(V));
       }
     }
-  }
+    return true;
+  });
 }
 
 // Writes what is left in the buffers after scatter_rows.
@@ -130,14 +163,12 @@ struct PassArgs {
 template <class K, class V>
 void scatter(const PassArgs<K, V>& a, uint64_t b, uint64_t e, uint64_t* pos, const uint64_t* start,
              WcLine<K, V>* buf) {
-  with_part(a.fn, [&](auto part) {
-    if (a.stream) {
-      scatter_rows<K, V, true>(a.ik, a.iv, b, e, part, pos, start, buf, a.ok, a.ov);
-      _mm_sfence();
-    } else {
-      scatter_rows<K, V, false>(a.ik, a.iv, b, e, part, pos, start, buf, a.ok, a.ov);
-    }
-  });
+  if (a.stream) {
+    scatter_rows<K, V, true>(a.ik, a.iv, b, e, a.fn, pos, start, buf, a.ok, a.ov);
+    _mm_sfence();
+  } else {
+    scatter_rows<K, V, false>(a.ik, a.iv, b, e, a.fn, pos, start, buf, a.ok, a.ov);
+  }
   flush_tails(a.fn.fanout(), pos, start, buf, a.ok, a.ov);
 }
 
@@ -328,6 +359,311 @@ std::vector<uint64_t> partition(const K* in_keys, const V* in_vals, uint64_t row
     throw std::invalid_argument("partition: input and output keys overlap");
   return partition_passes(in_keys, in_vals, segs, fn, out_keys, out_vals, std::max(threads, 1), 0);
 }
+
+// --- partition straight into chunk images (PackChunksOp with partition_by) ----------------------------
+//
+// The scatter above with a different destination: positions of partition p (in the order
+// partition() would give) map to chunk images instead of one output array. Each thread owns
+// the same positions as in partition() (its counts, prefixed over threads), keeps per
+// partition a cursor (image, row) and a write-combine line, and flushes a full line with
+// streaming stores into the image's key and value columns (line-aligned: chunk.hpp's layout),
+// adding the line's checksum terms to its sum for that image while the line is in L1. The
+// headers, with the sums of every thread, are written last. So the tuples are read once and
+// written once, as by partition() alone; the pack's second pass (read the partitioned copy,
+// sum, write the images) is gone.
+
+namespace {
+
+// The checksum terms of `rows` rows whose first is row `first` of its chunk (vectorized where the
+// CPU has AVX-512). The sum wraps, so any order and any split give the same checksum.
+#define JL_ROW_TERMS(K, V)                                                                                    \
+  JL_AVX512_CLONES uint64_t row_terms(const K* __restrict keys, const V* __restrict vals, uint64_t first,      \
+                                     uint64_t rows) {                                                         \
+    uint64_t sum = 0;                                                                                         \
+    for (uint64_t i = 0; i < rows; ++i) sum += chunk_row_term(uint64_t(keys[i]), uint64_t(vals[i]), first + i); \
+    return sum;                                                                                               \
+  }
+JL_FOR_EACH_KV(JL_ROW_TERMS)
+#undef JL_ROW_TERMS
+
+struct ChunkGeometry {
+  char* out;
+  uint64_t slot_bytes, vals_at;
+  uint32_t slot_rows;
+};
+// Where a thread's next row of one partition goes.
+struct ChunkCursor {
+  uint64_t image;  // image index in the output
+  uint32_t row;    // row in that image
+  uint32_t from;   // first slot of the current line this thread writes (its first line may be shared)
+  uint64_t left;   // rows of the partition this thread may still write (its count)
+};
+
+// Writes slots [from, end) of `line`, rows [base + from, base + end) of `image`, and adds their
+// checksum terms to sums[image]. A whole line goes with streaming stores; part of one (shared
+// with another thread, or the end of a chunk or of the partition) with plain stores.
+// (Always inlined: in the AVX-512 clone of the scatter the line's checksum terms vectorize.)
+template <class K, class V, bool kStream>
+__attribute__((always_inline)) inline void flush_chunk_line(const ChunkGeometry& g, uint64_t image, uint32_t base,
+                                                            uint32_t from, uint32_t end, const WcLine<K, V>& line,
+                                                            uint64_t* sums) {
+  constexpr uint32_t L = WcLine<K, V>::L;
+  char* img = g.out + image * g.slot_bytes;
+  K* dk = reinterpret_cast<K*>(img + kChunkHeaderBytes) + base;
+  V* dv = reinterpret_cast<V*>(img + g.vals_at) + base;
+  uint64_t terms = 0;
+  for (uint32_t i = from; i < end; ++i) terms += chunk_row_term(uint64_t(line.keys[i]), uint64_t(line.vals[i]), base + i);
+  sums[image] += terms;
+  if (from == 0 && end == L) {
+    store_bytes<kStream>(dk, line.keys, L * sizeof(K));
+    store_bytes<kStream>(dv, line.vals, L * sizeof(V));
+  } else {
+    std::memcpy(dk + from, line.keys + from, (end - from) * sizeof(K));
+    std::memcpy(dv + from, line.vals + from, (end - from) * sizeof(V));
+  }
+}
+
+// Returns e, or the first row that found its partition's count used up (a slice whose counts
+// were wrong: nothing is written past the rows the count gave it).
+template <class K, class V, bool kStream>
+__attribute__((always_inline)) inline uint64_t scatter_chunk_rows(const K* __restrict ik, const V* __restrict iv,
+                                                                  uint64_t b, uint64_t e, PartitionFn fn,
+                                                                  const ChunkGeometry& g, ChunkCursor* __restrict cur,
+                                                                  WcLine<K, V>* __restrict buf, uint64_t* __restrict sums) {
+  constexpr uint32_t L = WcLine<K, V>::L;
+  const uint32_t last_row = g.slot_rows - 1;
+  return for_each_row(ik, b, e, fn, [&](uint64_t i, uint32_t p) __attribute__((always_inline)) {
+    const K k = ik[i];
+    ChunkCursor& c = cur[p];
+    if (c.left-- == 0) return false;
+    const uint32_t slot = c.row & (L - 1);  // lines start at rows that are multiples of L in a chunk
+    WcLine<K, V>& line = buf[p];
+    line.keys[slot] = k;
+    line.vals[slot] = iv[i];
+    if (slot == L - 1 || c.row == last_row) {
+      flush_chunk_line<K, V, kStream>(g, c.image, c.row - slot, c.from, slot + 1, line, sums);
+      c.from = 0;
+    }
+    if (c.row == last_row) {
+      c.row = 0;
+      ++c.image;
+    } else {
+      ++c.row;
+    }
+    return true;
+  });
+}
+
+// The scatter, cloned for AVX-512 per tuple format (with streaming stores or not).
+#define JL_SCATTER_CHUNKS(K, V)                                                                                    \
+  JL_AVX512_CLONES uint64_t scatter_chunk_rows_stream(const K* ik, const V* iv, uint64_t b, uint64_t e,           \
+                                                      PartitionFn fn, const ChunkGeometry& g, ChunkCursor* cur,     \
+                                                      WcLine<K, V>* buf, uint64_t* sums) {                          \
+    return scatter_chunk_rows<K, V, true>(ik, iv, b, e, fn, g, cur, buf, sums);                                    \
+  }                                                                                                                \
+  JL_AVX512_CLONES uint64_t scatter_chunk_rows_cached(const K* ik, const V* iv, uint64_t b, uint64_t e,           \
+                                                      PartitionFn fn, const ChunkGeometry& g, ChunkCursor* cur,     \
+                                                      WcLine<K, V>* buf, uint64_t* sums) {                          \
+    return scatter_chunk_rows<K, V, false>(ik, iv, b, e, fn, g, cur, buf, sums);                                   \
+  }
+JL_FOR_EACH_KV(JL_SCATTER_CHUNKS)
+#undef JL_SCATTER_CHUNKS
+
+// Scatters rows [b, e) from the cursors `cur` (left: this range's rows of each partition);
+// returns whether every row found room and every count was used up.
+template <class K, class V>
+bool scatter_chunks(const K* ik, const V* iv, uint64_t b, uint64_t e, PartitionFn fn, bool stream,
+                    const ChunkGeometry& g, ChunkCursor* cur, WcLine<K, V>* buf, uint64_t* sums) {
+  constexpr uint32_t L = WcLine<K, V>::L;
+  uint64_t done;
+  if (stream) {
+    done = scatter_chunk_rows_stream(ik, iv, b, e, fn, g, cur, buf, sums);
+    _mm_sfence();
+  } else {
+    done = scatter_chunk_rows_cached(ik, iv, b, e, fn, g, cur, buf, sums);
+  }
+  bool exact = done == e;
+  for (uint32_t p = 0; p < fn.fanout(); ++p) {  // the lines this thread left partly filled
+    const ChunkCursor& c = cur[p];
+    const uint32_t slot = c.row & (L - 1);
+    if (slot > c.from) flush_chunk_line<K, V, false>(g, c.image, c.row - slot, c.from, slot, buf[p], sums);
+    exact = exact && c.left == 0;
+  }
+  return exact;
+}
+
+}  // namespace
+
+template <class K, class V>
+uint64_t chunk_row_terms(const K* keys, const V* vals, uint64_t first, uint64_t rows) {
+  return row_terms(keys, vals, first, rows);
+}
+
+template <class K, class V>
+std::vector<uint64_t> partition_into_chunks(const K* keys, const V* vals, uint64_t rows, PartitionFn fn,
+                                            const std::vector<uint64_t>& counts, const CountedSlices* slices,
+                                            const ChunkTarget& target, int threads) {
+  check_partition_fn(fn);
+  const uint32_t F = fn.fanout();
+  if (counts.size() != F || !target.first_seq || target.first_seq->size() != F)
+    throw std::invalid_argument("partition_into_chunks: " + std::to_string(counts.size()) + " row counts and " +
+                                std::to_string(target.first_seq ? target.first_seq->size() : 0) +
+                                " sequence numbers for a fanout of " + std::to_string(F));
+  if (target.slot_rows == 0 || target.slot_rows >= (1ULL << 32))
+    throw std::invalid_argument("partition_into_chunks: slot_rows must be in [1, 2^32)");
+  const ChunkGeometry g{target.out, chunk_slot_bytes(sizeof(K), sizeof(V), target.slot_rows),
+                        chunk_vals_offset(sizeof(K), target.slot_rows), uint32_t(target.slot_rows)};
+  // Image index of every partition's first chunk, and the offsets partition() would return.
+  std::vector<uint64_t> first_image(F + 1, 0), offsets(F + 1, 0);
+  for (uint32_t p = 0; p < F; ++p) {
+    first_image[p + 1] = first_image[p] + (counts[p] + g.slot_rows - 1) / g.slot_rows;
+    offsets[p + 1] = offsets[p] + counts[p];
+  }
+  const uint64_t images = first_image[F];
+  if (images && (!g.out || target.out_bytes < images * g.slot_bytes))
+    throw std::invalid_argument("partition_into_chunks: " + std::to_string(images) + " chunk images need " +
+                                std::to_string(images * g.slot_bytes) + " bytes, the output holds " +
+                                std::to_string(target.out_bytes));
+  // Streaming stores need 16-byte aligned lines (the slots are 64-byte aligned from an aligned
+  // output) and only pay off past the caches.
+  const bool stream = uintptr_t(g.out) % 64 == 0 && images * g.slot_bytes >= kStreamingBytes;
+  // [thread][image]: checksum terms; a thread's row padded past the cache line of the next one's.
+  const uint64_t stride = (images + 7) / 8 * 8 + 8;
+  // Cursors of a range of rows whose rows of partition p start at position start[p] of p and
+  // number n[p].
+  auto cursors = [&](const uint64_t* start, const uint64_t* n) {
+    auto* cur = thread_scratch_array<ChunkCursor>(1, F);
+    for (uint32_t p = 0; p < F; ++p) {
+      const uint32_t row = uint32_t(start[p] % g.slot_rows);
+      cur[p] = {first_image[p] + start[p] / g.slot_rows, row, row & (WcLine<K, V>::L - 1), n[p]};
+    }
+    return cur;
+  };
+  RegionErrors errors;
+  std::vector<uint64_t> sums;
+  int team = 1;
+  if (slices) {
+    // Counted already (the histogram pass counted each slice): each thread takes whole slices.
+    const std::vector<uint64_t>& bounds = slices->bounds;
+    const uint64_t k = bounds.size() < 2 ? 0 : bounds.size() - 1;
+    if (k == 0 || bounds.front() != 0 || bounds.back() != rows || slices->counts.size() != k * F)
+      throw std::invalid_argument("partition_into_chunks: " + std::to_string(bounds.size()) + " slice bounds (from 0 to " +
+                                  std::to_string(rows) + ") and " + std::to_string(slices->counts.size()) +
+                                  " slice counts for a fanout of " + std::to_string(F));
+    std::vector<uint64_t> start(k * F);
+    for (uint32_t p = 0; p < F; ++p) {
+      uint64_t at = 0;
+      for (uint64_t sl = 0; sl < k; ++sl) {
+        start[sl * F + p] = at;
+        at += slices->counts[sl * F + p];
+      }
+      if (at != counts[p])
+        throw std::invalid_argument("the slices' rows of partition " + std::to_string(p) + " sum to " +
+                                    std::to_string(at) + ", the plan says " + std::to_string(counts[p]) +
+                                    " (nothing written)");
+    }
+    for (uint64_t sl = 0; sl < k; ++sl)
+      if (bounds[sl + 1] < bounds[sl]) throw std::invalid_argument("partition_into_chunks: slice bounds are not ascending");
+    team = int(std::max<uint64_t>(1, std::min<uint64_t>(k, uint64_t(std::max(threads, 1)))));
+    sums.assign(size_t(team) * stride, 0);
+    std::atomic<int64_t> wrong_slice{int64_t(k)};
+#pragma omp parallel for num_threads(team) schedule(dynamic, 1)
+    for (int64_t sl = 0; sl < int64_t(k); ++sl) {
+      const int t = omp_get_thread_num();
+      errors.run([&] {
+        ChunkCursor* cur = cursors(start.data() + sl * F, slices->counts.data() + sl * F);
+        auto* buf = thread_scratch_array<WcLine<K, V>>(2, F);
+        if (!scatter_chunks(keys, vals, bounds[size_t(sl)], bounds[size_t(sl) + 1], fn, stream, g, cur, buf,
+                            sums.data() + size_t(t) * stride)) {
+          int64_t w = wrong_slice.load();
+          while (sl < w && !wrong_slice.compare_exchange_weak(w, sl)) {
+          }
+        }
+      });
+    }
+    errors.rethrow();
+    if (wrong_slice.load() < int64_t(k)) {
+      const size_t w = size_t(wrong_slice.load());
+      throw std::invalid_argument("slice " + std::to_string(w) + " (rows " + std::to_string(bounds[w]) + " to " +
+                                  std::to_string(bounds[w + 1]) +
+                                  ") does not hold the rows its counts say: the input changed since it was counted "
+                                  "(the chunk images are incomplete)");
+    }
+  } else {
+    // Each thread counts its own range first (positions as partition() gives them).
+    team = team_for(rows, std::max(threads, 1));
+    sums.assign(size_t(team) * stride, 0);
+    std::vector<uint64_t> own(size_t(team) * F), start(size_t(team) * F);  // [thread][partition]
+    std::vector<uint64_t> found(F, 0);  // rows of each partition in the input
+    std::atomic<bool> counted{true};
+    int64_t wrong = -1;  // the first partition whose count differs from counts[]
+#pragma omp parallel num_threads(team)
+    {
+      const int nt = omp_get_num_threads(), t = omp_get_thread_num();
+      const Span mine = split(rows, uint64_t(nt), uint64_t(t));
+      uint64_t* h = own.data() + size_t(t) * F;
+      std::fill(h, h + F, 0);
+      errors.run([&] {
+        try {
+          count_own(keys, mine.begin, mine.end, fn, h);
+        } catch (...) {
+          counted = false;
+          throw;
+        }
+      });
+#pragma omp barrier
+#pragma omp single
+      {
+        for (uint32_t p = 0; p < F; ++p) {
+          uint64_t at = 0;
+          for (int u = 0; u < nt; ++u) {
+            start[size_t(u) * F + p] = at;
+            at += own[size_t(u) * F + p];
+          }
+          found[p] = at;
+          if (at != counts[p] && wrong < 0) wrong = int64_t(p);
+        }
+      }
+      errors.run([&] {
+        if (!counted || wrong >= 0) return;  // nothing written: the error is raised below
+        ChunkCursor* cur = cursors(start.data() + size_t(t) * F, h);
+        auto* buf = thread_scratch_array<WcLine<K, V>>(2, F);
+        scatter_chunks(keys, vals, mine.begin, mine.end, fn, stream, g, cur, buf, sums.data() + size_t(t) * stride);
+      });
+    }
+    errors.rethrow();
+    if (wrong >= 0)
+      throw std::invalid_argument("partition " + std::to_string(wrong) + " has " +
+                                  std::to_string(found[size_t(wrong)]) + " rows of the input, the plan says " +
+                                  std::to_string(counts[size_t(wrong)]) + " (nothing written)");
+  }
+  // Headers: each image's fields and its checksum, the terms of every thread summed.
+  for (uint32_t p = 0; p < F; ++p) {
+    for (uint64_t i = first_image[p]; i < first_image[p + 1]; ++i) {
+      const uint64_t c = i - first_image[p];
+      ChunkHeader hd{};
+      hd.seq = (*target.first_seq)[p] + c;
+      hd.partition = target.partition_base + p;
+      hd.rows = uint32_t(std::min<uint64_t>(g.slot_rows, counts[p] - c * g.slot_rows));
+      hd.relation = target.relation;
+      hd.epoch = target.epoch;
+      uint64_t sum = chunk_header_term(hd.seq, hd.partition, hd.rows, hd.relation, hd.epoch);
+      for (int u = 0; u < team; ++u) sum += sums[size_t(u) * stride + i];
+      hd.checksum = sum;
+      alignas(64) unsigned char line[kChunkHeaderBytes] = {};  // the padding is zero, not stale bytes
+      std::memcpy(line, &hd, sizeof hd);
+      std::memcpy(g.out + i * g.slot_bytes, line, sizeof line);
+    }
+  }
+  return offsets;
+}
+
+#define JL_INSTANTIATE_CHUNKS(K, V)                                                                         \
+  template uint64_t chunk_row_terms<K, V>(const K*, const V*, uint64_t, uint64_t);                          \
+  template std::vector<uint64_t> partition_into_chunks<K, V>(const K*, const V*, uint64_t, PartitionFn,     \
+                                                             const std::vector<uint64_t>&, const CountedSlices*, \
+                                                             const ChunkTarget&, int);
+JL_FOR_EACH_KV(JL_INSTANTIATE_CHUNKS)
 
 #define JL_INSTANTIATE_PARTITION(K, V)                                                            \
   template std::vector<uint64_t> partition<K, V>(const K*, const V*, uint64_t,                    \
