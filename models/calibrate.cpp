@@ -47,6 +47,27 @@ std::string sample_phase(const OpSample& s) {
   return n.str();
 }
 
+// A radix sort sample of a samples file written before the MSD plan's features (2026-11-23):
+// features {bytes, cub_bytes, cub_sorts, segment_max_bytes}. Its plan follows from its rows,
+// since calibrate sorted tuples of key_bytes + key_bytes (4+4, 8+8) whose keys are R's dense keys
+// 1..rows or foreign keys into them, and the sort of then found its range with an exact max
+// reduction (the largest key: rows).
+void upgrade_sort_sample(OpSample& s) {
+  if (s.model != "sort.radix" || s.x.size() != 5 || s.segment <= 0) return;
+  const uint32_t kb = uint32_t(s.segment);
+  const double rows = s.x[1] / (2.0 * kb);
+  const double seconds = s.seconds;
+  s = radix_sort_sample(rows, rows, kb, kb, s.x[2], s.x[3], s.x[4]);
+  s.seconds = seconds;
+}
+
+// A partitioned join sample of a samples file written before `host_lists` (2026-11-23): 1 where
+// the host listed its items (host_items > 0).
+void upgrade_join_sample(OpSample& s) {
+  if (s.model.rfind("partitioned_join.", 0) != 0 || s.x.size() != 8) return;
+  s.x.push_back(s.x[7] > 0 ? 1.0 : 0.0);
+}
+
 bool parse_sample_phase(const PhaseRecord& p, OpSample& s) {
   std::istringstream in(p.name);
   std::string tag;
@@ -72,6 +93,8 @@ bool parse_sample_phase(const PhaseRecord& p, OpSample& s) {
       s.locality.access.tails.push_back({rest[i], rest[i + 1], rest[i + 2], rest[i + 3]});
   }
   s.seconds = p.end - p.begin;
+  upgrade_sort_sample(s);
+  upgrade_join_sample(s);
   return !s.x.empty();
 }
 
@@ -387,11 +410,33 @@ class Bench {
       rs_ = rank_.alloc_tuples(MemSpace::Device, n, fmt_, "calibrate.Rs");
       timed(SortOp{r_, rs_, SortAlgo::Radix});
       timed(SortOp{s_, scratch_, SortAlgo::Merge});
+      if (!opt_.quick)  // into buffers free at this point: no more device memory at 2^28 rows
+        for (uint64_t spread : {4, 8}) wide_sort(n, spread, scratch_, ss);
     }
     timed(SortOp{s_, ss, SortAlgo::Radix}, &access_);  // skew makes the MSD sort's oversized partitions
     JoinOutput out = rank_.alloc_output(MemSpace::Device, n, fmt_, fmt_, "calibrate.out");
     timed(MergeJoinOp{rs_, ss, no_output(), 0, OutputMode::CountOnly}, &access_);
     timed(MergeJoinOp{rs_, ss, out, 0, OutputMode::Direct}, &access_);
+  }
+
+  // The MSD sort of keys spread over `spread` times the rows (uniform over 1..spread x n): its
+  // blocks sort 13 low bits (8192 counters) where R's dense keys leave 11, in 2^(k-11) (spread 4)
+  // or 2^(k-10) (spread 8) partitions of 2^k rows. R's sorts alone have blocks and counters in
+  // the same proportion to the rows at every size (msd_plan), and the fit could not tell a block's
+  // cost, a counter's and a row's apart; the validation's 1.5 x 2^k rows have another proportion.
+  // `w` receives the keys, `out` the sorted rows (n rows each, free for reuse).
+  void wide_sort(uint64_t n, uint64_t spread, Tuples w, Tuples out) {
+    untimed();
+    RelationSpec spec = relation("W", n, KeyDist::Uniform, fmt_.key_bytes, fmt_.val_bytes);
+    spec.range_lo = 1;
+    spec.range_hi = spread * n;
+    w.rows = out.rows = n;
+    GenerateOp g;
+    g.spec = spec;
+    g.out = w;
+    rank_.launch(Stream{0}, g).get();
+    const KeyAccess keys = KeyAccess::uniform(double(n), double(spread * n));
+    timed(SortOp{w, out, SortAlgo::Radix}, &keys);
   }
 
   void gather_and_checksum(uint64_t n) {
@@ -431,6 +476,12 @@ class Bench {
         for (int r = 0; r < opt_.repeat; ++r) {
           begin_sample(sample_phase(alloc_sample(space, bytes)), false);
           Buffer b = rank_.alloc(space, bytes, "calibrate.alloc");
+          end_sample();
+          // Its release, as a strategy drops a buffer: until the rank may go on (the CUDA
+          // backend waits for the device first), with the streams idle.
+          begin_sample(sample_phase(free_sample(space, bytes)), false);
+          b = Buffer{};
+          rank_.sync(Stream{0});  // where a backend that defers the release pays it (sim); idle here
           end_sample();
         }
     for (uint64_t bytes : link_sizes()) {
@@ -518,7 +569,8 @@ std::vector<CalibrationRun> runs_of(const std::vector<PhaseRecord>& phases, cons
     r.seconds = p.end - p.begin;
     if (i + 1 < phases.size() && phases[i + 1].name == kSyncPhase)
       r.sync_seconds = std::max(0.0, phases[i + 1].end - phases[i + 1].begin);
-    const bool evicted = evict_bytes > 0 && p.name.rfind("cal link.", 0) != 0 && p.name.rfind("cal alloc.", 0) != 0;
+    const bool evicted = evict_bytes > 0 && p.name.rfind("cal link.", 0) != 0 && p.name.rfind("cal alloc.", 0) != 0 &&
+                         p.name.rfind("cal free.", 0) != 0;
     if (evicted) {
       while (next < spans.size() && !is_evict(spans[next])) ++next;
       if (next + 1 < spans.size()) {
@@ -577,7 +629,8 @@ void add_runs(Calibration& c, const std::vector<CalibrationRun>& runs) {
     if (!times.count(r.phase)) order.push_back(r.phase);
     // An operator's phase ends with a synchronization of every stream; a transfer or an
     // allocation is waited for on its own (links keep latency + bytes / bandwidth).
-    const bool op = r.phase.rfind("cal link.", 0) != 0 && r.phase.rfind("cal alloc.", 0) != 0;
+    const bool op = r.phase.rfind("cal link.", 0) != 0 && r.phase.rfind("cal alloc.", 0) != 0 &&
+                    r.phase.rfind("cal free.", 0) != 0;
     times[r.phase].push_back(r.seconds + (op ? r.sync_seconds : 0.0));
   }
   for (auto& name : order) {
@@ -744,9 +797,14 @@ Profile fit_profile(const Calibration& c, const Profile& base, const Calibration
     if (it == c.links.end() || it->second.size() < 2) {
       auto why = c.skipped.find(name);
       const std::string reason = why != c.skipped.end() ? why->second : "not measured by this calibration";
-      for (const char* f : {".bw", ".latency"})
-        p.notes[key + f] = reason + "; kept from profile " + (base.name.empty() ? "(none)" : base.name) +
-                           (base.notes.count(key + f) ? ": " + base.notes.at(key + f) : "");
+      const std::string kept = reason + "; kept from profile " + (base.name.empty() ? "(none)" : base.name);
+      for (const char* f : {".bw", ".latency"}) {
+        // The base's own source, without the same note from its earlier refits (a profile refitted
+        // from itself would otherwise repeat it once per refit).
+        std::string source = base.notes.count(key + f) ? base.notes.at(key + f) : "";
+        while (source.rfind(kept + ": ", 0) == 0) source.erase(0, kept.size() + 2);
+        p.notes[key + f] = kept + (source.empty() ? "" : ": " + source);
+      }
       return false;
     }
     std::vector<OpSample> s = it->second;

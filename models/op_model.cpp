@@ -23,12 +23,17 @@ const std::vector<ModelSpec>& model_specs() {
       {"probe.linear", {"bytes_in", "bytes_out"}, "table_bytes", {"near", "far"}, 2},
       {"probe.chained", {"bytes_in", "bytes_out"}, "table_bytes", {"near", "far"}, 2},
       {"partitioned_join.linear",
-       {"bytes_in", "bytes_out", "items", "rounds", "r_reload_bytes", "s_reload_bytes", "host_items"},
+       {"bytes_in", "bytes_out", "items", "rounds", "r_reload_bytes", "s_reload_bytes", "host_items", "host_lists"},
        "partition_bytes", {}, 2},
       {"partitioned_join.chained",
-       {"bytes_in", "bytes_out", "items", "rounds", "r_reload_bytes", "s_reload_bytes", "host_items"},
+       {"bytes_in", "bytes_out", "items", "rounds", "r_reload_bytes", "s_reload_bytes", "host_items", "host_lists"},
        "partition_bytes", {}, 2},
-      {"sort.radix", {"bytes_in", "cub_bytes", "cub_sorts", "segment_max_bytes"}, "key_bytes", {}, 1},
+      // The MSD sort (msd_plan): its local sort's bytes, CUB's share (skew), then its partition
+      // passes' bytes and histogram reads, its passes, its local sort's blocks and their counters.
+      {"sort.radix",
+       {"bytes_in", "cub_bytes", "cub_sorts", "segment_max_bytes", "pass_bytes", "hist_bytes", "passes", "blocks",
+        "counters"},
+       "key_bytes", {}, 1},
       {"sort.merge", {"bytes_in_log2_rows"}, "", {}, 0},
       {"merge_join", {"bytes_in", "bytes_out"}, "", {"near"}, 2},
       {"gather", {"bytes_in"}, "source_bytes", {}, 0},
@@ -38,6 +43,10 @@ const std::vector<ModelSpec>& model_specs() {
       // Allocations (the rank waits for them; the backend may touch the memory).
       {"alloc.device", {"bytes"}, "", {}, 0},
       {"alloc.host", {"bytes"}, "", {}, 0},  // pinned and pageable host memory
+      // Frees: the rank waits for them too (the CUDA backend synchronizes the device before a
+      // block goes back to its cache: kernels/cuda/cuda_rank.cu give_back_block).
+      {"free.device", {"bytes"}, "", {}, 0},
+      {"free.host", {"bytes"}, "", {}, 0},
   };
   return specs;
 }
@@ -240,7 +249,12 @@ std::vector<uint64_t> counts_of_offsets(const std::vector<uint64_t>& offsets) {
 // 2^15 of 4096: experiments/results/validate and h100-2026-11-22-s2).
 // The items are listed on the device when every pair is one item and both offsets are in device
 // memory (Partitioned::offsets_copy, which phj sets); otherwise the host lists them and uploads the
-// list before the kernel runs (0.3-1.5 ms for 2^15 items on the H100): `host_items`.
+// list before the kernel runs (0.3-1.5 ms for 2^15 items on the H100): `host_items`, and once
+// per run `host_lists` (1 when the host lists them: the list's allocation and upload). In phj's
+// s5 runs on the H100 the host's list took 0.13-0.17 ms for 2^11 items and 3.7-4.4 ms for 2^16,
+// where the device lists them in 0.02 and 0.25 ms (experiments/results/validate/
+// h100-2026-11-22-s5-traces); calibrate's joins on split pairs cost less than that over the same
+// joins listed on the device (2^16 items: +1.0..1.9 ms), which this fit cannot see.
 struct JoinWork {
   double items = 0, rounds = 0, r_reload_rows = 0, s_reload_rows = 0, host_items = 0;
 };
@@ -301,9 +315,64 @@ struct MsdWork {
   double cub_rows = 0, cub_sorts = 0, segment_max_rows = 0;
 };
 
-MsdWork msd_work(double rows, const KeyAccess* access) {
-  constexpr double kLocalCapacity = 5120, kLocalTarget = 4096, kDeviceWide = double(1 << 20);
+}  // namespace
+
+// The MSD sort's plan (kernels/cuda/sort.cu msd_partition_bits, partition.cu partition): the
+// low bits left to the blocks are the most (up to 13) that keep a partition at <= 4096 rows of
+// keys spread over [0, max_key]; the bits above are partitioned in one scatter pass up to the
+// scatter's limit (9 bits for tuples of up to 8 bytes, 8 for wider ones: one partition per thread
+// of its 512- or 256-thread block), else in two, with one joint histogram read while the joint
+// counts fit the 227 KB of shared memory (H100), else a histogram read per pass. Its cost steps
+// where the bits change, not smoothly with the rows: dense keys 1..n of 1.5 x 2^k rows make
+// 2^(k-11) partitions of 3072 rows, of 2^k rows 2^(k-12) of 4096 (msd_sampled_max: the planned
+// range). A block clears and scans 2^low_bits counters besides sorting its rows.
+MsdPlan msd_plan(double rows, double max_key, uint32_t key_bytes, uint32_t val_bytes) {
   constexpr int kLocalBits = 13;
+  constexpr double kLocalTarget = 4096, kSmemOptin = 232448, kStaticSmemReserve = 2048, kJointThreads = 1024;
+  MsdPlan p;
+  if (rows <= 0) return p;
+  int end_bit = 1;
+  while (end_bit < 8 * int(key_bytes) && std::ldexp(1.0, end_bit) <= max_key) ++end_bit;
+  const double range = std::max(max_key, 0.0) + 1.0;
+  int low = 0;
+  while (low < kLocalBits && low < end_bit && rows * std::ldexp(2.0, low) / range <= kLocalTarget) ++low;
+  p.bits = end_bit - low;
+  p.low_bits = low;
+  const int one_pass = key_bytes + val_bytes <= 8 ? 9 : 8;
+  if (p.bits > 2 * one_pass) {  // onesweep: CUB's LSD sort over every bit
+    p.msd = false;
+    return p;
+  }
+  p.blocks = std::ldexp(1.0, p.bits);
+  if (p.bits == 0) return p;  // one partition: a device copy, then one block
+  if (p.bits <= one_pass) {
+    p.passes = p.hist_reads = 1;
+    return p;
+  }
+  p.passes = 2;
+  const int low2 = std::min(one_pass, (p.bits + 1) / 2), high = p.bits - low2;
+  const double joint_smem = (std::ldexp(1.0, p.bits) + std::ldexp(1.0, high)) * 4;
+  p.hist_reads = std::ldexp(1.0, high) <= kJointThreads && joint_smem + kStaticSmemReserve <= kSmemOptin ? 1 : 2;
+  return p;
+}
+
+double msd_sampled_max(double max_key, double rows) {
+  // The largest of 2^16 keys spread over [0, max_key] is about one sampling step below it (dense
+  // keys 1..n: n - n / 2^16); the sort plans for that plus twice the step, within the sample's
+  // bit width (sort.cu sort_pairs).
+  constexpr double kSamples = 65536;
+  if (rows <= kSamples) return max_key;
+  const double sampled = std::floor(max_key - max_key / kSamples);
+  int end_bit = 1;
+  while (end_bit < 64 && std::ldexp(1.0, end_bit) <= sampled) ++end_bit;
+  return std::min(std::ldexp(1.0, end_bit) - 1, sampled + 2 * std::floor(sampled / kSamples));
+}
+
+namespace {
+
+// `plan`: the sort's (msd_plan), for keys up to `max_key`.
+MsdWork msd_work(double rows, const KeyAccess* access, const MsdPlan& plan, double max_key) {
+  constexpr double kLocalCapacity = 5120, kDeviceWide = double(1 << 20);
   MsdWork w;
   if (rows <= kLocalCapacity || !access || access->empty()) return w;  // uniform keys: no oversized partition
   const std::vector<KeyGroup> groups = key_groups(*access);
@@ -312,9 +381,9 @@ MsdWork msd_work(double rows, const KeyAccess* access) {
   if (total <= 0) return w;
   const double scale = rows / total;  // the access's lookups are the rows to sort
   const double range = std::max(keys, 1.0);
-  int low = 0;
-  while (low < kLocalBits && rows * std::ldexp(2.0, low) / range <= kLocalTarget) ++low;
-  const double keys_per_part = std::min(range, std::ldexp(1.0, low));
+  // A partition spans 2^low_bits key values of [0, max_key]: so many of the keys (dense keys: 2^low_bits).
+  const double keys_per_part =
+      std::max(1.0, std::min(range, range * std::ldexp(1.0, plan.low_bits) / (std::max(max_key, range) + 1.0)));
   // Rows of a partition besides its hottest key: the mean over the partition's other keys.
   const double base = rows * (keys_per_part - 1) / range;
   bool segmented = false;
@@ -346,6 +415,17 @@ OpSample make(std::string model, std::vector<double> features, double segment = 
 }
 
 }  // namespace
+
+OpSample radix_sort_sample(double rows, double max_key, uint32_t key_bytes, uint32_t val_bytes, double cub_bytes,
+                           double cub_sorts, double segment_max_bytes) {
+  const MsdPlan p = msd_plan(rows, max_key, key_bytes, val_bytes);
+  const double tb = double(key_bytes + val_bytes), bytes = rows * tb;
+  if (!p.msd) return make("sort.radix", {0, bytes, 1, 0, 0, 0, 0, 0, 0}, key_bytes);
+  return make("sort.radix",
+              {bytes, cub_bytes, cub_sorts, segment_max_bytes, p.passes * bytes, p.hist_reads * rows * key_bytes,
+               double(p.passes), p.blocks, p.blocks * std::ldexp(1.0, p.low_bits)},
+              key_bytes);
+}
 
 OpSample op_sample(const Op& op, const OpResult& result, const KeyAccess* access) {
   return std::visit(
@@ -399,14 +479,27 @@ OpSample op_sample(const Op& op, const OpResult& result, const KeyAccess* access
           const JoinWork w = join_work(o);
           return make(std::string("partitioned_join.") + table_suffix(o.table),
                       {passes * in, output_bytes(o.out, o.mode, result.count), passes * w.items, passes * w.rounds,
-                       passes * w.r_reload_rows * rt, passes * w.s_reload_rows * st, w.host_items},
+                       passes * w.r_reload_rows * rt, passes * w.s_reload_rows * st, w.host_items,
+                       w.host_items > 0 ? 1.0 : 0.0},
                       rb / parts);
         } else if constexpr (std::is_same_v<T, SortOp>) {
           const double bytes = double(o.in.rows) * o.in.fmt.tuple_bytes();
           if (o.algo == SortAlgo::Radix) {
-            const MsdWork w = msd_work(double(o.in.rows), access);
-            const double tb = o.in.fmt.tuple_bytes();
-            return make("sort.radix", {bytes, w.cub_rows * tb, w.cub_sorts, w.segment_max_rows * tb}, o.in.fmt.key_bytes);
+            const double rows = double(o.in.rows), tb = o.in.fmt.tuple_bytes();
+            // The keys' range: the access's largest key, else its distinct keys (dense from 1), else
+            // the rows (R's dense keys).
+            double max_key = rows;
+            if (access && access->max_key > 0) {
+              max_key = access->max_key;
+            } else if (access && !access->empty()) {
+              max_key = 0;
+              for (auto& g : key_groups(*access)) max_key += g.count;
+            }
+            const double planned = msd_sampled_max(std::max(max_key, 1.0), rows);
+            const MsdWork w =
+                msd_work(rows, access, msd_plan(rows, planned, o.in.fmt.key_bytes, o.in.fmt.val_bytes), max_key);
+            return radix_sort_sample(rows, planned, o.in.fmt.key_bytes, o.in.fmt.val_bytes, w.cub_rows * tb, w.cub_sorts,
+                                     w.segment_max_rows * tb);
           }
           return make("sort.merge", {bytes * std::log2(std::max<double>(2, double(o.in.rows)))});
         } else if constexpr (std::is_same_v<T, MergeJoinOp>) {
@@ -442,6 +535,10 @@ OpSample device_copy_sample(uint64_t bytes) { return make("copy.device", {double
 
 OpSample alloc_sample(MemSpace space, uint64_t bytes) {
   return make(space == MemSpace::Device ? "alloc.device" : "alloc.host", {double(bytes)});
+}
+
+OpSample free_sample(MemSpace space, uint64_t bytes) {
+  return make(space == MemSpace::Device ? "free.device" : "free.host", {double(bytes)});
 }
 
 double sample_bytes(const OpSample& s) {
@@ -646,7 +743,8 @@ PiecewiseModel fit_piecewise_auto(const std::vector<OpSample>& samples, FitRepor
 std::vector<double> cache_candidates(const std::string& level) {
   const bool near = level == "near";
   std::vector<double> v;
-  for (int i = 0; i <= (near ? 24 : 20); ++i) v.push_back(std::round((near ? 4096.0 : double(1 << 20)) * std::pow(2.0, i / 2.0)));
+  // near: 8 B (one 4+4 row) .. 16 MiB; far: 1 MiB .. 1 GiB; sqrt(2) apart.
+  for (int i = 0; i <= (near ? 42 : 20); ++i) v.push_back(std::round((near ? 8.0 : double(1 << 20)) * std::pow(2.0, i / 2.0)));
   return v;
 }
 

@@ -652,10 +652,17 @@ double expected_matches(const KeyContent& r, const KeyContent& s) {
 KeyAccess key_access(const KeyContent& c) {
   KeyAccess a;
   for (auto& comp : c.parts) {
-    for (auto& h : comp.heavy) a.heavy.push_back(double(h.second));
+    for (auto& h : comp.heavy) {
+      a.heavy.push_back(double(h.second));
+      a.max_key = std::max(a.max_key, double(h.first));
+    }
     const double keys = comp.light ? universe_count(*comp.universe, comp.constraints) : 0;
-    if (keys > 0)
+    if (keys > 0) {
       a.tails.push_back({double(comp.light), keys, comp.light_zipf, double(comp.heavy.size()) + 1});
+      // Light rows spread over their universe (restricted by partitionings, whose keys still
+      // reach its top): the MSD sort plans its bits from that range, not from their count.
+      a.max_key = std::max(a.max_key, double(comp.universe->hi));
+    }
   }
   return a;
 }

@@ -221,6 +221,8 @@ void MemoryAccount::reserve(MemSpace space, uint64_t bytes, const std::string& t
 void MemoryAccount::release(MemSpace space, uint64_t bytes) {
   const int p = pool(space);
   used_[p] -= std::min(used_[p], bytes);
+  released_.count[p]++;
+  released_.bytes[p] += bytes;
 }
 
 uint64_t MemoryAccount::left(MemSpace space) const {

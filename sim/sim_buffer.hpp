@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "core/exec/buffer.hpp"
@@ -80,14 +81,23 @@ class MemoryAccount {
   MemoryAccount(int rank, uint64_t device, uint64_t host) : rank_(rank), limit_{device, host, host} {}
   // RuntimeError naming the tag, the size and the space left when it does not fit.
   void reserve(MemSpace space, uint64_t bytes, const std::string& tag);
+  // A buffer's memory back; the rank pays for the release (the profile's free model) at its
+  // next synchronization (take_released).
   void release(MemSpace space, uint64_t bytes);
   uint64_t left(MemSpace space) const;
+  // The releases since the last call: how many and their bytes, device [0] and host [1]
+  // (pinned and pageable; the free models are linear, so their sum costs what each would).
+  struct Released {
+    uint64_t count[2] = {0, 0}, bytes[2] = {0, 0};
+  };
+  Released take_released() { return std::exchange(released_, Released{}); }
 
  private:
   int pool(MemSpace s) const { return s == MemSpace::Device ? 0 : 1; }  // pinned and host share host memory
   int rank_;
   uint64_t limit_[3];
   uint64_t used_[2] = {0, 0};
+  Released released_;
 };
 
 struct SimBuffer : BufferImpl {

@@ -382,7 +382,7 @@ class SimRank final : public Rank {
              uint64_t bytes) override;
   Event record(Stream s) override { return Event(stream(s.id).last); }
   void stream_wait(Stream s, const Event& e) override;
-  void sync(Stream s) override { record(s).wait(); }
+  void sync(Stream s) override;
 
   Event send(Stream s, int peer, const Buffer& src, uint64_t off, uint64_t bytes, int tag) override;
   Event recv(Stream s, int peer, const Buffer& dst, uint64_t off, uint64_t bytes, int tag) override;
@@ -406,6 +406,10 @@ class SimRank final : public Rank {
   // nothing it can do makes progress.
   // `extra`, if given, is waited for too and set to null once it completes.
   void block_until(const std::function<bool()>& pred, const char* what, sg4::ActivityPtr* extra = nullptr);
+  // The rank's own host time (an allocation, releases): it waits, its streams run on.
+  void wait_host(double seconds, const char* what);
+  // Pays the releases of its buffers since the last time (the profile's free models).
+  void pay_releases();
   // Another actor made progress possible here (a message arrived, a put landed, a merged flow
   // ended): wake this rank if it is blocked.
   void ring();
@@ -835,15 +839,70 @@ bool on_host(const Op& op) {
 // slice of its partition), which its put carries to the receiver's ring slot.
 void evaluate_pack(const PackChunksOp& op, OpResult& r) {
   const size_t fanout = op.rows.size();
-  if (op.begin.size() != fanout || op.first_seq.size() != fanout)
+  if ((op.partition_by ? fanout : op.begin.size()) != fanout || op.first_seq.size() != fanout)
     throw RuntimeError("pack_chunks: " + std::to_string(op.begin.size()) + " begins, " + std::to_string(fanout) +
                        " row counts and " + std::to_string(op.first_seq.size()) +
                        " sequence numbers do not describe the same partitions");
   if (op.slot_rows == 0) throw RuntimeError("pack_chunks: slot_rows must be at least 1");
   const uint64_t slot = chunk_slot_bytes(op.in.fmt, op.slot_rows);
+  // partition_by: the rows of partition p are its pieces of the input's split (of each slice's,
+  // with in_slices: slice s's rows of p, s = 0, 1, ...), as PartitionOp would write them; the
+  // images are cut from that.
+  std::shared_ptr<SplitLayout> split;
+  std::vector<uint64_t> slices{0, op.in.rows};
+  if (op.partition_by) {
+    if (!op.begin.empty()) throw RuntimeError("pack_chunks: an input partitioned while packed has no begins");
+    if (!op.in_slices.empty()) slices = op.in_slices;
+    const size_t k = slices.size() - 1;
+    if (slices.size() < 2 || slices.front() != 0 || slices.back() != op.in.rows ||
+        (!op.in_slices.empty() && op.slice_rows.size() != k * fanout))
+      throw RuntimeError("pack_chunks: " + std::to_string(op.in_slices.size()) + " slice bounds and " +
+                         std::to_string(op.slice_rows.size()) + " slice counts do not describe " +
+                         std::to_string(op.in.rows) + " rows in " + std::to_string(fanout) + " partitions");
+    split = std::make_shared<SplitLayout>();
+    split->fn = *op.partition_by;
+    split->offsets.push_back(0);
+    std::vector<uint64_t> totals(fanout, 0);
+    for (size_t sl = 0; sl < k; ++sl) {
+      split->parents.push_back(content_or_unknown(op.in.slice(slices[sl], slices[sl + 1] - slices[sl])));
+      const std::vector<uint64_t> counts = split_counts(*split->parents.back(), split->fn);
+      if (counts.size() != fanout)
+        throw RuntimeError("pack_chunks: " + std::to_string(fanout) + " row counts for a fanout of " +
+                           std::to_string(counts.size()));
+      for (size_t p = 0; p < fanout; ++p) {
+        if (!op.in_slices.empty() && counts[p] != op.slice_rows[sl * fanout + p])
+          throw RuntimeError("pack_chunks: slice " + std::to_string(sl) + " has " + std::to_string(counts[p]) +
+                             " rows of partition " + std::to_string(p) + ", its counts say " +
+                             std::to_string(op.slice_rows[sl * fanout + p]));
+        split->offsets.push_back(split->offsets.back() + counts[p]);
+        totals[p] += counts[p];
+      }
+    }
+    r.values.assign(1, 0);
+    for (size_t p = 0; p < fanout; ++p) {
+      if (totals[p] != op.rows[p])
+        throw RuntimeError("pack_chunks: partition " + std::to_string(p) + " has " + std::to_string(totals[p]) +
+                           " rows of the input, the plan says " + std::to_string(op.rows[p]));
+      r.values.push_back(r.values.back() + totals[p]);
+    }
+  } else if (!op.in_slices.empty() || !op.slice_rows.empty()) {
+    throw RuntimeError("pack_chunks: slices of an input that is partitioned already");
+  }
+  // Rows [first, first + n) of partition p: the pieces of the slices that hold them.
+  auto partition_rows = [&](size_t p, uint64_t first, uint64_t n) {
+    std::vector<ContentPtr> parts;
+    uint64_t at = 0;  // position in p of the current slice's first row of p
+    for (size_t sl = 0; sl + 1 < slices.size() && at < first + n; ++sl) {
+      const uint64_t piece = sl * fanout + p, rows = split->offsets[piece + 1] - split->offsets[piece];
+      const uint64_t lo = std::max(first, at), hi = std::min(first + n, at + rows);
+      if (lo < hi) parts.push_back(split->read(split->offsets[piece] + (lo - at), split->offsets[piece] + (hi - at)));
+      at += rows;
+    }
+    return parts.size() == 1 ? parts.front() : merge_contents(parts);
+  };
   uint64_t image = 0;
   for (size_t p = 0; p < fanout; ++p) {
-    if (op.rows[p] && op.begin[p] + op.rows[p] > op.in.rows)
+    if (!split && op.rows[p] && op.begin[p] + op.rows[p] > op.in.rows)
       throw RuntimeError("pack_chunks: partition " + std::to_string(p) + " rows [" + std::to_string(op.begin[p]) + ", " +
                          std::to_string(op.begin[p] + op.rows[p]) + ") lie past the " + std::to_string(op.in.rows) +
                          " input rows");
@@ -854,7 +913,8 @@ void evaluate_pack(const PackChunksOp& op, OpResult& r) {
         throw RuntimeError("pack_chunks: chunk image " + std::to_string(image) + " does not fit buffer '" +
                            (op.out ? op.out->tag : "null") + "' of " + std::to_string(op.out ? op.out->bytes : 0) +
                            " bytes");
-      ContentPtr keys = op.in.keys ? read_keys(op.in.slice(op.begin[p] + first, n)) : nullptr;
+      ContentPtr keys = split ? partition_rows(p, first, n)
+                        : op.in.keys ? read_keys(op.in.slice(op.begin[p] + first, n)) : nullptr;
       sim_buffer(op.out).regions.write(at, op.in.fmt.key_bytes, keys ? keys : unknown_content(n));
     }
   }
@@ -1150,8 +1210,9 @@ void SimRank::start(SimStream& st, int index) {
       } catch (const std::exception& e) {
         throw RuntimeError("rank " + std::to_string(id()) + ": " + it.describe() + ": " + e.what());
       }
-      // The sender CPUs read the partitioned tuples and write the images: one pass each way over
-      // host memory, whose bandwidth the node's ranks share (their executions share its CPU host).
+      // The sender CPUs read the tuples (partitioned or not: partition_by scatters them straight
+      // into the images) and write the images: one pass each way over host memory, whose
+      // bandwidth the node's ranks share (their executions share its CPU host).
       const double seconds = 2.0 * double(pack.in.rows) * pack.in.fmt.tuple_bytes() / world_.profile.host.mem_bw;
       world_.stats.operators++;
       if (seconds <= 0) return finish(st, index);
@@ -1340,15 +1401,7 @@ Buffer SimRank::alloc(MemSpace space, uint64_t bytes, const std::string& tag) {
   // The rank waits for its allocation (profiles without an allocation model: free); its
   // streams keep running meanwhile.
   const OpSample cost = alloc_sample(space, bytes);
-  if (world_.profile.ops.has(cost.model)) {
-    const double seconds = world_.profile.ops.seconds(cost);
-    if (seconds > 0) {
-      sg4::ActivityPtr timer = world_.start_timer(seconds);
-      world_.busy++;
-      block_until([&] { return !timer; }, "an allocation", &timer);
-      world_.busy--;
-    }
-  }
+  if (world_.profile.ops.has(cost.model)) wait_host(world_.profile.ops.seconds(cost), "an allocation");
   auto b = std::make_shared<SimBuffer>();
   b->bytes = bytes;
   b->space = space;
@@ -1356,6 +1409,39 @@ Buffer SimRank::alloc(MemSpace space, uint64_t bytes, const std::string& tag) {
   b->tag = tag;
   b->account = account_;
   return b;
+}
+
+void SimRank::wait_host(double seconds, const char* what) {
+  if (seconds <= 0) return;
+  sg4::ActivityPtr timer = world_.start_timer(seconds);
+  world_.busy++;
+  block_until([&] { return !timer; }, what, &timer);
+  world_.busy--;
+}
+
+// A buffer dropped by the strategy (or by a finished operator holding its last reference) is
+// paid at the rank's next synchronization: on the CUDA backend a release waits for the device
+// (give_back_block), so a strategy that drops its inputs at the end of a phase pays that before
+// the next phase starts, as here. Profiles without free models: nothing.
+void SimRank::pay_releases() {
+  for (;;) {
+    const MemoryAccount::Released r = account_->take_released();
+    double seconds = 0;
+    for (int p = 0; p < 2; ++p) {
+      if (!r.count[p]) continue;
+      OpSample cost = free_sample(p == 0 ? MemSpace::Device : MemSpace::Host, r.bytes[p]);
+      if (!world_.profile.ops.has(cost.model)) continue;
+      cost.x[0] = double(r.count[p]);  // the constant once per release (the model is linear)
+      seconds += world_.profile.ops.seconds(cost);
+    }
+    if (seconds <= 0) return;
+    wait_host(seconds, "releasing buffers");  // streams finishing meanwhile may release more
+  }
+}
+
+void SimRank::sync(Stream s) {
+  record(s).wait();
+  pay_releases();
 }
 
 void SimRank::check_peer(int peer, const char* what) const {

@@ -210,6 +210,11 @@ TEST(OpModels, JoinItemsListedOnTheHostOnlyWithoutDeviceOffsetsOrWhenSplit) {
   EXPECT_EQ(host_items(with_device_offsets(r), s), 4.0) << "both sides' offsets are needed on the device";
   EXPECT_EQ(host_items(with_device_offsets(r), with_device_offsets(partitions({40000, 4096, 4096, 4096}))), 6.0)
       << "a sliced pair: the host splits the items";
+  auto host_lists = [](const Partitioned& a, const Partitioned& b) {
+    return op_sample(PartitionedJoinOp{a, b, JoinOutput{}, 0, OutputMode::CountThenWrite}, OpResult{}).x[8];
+  };
+  EXPECT_EQ(host_lists(r, s), 1.0) << "one list per run (not per pass)";
+  EXPECT_EQ(host_lists(with_device_offsets(r), with_device_offsets(s)), 0.0);
 }
 
 TEST(OpModels, SkewedKeysSendTheMsdSortsHotPartitionsToCub) {
@@ -234,6 +239,55 @@ TEST(OpModels, SkewedKeysSendTheMsdSortsHotPartitionsToCub) {
   EXPECT_LE(warm.x[3], 2.0);
   EXPECT_NEAR(warm.x[4] / tb, 0.03 * n, 0.01 * n);
   EXPECT_LT(warm.x[2], hot.x[2]);
+}
+
+// The MSD sort's cost steps with its plan (kernels/cuda/sort.cu, partition.cu), not smoothly with
+// the rows: the plan follows the kernel's choice of bits from the rows and the sampled key range.
+TEST(OpModels, MsdSortPlanFollowsTheKernelsBits) {
+  const double k22 = double(1 << 22);
+  const MsdPlan six = msd_plan(1.5 * k22, 1.5 * k22, 4, 4);  // 6Mi dense keys: 23 bits, 12 low
+  EXPECT_EQ(six.bits, 11);
+  EXPECT_EQ(six.passes, 2) << "11 bits > the scatter's 9: two passes";
+  EXPECT_EQ(six.hist_reads, 1) << "2^11 joint counts fit shared memory: one histogram read";
+  EXPECT_EQ(six.blocks, 2048.0) << "partitions of 3072 rows";
+  // The sampled largest of the dense keys 1..n is a little below n; the plan adds twice the
+  // sampling step (sort.cu's test is rows * 2^(low+1) / range <= 4096), so 6Mi keeps 12 low bits.
+  EXPECT_EQ(msd_plan(1.5 * k22, msd_sampled_max(1.5 * k22, 1.5 * k22), 4, 4).bits, 11) << "partitions of 3072 rows";
+  const MsdPlan four = msd_plan(k22, msd_sampled_max(k22, k22), 4, 4);
+  EXPECT_EQ(four.bits, 10) << "the sampled range of 1..2^22 is below 2^22: 22 bits, 12 low ones (2^22 itself clamped)";
+  EXPECT_EQ(msd_plan(k22, k22, 4, 4).bits, 11) << "an exact max of 2^22 needs 23 bits, 12 low ones";
+  const MsdPlan one = msd_plan(k22 / 4, msd_sampled_max(k22 / 4, k22 / 4), 4, 4);
+  EXPECT_EQ(one.passes, 1) << "8 bits: one scatter pass";
+  EXPECT_EQ(msd_plan(k22 / 2, msd_sampled_max(k22 / 2, k22 / 2), 8, 8).passes, 2) << "16-byte tuples: 8 bits per pass";
+  const MsdPlan big = msd_plan(48 * k22, 48 * k22, 4, 4);  // 192Mi: 28 bits, 16 partitioned
+  EXPECT_EQ(big.bits, 16);
+  EXPECT_EQ(big.passes, 2);
+  EXPECT_EQ(big.hist_reads, 2) << "2^16 joint counts exceed shared memory: a histogram read per pass";
+  EXPECT_FALSE(msd_plan(128 * k22, 128 * k22, 8, 8).msd) << "17 bits > 2 x 8: CUB's onesweep sort";
+  const MsdPlan tiny = msd_plan(4000, 4000, 4, 4);
+  EXPECT_EQ(tiny.passes, 0);
+  EXPECT_EQ(tiny.blocks, 1.0);
+  // The sample's features (keys 1..6Mi, sampled range): the local sort's bytes, each pass's bytes,
+  // the histogram reads, the passes and the blocks.
+  Tuples in = tuples(3 << 21);
+  const OpSample s = op_sample(SortOp{in, in, SortAlgo::Radix}, OpResult{});
+  const double bytes = double(3 << 21) * in.fmt.tuple_bytes();
+  ASSERT_EQ(s.x.size(), 10u);
+  EXPECT_EQ(s.x[1], bytes);
+  EXPECT_EQ(s.x[5], 2 * bytes);
+  EXPECT_EQ(s.x[6], double(3 << 21) * in.fmt.key_bytes);
+  EXPECT_EQ(s.x[7], 2.0);
+  EXPECT_EQ(s.x[8], 2048.0);
+  EXPECT_EQ(s.x[9], 2048.0 * 4096) << "2^12 counters per block";
+  // Keys spread over 4 and 8 times the rows (calibrate's wide sorts): 13 low bits per block.
+  auto plan_of = [&](double spread) {
+    const KeyAccess keys = KeyAccess::uniform(double(1 << 22), spread * double(1 << 22));
+    const OpSample w = op_sample(SortOp{tuples(1 << 22), in, SortAlgo::Radix}, OpResult{}, &keys);
+    return std::make_pair(w.x[8], w.x[9] / w.x[8]);
+  };
+  EXPECT_EQ(plan_of(1), std::make_pair(1024.0, 4096.0));
+  EXPECT_EQ(plan_of(4), std::make_pair(2048.0, 8192.0));
+  EXPECT_EQ(plan_of(8), std::make_pair(4096.0, 8192.0));
 }
 
 TEST(OpModels, SkewedPartitionsCountTheirContention) {
@@ -424,6 +478,30 @@ std::string rejected(const std::string& ops) {
   }
   ADD_FAILURE() << "accepted:\n" << ops;
   return "";
+}
+
+// A samples file written before the MSD plan's features: its radix sorts get their plan from
+// their rows (calibrate's tuples are key_bytes + key_bytes; the kernel then reduced the exact max).
+TEST(CalibrationSamples, OlderSamplesGetTheLaterFeatures) {
+  std::istringstream old("# machine: test, backend cuda\n3e-4 1e-5 0 cal sort.radix 4 1 33554432 0 0 0\n"
+                         "1e-4 1e-5 0 cal sort.radix 4 1 8388608 0 0 0\n"
+                         "1e-4 1e-5 0 cal partitioned_join.linear 16384 1 16777216 0 512 1281 0 0 0\n"
+                         "2e-4 1e-5 0 cal partitioned_join.linear 65536 1 16777216 0 256 1650 0 8388608 256\n");
+  const Calibration c = read_samples(old, "old.txt");
+  const auto& s = c.ops.at("sort.radix");
+  ASSERT_EQ(s.size(), 2u);
+  ASSERT_EQ(s[0].x.size(), 10u);
+  EXPECT_EQ(s[0].x[1], 33554432.0);
+  EXPECT_EQ(s[0].x[7], 2.0) << "4Mi keys up to 2^22: 23 bits, 11 partitioned in two passes";
+  EXPECT_EQ(s[0].x[8], 2048.0);
+  EXPECT_EQ(s[1].x[7], 1.0) << "1Mi keys up to 2^20: 9 bits, one pass";
+  EXPECT_DOUBLE_EQ(s[0].seconds, 3e-4 + 1e-5);
+  // ... and its partitioned joins whether the host listed their items.
+  const auto& j = c.ops.at("partitioned_join.linear");
+  ASSERT_EQ(j.size(), 2u);
+  ASSERT_EQ(j[0].x.size(), 9u);
+  EXPECT_EQ(j[0].x[8], 0.0);
+  EXPECT_EQ(j[1].x[8], 1.0);
 }
 
 TEST(OpModelProfiles, CacheLinesAndLegacyLines) {
