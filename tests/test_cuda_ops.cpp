@@ -325,6 +325,21 @@ TEST(CudaOps, PartitionedJoinMatchesCpuWithSkew) {
                 (device_offsets ? " offsets on the device" : ""));
 }
 
+// Sorts `in` and observes the output: its digest, whether its keys ascend, and every
+// (n / 64)-th key plus the last `tail` keys (sorted key sequences are unique: compared directly).
+Obs sorted_observations(Rank& rank, const Tuples& in, SortAlgo algo, uint64_t tail = 0) {
+  const uint64_t n = in.rows;
+  Tuples out = rank.alloc_tuples(MemSpace::Device, n, in.fmt, "sorted");
+  rank.launch(Stream{0}, SortOp{in, out, algo}).get();
+  Obs o;
+  add(o, digest(rank, out, 0, n));
+  const auto keys = test::read_back(rank, out.keys, n, in.fmt.key_bytes);
+  o.push_back(std::is_sorted(keys.begin(), keys.end()));
+  for (uint64_t i = 0; i < n; i += std::max<uint64_t>(1, n / 64)) o.push_back(keys[i]);
+  for (uint64_t i = n - std::min(n, tail); i < n; ++i) o.push_back(keys[i]);
+  return o;
+}
+
 TEST(CudaOps, SortsMatchCpuAndAreSorted) {
   JL_REQUIRE_GPU();
   for (uint64_t n : kSizes)
@@ -332,16 +347,8 @@ TEST(CudaOps, SortsMatchCpuAndAreSorted) {
       for (SortAlgo algo : {SortAlgo::Radix, SortAlgo::Merge})
         same_on_both(
             [&](Rank& rank) {
-              Tuples in = generate(rank, spec("R", n, KeyDist::Uniform, kb, vb, 9), nullptr, "R");
-              Tuples out = rank.alloc_tuples(MemSpace::Device, n, in.fmt, "sorted");
-              rank.launch(Stream{0}, SortOp{in, out, algo}).get();
-              Obs o;
-              add(o, digest(rank, out, 0, n));
-              const auto keys = test::read_back(rank, out.keys, n, kb);
-              o.push_back(std::is_sorted(keys.begin(), keys.end()));
-              // Sorted key sequences are unique: compare a sample of them directly.
-              for (uint64_t i = 0; i < n; i += std::max<uint64_t>(1, n / 64)) o.push_back(keys[i]);
-              return o;
+              return sorted_observations(rank, generate(rank, spec("R", n, KeyDist::Uniform, kb, vb, 9), nullptr, "R"),
+                                         algo);
             },
             "sort n " + std::to_string(n) + (algo == SortAlgo::Radix ? " radix" : " merge"));
 }
@@ -355,15 +362,8 @@ TEST(CudaOps, RadixSortOfSkewedKeysMatchesCpu) {
     for (auto [kb, vb] : {std::pair<uint8_t, uint8_t>{4, 4}, {8, 8}})
       same_on_both(
           [&](Rank& rank) {
-            Tuples in = generate(rank, spec("S", n, KeyDist::Zipf, kb, vb, 5), nullptr, "S");
-            Tuples out = rank.alloc_tuples(MemSpace::Device, n, in.fmt, "sorted");
-            rank.launch(Stream{0}, SortOp{in, out, SortAlgo::Radix}).get();
-            Obs o;
-            add(o, digest(rank, out, 0, n));
-            const auto keys = test::read_back(rank, out.keys, n, kb);
-            o.push_back(std::is_sorted(keys.begin(), keys.end()));
-            for (uint64_t i = 0; i < n; i += n / 64) o.push_back(keys[i]);
-            return o;
+            return sorted_observations(rank, generate(rank, spec("S", n, KeyDist::Zipf, kb, vb, 5), nullptr, "S"),
+                                       SortAlgo::Radix);
           },
           "zipf sort n " + std::to_string(n) + " key bytes " + std::to_string(kb));
 }
@@ -396,15 +396,7 @@ TEST(CudaOps, RadixSortOfKeysAboveTheSampledRangeMatchesCpu) {
             Tuples in = rank.alloc_tuples(MemSpace::Device, n, {kb, 4}, "in");
             rank.copy(Stream{0}, in.keys, 0, hk, 0, n * kb);
             rank.copy(Stream{0}, in.vals, 0, hv, 0, n * 4);
-            Tuples out = rank.alloc_tuples(MemSpace::Device, n, in.fmt, "sorted");
-            rank.launch(Stream{0}, SortOp{in, out, SortAlgo::Radix}).get();
-            Obs o;
-            add(o, digest(rank, out, 0, n));
-            const auto keys = test::read_back(rank, out.keys, n, kb);
-            o.push_back(std::is_sorted(keys.begin(), keys.end()));
-            for (uint64_t i = 0; i < n; i += n / 64) o.push_back(keys[i]);
-            for (uint64_t i = n - 64; i < n; ++i) o.push_back(keys[i]);  // the last partition's
-            return o;
+            return sorted_observations(rank, in, SortAlgo::Radix, 64);  // and the last partition's keys
           },
           "sort with " + std::to_string(outliers) + " keys above the sampled range, key bytes " + std::to_string(kb));
 }
