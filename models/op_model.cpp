@@ -358,14 +358,14 @@ MsdPlan msd_plan(double rows, double max_key, uint32_t key_bytes, uint32_t val_b
 
 double msd_sampled_max(double max_key, double rows) {
   // The largest of 2^16 keys spread over [0, max_key] is about one sampling step below it (dense
-  // keys 1..n: n - n / 2^16); the sort plans for that plus twice the step, within the sample's
-  // bit width (sort.cu sort_pairs).
+  // keys 1..n: n - n / 2^16); the sort plans for that plus 1/16, within the sample's bit width
+  // (sort.cu sort_pairs).
   constexpr double kSamples = 65536;
   if (rows <= kSamples) return max_key;
   const double sampled = std::floor(max_key - max_key / kSamples);
   int end_bit = 1;
   while (end_bit < 64 && std::ldexp(1.0, end_bit) <= sampled) ++end_bit;
-  return std::min(std::ldexp(1.0, end_bit) - 1, sampled + 2 * std::floor(sampled / kSamples));
+  return std::min(std::ldexp(1.0, end_bit) - 1, sampled + std::floor(sampled / 16));
 }
 
 namespace {

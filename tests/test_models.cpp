@@ -250,8 +250,8 @@ TEST(OpModels, MsdSortPlanFollowsTheKernelsBits) {
   EXPECT_EQ(six.passes, 2) << "11 bits > the scatter's 9: two passes";
   EXPECT_EQ(six.hist_reads, 1) << "2^11 joint counts fit shared memory: one histogram read";
   EXPECT_EQ(six.blocks, 2048.0) << "partitions of 3072 rows";
-  // The sampled largest of the dense keys 1..n is a little below n; the plan adds twice the
-  // sampling step (sort.cu's test is rows * 2^(low+1) / range <= 4096), so 6Mi keeps 12 low bits.
+  // The sampled largest of the dense keys 1..n is a little below n; the plan adds 1/16 of it
+  // (sort.cu's test is rows * 2^(low+1) / range <= 4096), so 6Mi keeps 12 low bits.
   EXPECT_EQ(msd_plan(1.5 * k22, msd_sampled_max(1.5 * k22, 1.5 * k22), 4, 4).bits, 11) << "partitions of 3072 rows";
   const MsdPlan four = msd_plan(k22, msd_sampled_max(k22, k22), 4, 4);
   EXPECT_EQ(four.bits, 10) << "the sampled range of 1..2^22 is below 2^22: 22 bits, 12 low ones (2^22 itself clamped)";

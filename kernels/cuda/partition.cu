@@ -501,18 +501,23 @@ void scan_and_scatter(KernelContext& ctx, const K* in_k, const V* in_v, const Pa
 }
 
 // Blocks of about rows_per_block rows over each segment (at least one per segment).
-void layout_blocks(const std::vector<uint64_t>& segments, uint64_t rows_per_block, std::vector<PartBlock>& blocks,
-                   std::vector<uint32_t>& seg_first, std::vector<uint32_t>& seg_blocks) {
+// The blocks of a segment are equal (whole tiles, the last one less): cut at rows_per_block, the
+// 2^19-row segments of phj's second pass on W1 8+8 made three full blocks and one of 2 K rows,
+// which paid a block's partial windows for a sliver of rows.
+void layout_blocks(const std::vector<uint64_t>& segments, uint64_t rows_per_block, uint64_t tile,
+                   std::vector<PartBlock>& blocks, std::vector<uint32_t>& seg_first, std::vector<uint32_t>& seg_blocks) {
   const uint32_t nseg = uint32_t(segments.size() - 1);
   seg_first.resize(nseg);
   seg_blocks.resize(nseg);
   for (uint32_t s = 0; s < nseg; ++s) {
-    const uint64_t b = segments[s], e = segments[s + 1];
-    const uint32_t nb = uint32_t(std::max<uint64_t>(1, (e - b + rows_per_block - 1) / rows_per_block));
+    const uint64_t b = segments[s], e = segments[s + 1], rows = e - b;
+    const uint64_t want = std::max<uint64_t>(1, (rows + rows_per_block / 2) / rows_per_block);
+    const uint64_t per = std::max<uint64_t>(tile, ((rows + want - 1) / want + tile - 1) / tile * tile);
+    const uint32_t nb = uint32_t(std::max<uint64_t>(1, (rows + per - 1) / per));
     seg_first[s] = uint32_t(blocks.size());
     seg_blocks[s] = nb;
     for (uint32_t j = 0; j < nb; ++j)
-      blocks.push_back({std::min(e, b + j * rows_per_block), std::min(e, b + (j + 1) * rows_per_block), seg_first[s], nb});
+      blocks.push_back({std::min(e, b + j * per), std::min(e, b + (j + 1) * per), seg_first[s], nb});
   }
 }
 
@@ -536,7 +541,8 @@ struct DeviceBlocks {
   const uint32_t* seg_first;
   const uint32_t* seg_blocks;
 };
-DeviceBlocks device_blocks(KernelContext& ctx, const std::vector<uint64_t>& segments, uint64_t rows_per_block) {
+DeviceBlocks device_blocks(KernelContext& ctx, const std::vector<uint64_t>& segments, uint64_t rows_per_block,
+                           uint64_t tile) {
   if (segments.size() == 2) {
     const uint64_t b = segments[0], e = segments[1];
     const uint32_t nb = uint32_t(std::max<uint64_t>(1, (e - b + rows_per_block - 1) / rows_per_block));
@@ -549,7 +555,7 @@ DeviceBlocks device_blocks(KernelContext& ctx, const std::vector<uint64_t>& segm
   }
   std::vector<PartBlock> blocks;
   std::vector<uint32_t> seg_first, seg_blocks;
-  layout_blocks(segments, rows_per_block, blocks, seg_first, seg_blocks);
+  layout_blocks(segments, rows_per_block, tile, blocks, seg_first, seg_blocks);
   return {ctx.upload(blocks), uint32_t(blocks.size()), ctx.upload(seg_first), ctx.upload(seg_blocks)};
 }
 
@@ -571,7 +577,8 @@ void partition_two_pass(KernelContext& ctx, const K* in_k, const V* in_v, uint64
   V* tmp_v = ctx.scratch_array<V>(rows);
   // Pass 1 over [first_row, first_row + rows) into tmp (rows from 0).
   const DeviceBlocks layout1 =
-      device_blocks(ctx, {first_row, first_row + rows}, scatter_rows_per_block<K, V>(ctx, high, rows));
+      device_blocks(ctx, {first_row, first_row + rows}, scatter_rows_per_block<K, V>(ctx, high, rows),
+                    scatter_tile(sizeof(K), sizeof(V)));
   const uint32_t nb1 = layout1.nblocks;
   const uint32_t groups = smem ? std::min<uint32_t>(nb1, uint32_t(ctx.info().sm_count)) : nb1;
   const PartBlock* d_blocks1 = layout1.blocks;
@@ -629,7 +636,7 @@ void partition_one_pass(KernelContext& ctx, const K* in_k, const V* in_v, const 
   const uint64_t total = segments.back() - segments.front();
   const uint64_t rows_per_block = scatter_rows_per_block<K, V>(ctx, fn, total);
 
-  const DeviceBlocks layout = device_blocks(ctx, segments, rows_per_block);
+  const DeviceBlocks layout = device_blocks(ctx, segments, rows_per_block, scatter_tile(sizeof(K), sizeof(V)));
   const uint64_t hist_n = uint64_t(fanout) * layout.nblocks;
   uint64_t* hist = ctx.scratch_array<uint64_t>(hist_n);
 
