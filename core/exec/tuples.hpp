@@ -5,8 +5,10 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "core/common/error.hpp"
 #include "core/exec/buffer.hpp"
 
 namespace joinlab {
@@ -60,6 +62,13 @@ class SharedOffsets {
  private:
   std::shared_ptr<const Vector> v_;
 };
+
+// Offsets that must not descend (partition or segment starts): a RuntimeError names the first
+// index where they do, as "<what> offsets are not ascending at index i".
+inline void check_ascending(const std::vector<uint64_t>& off, const std::string& what) {
+  for (size_t i = 1; i < off.size(); ++i)
+    if (off[i] < off[i - 1]) throw RuntimeError(what + " offsets are not ascending at index " + std::to_string(i));
+}
 
 // A partitioned tuple set: partition p is rows [offsets[p], offsets[p+1]) of `all`.
 struct Partitioned {

@@ -38,9 +38,7 @@ void check_tuples(const char* op, const char* what, const Tuples& t, uint64_t ro
   check_span(op, what, t.vals, t.offset, rows, t.fmt.val_bytes);
 }
 void check_offsets(const char* op, const char* what, const std::vector<uint64_t>& off, uint64_t rows) {
-  for (size_t i = 1; i < off.size(); ++i)
-    if (off[i] < off[i - 1])
-      throw RuntimeError(std::string(op) + ": " + what + " offsets are not ascending at index " + std::to_string(i));
+  check_ascending(off, std::string(op) + ": " + what);
   if (!off.empty() && off.back() > rows)
     throw RuntimeError(std::string(op) + ": " + what + " offsets end at row " + std::to_string(off.back()) +
                        " past its " + std::to_string(rows) + " rows");

@@ -500,33 +500,42 @@ void scan_and_scatter(KernelContext& ctx, const K* in_k, const V* in_v, const Pa
   ctx.mark("partition_offsets_kernel");
 }
 
-// Blocks of about rows_per_block rows over each segment (at least one per segment).
-// The blocks of a segment are equal (whole tiles, the last one less): cut at rows_per_block, the
+// How a segment of `rows` rows is cut into blocks of about rows_per_block rows: equal blocks of
+// `per` rows (whole tiles, the last one less), at least one. Cut at rows_per_block instead, the
 // 2^19-row segments of phj's second pass on W1 8+8 made three full blocks and one of 2 K rows,
 // which paid a block's partial windows for a sliver of rows.
+struct SegmentCut {
+  uint64_t per;
+  uint32_t blocks;
+};
+SegmentCut cut_segment(uint64_t rows, uint64_t rows_per_block, uint64_t tile) {
+  const uint64_t want = std::max<uint64_t>(1, (rows + rows_per_block / 2) / rows_per_block);
+  const uint64_t per = std::max<uint64_t>(tile, ((rows + want - 1) / want + tile - 1) / tile * tile);
+  return {per, uint32_t(std::max<uint64_t>(1, (rows + per - 1) / per))};
+}
+
+// Blocks over each segment as cut_segment cuts it.
 void layout_blocks(const std::vector<uint64_t>& segments, uint64_t rows_per_block, uint64_t tile,
                    std::vector<PartBlock>& blocks, std::vector<uint32_t>& seg_first, std::vector<uint32_t>& seg_blocks) {
   const uint32_t nseg = uint32_t(segments.size() - 1);
   seg_first.resize(nseg);
   seg_blocks.resize(nseg);
   for (uint32_t s = 0; s < nseg; ++s) {
-    const uint64_t b = segments[s], e = segments[s + 1], rows = e - b;
-    const uint64_t want = std::max<uint64_t>(1, (rows + rows_per_block / 2) / rows_per_block);
-    const uint64_t per = std::max<uint64_t>(tile, ((rows + want - 1) / want + tile - 1) / tile * tile);
-    const uint32_t nb = uint32_t(std::max<uint64_t>(1, (rows + per - 1) / per));
+    const uint64_t b = segments[s], e = segments[s + 1];
+    const SegmentCut cut = cut_segment(e - b, rows_per_block, tile);
     seg_first[s] = uint32_t(blocks.size());
-    seg_blocks[s] = nb;
-    for (uint32_t j = 0; j < nb; ++j)
-      blocks.push_back({std::min(e, b + j * per), std::min(e, b + (j + 1) * per), seg_first[s], nb});
+    seg_blocks[s] = cut.blocks;
+    for (uint32_t j = 0; j < cut.blocks; ++j)
+      blocks.push_back({std::min(e, b + j * cut.per), std::min(e, b + (j + 1) * cut.per), seg_first[s], cut.blocks});
   }
 }
 
 // One segment's blocks as layout_blocks lays them out, written by the device: the host layout and
 // its three uploads kept the H100 waiting ~50 us before the first kernel of phj and of each sort.
-__global__ void one_segment_layout_kernel(uint64_t begin, uint64_t end, uint64_t rows_per_block, uint32_t nblocks,
+__global__ void one_segment_layout_kernel(uint64_t begin, uint64_t end, uint64_t per, uint32_t nblocks,
                                           PartBlock* blocks, uint32_t* seg_first, uint32_t* seg_blocks) {
   for (uint32_t j = blockIdx.x * blockDim.x + threadIdx.x; j < nblocks; j += gridDim.x * blockDim.x)
-    blocks[j] = {min(end, begin + j * rows_per_block), min(end, begin + (j + 1) * rows_per_block), 0, nblocks};
+    blocks[j] = {min(end, begin + j * per), min(end, begin + (j + 1) * per), 0, nblocks};
   if (blockIdx.x == 0 && threadIdx.x == 0) {
     *seg_first = 0;
     *seg_blocks = nblocks;
@@ -545,13 +554,13 @@ DeviceBlocks device_blocks(KernelContext& ctx, const std::vector<uint64_t>& segm
                            uint64_t tile) {
   if (segments.size() == 2) {
     const uint64_t b = segments[0], e = segments[1];
-    const uint32_t nb = uint32_t(std::max<uint64_t>(1, (e - b + rows_per_block - 1) / rows_per_block));
-    PartBlock* blocks = ctx.scratch_array<PartBlock>(nb);
+    const SegmentCut cut = cut_segment(e - b, rows_per_block, tile);
+    PartBlock* blocks = ctx.scratch_array<PartBlock>(cut.blocks);
     uint32_t* seg = ctx.scratch_array<uint32_t>(2);
-    one_segment_layout_kernel<<<grid_for(nb, 256, 64), 256, 0, ctx.stream()>>>(b, e, rows_per_block, nb, blocks, seg,
-                                                                              seg + 1);
+    one_segment_layout_kernel<<<grid_for(cut.blocks, 256, 64), 256, 0, ctx.stream()>>>(b, e, cut.per, cut.blocks,
+                                                                                      blocks, seg, seg + 1);
     JL_CUDA_LAUNCHED("one_segment_layout_kernel");
-    return {blocks, nb, seg, seg + 1};
+    return {blocks, cut.blocks, seg, seg + 1};
   }
   std::vector<PartBlock> blocks;
   std::vector<uint32_t> seg_first, seg_blocks;
@@ -680,9 +689,7 @@ template <class K, class V>
 void partition(KernelContext& ctx, const K* in_k, const V* in_v, const std::vector<uint64_t>& segments,
                PartitionFn fn, K* out_k, V* out_v, uint64_t* d_offsets) {
   if (segments.size() < 2) throw RuntimeError("partition: segments need at least two offsets");
-  for (size_t i = 1; i < segments.size(); ++i)
-    if (segments[i] < segments[i - 1])
-      throw RuntimeError("partition: segment offsets are not ascending at index " + std::to_string(i));
+  check_ascending(segments, "partition: segment");
   const uint32_t one_pass = max_one_pass_bits(ctx.info(), sizeof(K), sizeof(V));
   if (fn.bits <= one_pass) {
     partition_one_pass(ctx, in_k, in_v, segments, fn, out_k, out_v, d_offsets);

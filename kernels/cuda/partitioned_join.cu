@@ -196,18 +196,6 @@ __global__ void __launch_bounds__(kPjThreads, 2) partitioned_join_kernel(const K
   }
 }
 
-// The largest partition of offsets that must ascend (a RuntimeError names where they do not).
-uint64_t largest_partition(const std::vector<uint64_t>& off, const char* side) {
-  uint64_t largest = 0;
-  for (size_t i = 1; i < off.size(); ++i) {
-    if (off[i] < off[i - 1])
-      throw RuntimeError(std::string("partitioned join: ") + side + " partition offsets are not ascending at index " +
-                         std::to_string(i));
-    largest = std::max(largest, off[i] - off[i - 1]);
-  }
-  return largest;
-}
-
 // Items of every non-empty pair: R partitions in chunks of at most chunk_rows, each probed by
 // every slice of at most slice_rows of the S partition; table_rows = the largest chunk.
 std::vector<JoinItem> split_items(const std::vector<uint64_t>& r_off, const std::vector<uint64_t>& s_off,
@@ -262,8 +250,8 @@ void partitioned_join_impl(KernelContext& ctx, const K* rk, const VR* rv, const 
     }
   }
   if (!d_items) {  // the general case, listed here: oversized pairs split into chunks and slices
-    largest_partition(r_off, "R");
-    largest_partition(s_off, "S");
+    check_ascending(r_off, "partitioned join: R partition");
+    check_ascending(s_off, "partitioned join: S partition");
     const std::vector<JoinItem> items = split_items(r_off, s_off, chunk_rows, slice_rows, table_rows);
     if (items.empty()) return;
     if (items.size() > uint64_t(INT32_MAX))
