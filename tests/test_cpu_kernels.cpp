@@ -274,6 +274,56 @@ TEST(CpuHistogram, CountsEveryPartition) {
       }
 }
 
+// With in_segments: k * fanout counts, segment-major, each segment's those of a HistogramOp of its
+// slice (and of a reference count): empty segments, segments not starting at row 0 nor ending at
+// the last, many small segments (the threads take them dynamically) and one large one next to a
+// tiny one (cut into pieces for the threads). Keys sorted, so that segments differ.
+TEST(CpuHistogram, SegmentsCountLikeAHistogramOfEachSegmentsSlice) {
+  for (int threads : {1, 3}) {
+    CpuOps ops(threads);
+    for (TupleFormat fmt : {TupleFormat{4, 4}, TupleFormat{8, 8}})
+      for (uint64_t n : {0ull, 999ull, 300007ull})
+        for (PartitionFn fn : partition_fns()) {
+          auto keys = random_keys(n, 0, fmt.key_bytes, n + fn.bits + 1);
+          std::sort(keys.begin(), keys.end());
+          Tuples in = ops.tuples(keys, keys, fmt, /*pad=*/n % 3);
+          std::vector<std::vector<uint64_t>> cases = {{0, n}, {0, n / 3, n / 3, n}, {n / 7, n / 2, n - n / 5}, {0, n / 100, n}};
+          std::vector<uint64_t> many;
+          for (uint64_t s = 0; s <= 100; ++s) many.push_back(n * s / 100);
+          cases.push_back(many);
+          for (const std::vector<uint64_t>& segs : cases) {
+            SCOPED_TRACE(name_of(fmt) + " n=" + std::to_string(n) + " bits=" + std::to_string(fn.bits) +
+                         (fn.kind == PartitionFn::Hash ? " hash" : " radix") + " threads=" + std::to_string(threads) +
+                         " segments=" + std::to_string(segs.size() - 1));
+            const std::vector<uint64_t> counts = ops.run(HistogramOp{in, fn, segs}).values;
+            std::vector<uint64_t> per_slice, want(uint64_t(segs.size() - 1) * fn.fanout(), 0);
+            for (size_t sg = 0; sg + 1 < segs.size(); ++sg) {
+              const std::vector<uint64_t> c = ops.run(HistogramOp{in.slice(segs[sg], segs[sg + 1] - segs[sg]), fn}).values;
+              per_slice.insert(per_slice.end(), c.begin(), c.end());
+              for (uint64_t i = segs[sg]; i < segs[sg + 1]; ++i) ++want[sg * fn.fanout() + fn(keys[i])];
+            }
+            ASSERT_EQ(counts, want);
+            ASSERT_EQ(counts, per_slice);
+          }
+        }
+  }
+}
+
+TEST(CpuHistogram, BadSegmentsAreErrorsNamingThem) {
+  CpuOps ops;
+  Tuples t = ops.empty_tuples(100, {4, 4});
+  for (auto [segs, what] : {std::pair<std::vector<uint64_t>, std::string>{{0, 50, 40, 100}, "histogram: in_segments offsets are not ascending at index 2"},
+                            {{0, 101}, "histogram: in_segments end at row 101, past the input's 100 rows"},
+                            {{7}, "histogram: in_segments holds the single offset 7"}}) {
+    try {
+      ops.run(HistogramOp{t, PartitionFn{}, segs});
+      ADD_FAILURE() << "accepted: " << what;
+    } catch (const RuntimeError& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  }
+}
+
 // Checks a partition result: offsets, every partition holding its rows in input order.
 void check_partitioned(const std::vector<uint64_t>& keys, const std::vector<uint64_t>& vals,
                        const std::vector<uint64_t>& segs, PartitionFn fn, const Tuples& out,

@@ -289,15 +289,20 @@ TEST_F(Distributed, GpjPartitionsStraightIntoChunkImages) {
   const Workload w = pk_fk(30000, 70000, 8);
   for (ClusterShape shape : {ClusterShape{1, 3}, ClusterShape{2, 2}})
     for (const std::string buffers : {"pinned", "pageable"}) {
-      RunPoint p = point("gpj", w, {{"chunk_bytes", "4096"}, {"slots", "4"}, {"batch_rows", "5000"}, {"send_buffers", buffers}},
+      RunPoint p = point("gpj", w,
+                         {{"chunk_bytes", "4096"}, {"slots", "4"}, {"batch_rows", "5000"}, {"min_slice_rows", "1250"},
+                          {"send_buffers", buffers}},
                          shape);
       SCOPED_TRACE(buffers + " on " + std::to_string(shape.size()) + " ranks");
       expect_correct(p);
       const RunOutcome o = run_point(p);
-      uint64_t partitioned = 0, packed_rows = 0, packs = 0, counted = 0, counts = 0;
+      uint64_t partitioned = 0, packed_rows = 0, packs = 0, counted = 0, counts = 0, in_slices = 0;
       for (const TraceSpan& sp : o.trace) {
         if (sp.params.kind == OpKind::Partition) ++partitioned;
-        if (sp.params.kind == OpKind::Histogram) ++counts, counted += sp.params.rows_in;
+        if (sp.params.kind == OpKind::Histogram) {
+          ++counts, counted += sp.params.rows_in;
+          in_slices += sp.params.detail.find("segments 4") != std::string::npos;
+        }
         if (sp.params.kind == OpKind::PackChunks) {
           ++packs;
           packed_rows += sp.params.rows_in;
@@ -308,9 +313,11 @@ TEST_F(Distributed, GpjPartitionsStraightIntoChunkImages) {
       EXPECT_EQ(partitioned, 0u);
       EXPECT_EQ(packed_rows, w.r.rows + w.s.rows) << "every row packed once";
       EXPECT_GE(packs, (w.r.rows + w.s.rows) / 5000);
-      // The histogram pass counted every row once, in slices (4 of 1250 rows per full batch).
+      // The histogram pass counted every row once, one operator per batch, in slices (4 of 1250
+      // rows per full batch, of which every rank has at least one per relation).
       EXPECT_EQ(counted, w.r.rows + w.s.rows);
-      EXPECT_GE(counts, 3 * packs);
+      EXPECT_EQ(counts, packs);
+      EXPECT_GE(in_slices, 2u * uint64_t(shape.size()));
     }
   // Batches counted whole (count_slices = 1): the operator counts each batch itself.
   RunPoint whole = point("gpj", w, {{"chunk_bytes", "4096"}, {"batch_rows", "5000"}, {"count_slices", "1"}}, {1, 3});

@@ -63,6 +63,18 @@ uint64_t hash_table_bytes(TableKind kind, TupleFormat fmt, uint64_t rows, double
   return slots * 4 + (rows ? rows : 1) * (4 + fmt.tuple_bytes());
 }
 
+std::vector<uint64_t> histogram_segments(const HistogramOp& o) {
+  if (o.in_segments.empty()) return {0, o.in.rows};
+  if (o.in_segments.size() == 1)
+    throw RuntimeError("histogram: in_segments holds the single offset " + std::to_string(o.in_segments[0]) +
+                       ": a segment needs two (none: the whole input)");
+  check_ascending(o.in_segments, "histogram: in_segments");
+  if (o.in_segments.back() > o.in.rows)
+    throw RuntimeError("histogram: in_segments end at row " + std::to_string(o.in_segments.back()) +
+                       ", past the input's " + std::to_string(o.in.rows) + " rows");
+  return o.in_segments;
+}
+
 OpParams params_of(const Op& op) {
   OpParams p;
   std::visit(
@@ -85,6 +97,7 @@ OpParams params_of(const Op& op) {
           p.key_bytes = o.in.fmt.key_bytes;
           p.val_bytes = o.in.fmt.val_bytes;
           p.fanout = o.fn.fanout();
+          if (!o.in_segments.empty()) p.detail = "segments " + std::to_string(o.in_segments.size() - 1);
         } else if constexpr (std::is_same_v<T, PartitionOp>) {
           p.kind = OpKind::Partition;
           p.rows_in = p.rows_out = o.in.rows;

@@ -102,6 +102,10 @@ struct GeneratePayloadOp {  // payload column `column` of rows [first_row, ...) 
 struct HistogramOp {  // result.values[p] = rows of `in` in partition p
   Tuples in;
   PartitionFn fn;
+  // Optional (k+1 ascending row offsets of `in`, as PartitionOp's): each segment counted on its
+  // own, result.values = k * fanout counts, segment-major (segment s's partition p at
+  // s * fanout + p). One operator for many slices (gpj's histogram pass), not one per slice.
+  std::vector<uint64_t> in_segments{};
 };
 // Scatter `in` by fn. With in_segments (k+1 offsets), each segment is partitioned on its own
 // and the output keeps segment order: result.values = k * fanout + 1 offsets into `out`.
@@ -159,6 +163,11 @@ struct ScanOp {  // exclusive prefix sum of uint64 values
   Buffer in, out;
   uint64_t n = 0;
 };
+
+// The row offsets a HistogramOp counts: its in_segments, or {0, in.rows} without them. A
+// RuntimeError names offsets that descend, end past `in`'s rows, or are a single offset (no
+// segment). Every backend checks a histogram's segments here.
+std::vector<uint64_t> histogram_segments(const HistogramOp& o);
 
 using Op = std::variant<GenerateOp, GeneratePayloadOp, HistogramOp, PartitionOp, BuildOp, ProbeOp,
                         PartitionedJoinOp, SortOp, MergeJoinOp, GatherOp, ChecksumOp, ScanOp>;

@@ -142,9 +142,10 @@ struct Executor {
 
   void operator()(const HistogramOp& o) {
     check_span("histogram", "in keys", o.in.keys, o.in.offset, o.in.rows, o.in.fmt.key_bytes);
+    const std::vector<uint64_t> segments = histogram_segments(o);
     with_width(o.in.fmt.key_bytes, "histogram: key", [&](auto k) {
       using K = decltype(k);
-      result.values = cpu::histogram<K>(o.in.key_ptr<K>(), o.in.rows, o.fn, threads);
+      result.values = cpu::histogram<K>(o.in.key_ptr<K>(), segments, o.fn, threads);
     });
   }
 

@@ -32,15 +32,31 @@ namespace {
 void add_gpj_options(po::options_description& d) {
   add_exchange_options(d);
   add_output_option(d, "direct");
-  d.add_options()("count_slices", int_option("count_slices", 16, 1, 1 << 12),
-                  "slices (of at least 1024 rows) the histogram pass counts each batch in: the senders then "
-                  "partition a batch straight into chunk images without counting it again, a slice per CPU thread "
-                  "(so at least a rank's sender threads; 1: the partition counts each batch itself)");
+  // 64 slices: the sender threads take a batch's slices dynamically, so a thread delayed while
+  // the others work costs the batch at most one slice. With one slice per thread (16 slices, 16
+  // threads per rank on the 2x H200 host) one late thread delayed every batch by its whole share
+  // (620 vs 480 ms of sender CPU on the two ranks of the bar); 64 give each of 16 threads 4 (each
+  // of 32 threads 2). Counting them costs nothing extra: one operator per batch
+  // (HistogramOp::in_segments; 2^24 8-byte keys, 1 thread of this project's 2-core EPYC: 8.9 -
+  // 9.1 ms in 64 or 256 segments, 9.0 whole). Every slice costs the scatter two partly filled
+  // lines per partition (plain stores, a read for ownership each): 2^24 16-byte tuples, fanout
+  // 32, 1 thread: 76 - 80 ms from 2 to 64 slices, 77 - 84 ms from 256 (64 Ki rows each), 80 - 113
+  // ms from 1024 (16 Ki rows): hence min_slice_rows = 64 Ki (gpj's 16 Mi-row batches: 64 slices
+  // of 256 Ki rows; the default 1 Mi-row ones: 16 of 64 Ki). Fixed, not derived from the rank's
+  // threads: the strategy does not see them, and 64 suits 8 - 32 threads.
+  d.add_options()("count_slices", int_option("count_slices", 64, 1, 1 << 12),
+                  "slices the histogram pass counts each batch in (one operator per batch): the senders then "
+                  "partition a batch straight into chunk images without counting it again, their threads taking "
+                  "whole slices (several per thread balance a late one; 1: the partition counts each batch itself)")(
+      "min_slice_rows", int_option("min_slice_rows", 1 << 16, 1, int64_t(1) << 40),
+      "rows a counted slice holds at least (batches of fewer than twice this are counted whole): every slice "
+      "costs the scatter a partly filled line per partition at each end");
 }
 
 ExchangeConfig gpj_config(const po::variables_map& vm) {
   ExchangeConfig c = exchange_config(vm);
   c.count_slices = uint64_t(vm["count_slices"].as<int64_t>());
+  c.min_slice_rows = uint64_t(vm["min_slice_rows"].as<int64_t>());
   c.output = output_mode(vm) == OutputMode::CountOnly ? OutputMode::CountOnly : OutputMode::Direct;
   return c;
 }

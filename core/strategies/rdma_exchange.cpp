@@ -125,30 +125,30 @@ class Exchange {
       for (uint64_t first = 0; first < t.rows; first += cfg_.batch_rows)
         batches_.push_back({rel, first, std::min(cfg_.batch_rows, t.rows - first), {}, {}, {}});
     }
-    // Slices of at least kMinSliceRows rows (tiny batches are counted whole).
-    constexpr uint64_t kMinSliceRows = 1024;
-    std::vector<std::vector<Launched>> hist(batches_.size());
+    // Slices of at least min_slice_rows rows (small batches are counted whole). One operator per
+    // batch counts all its slices (HistogramOp::in_segments): per slice, it would be k operators
+    // of one parallel region each (512 per rank at 16 slices in gpj's 2^28-row bar, ~20 ms).
+    std::vector<Launched> hist(batches_.size());
     for (size_t i = 0; i < batches_.size(); ++i) {
       Batch& b = batches_[i];
-      const uint64_t k = std::max<uint64_t>(1, std::min<uint64_t>(cfg_.count_slices, b.rows / kMinSliceRows));
+      const uint64_t min_rows = std::max<uint64_t>(1, cfg_.min_slice_rows);
+      const uint64_t k = std::max<uint64_t>(1, std::min<uint64_t>(cfg_.count_slices, b.rows / min_rows));
       for (uint64_t sl = 0; sl <= k; ++sl) b.slices.push_back(b.rows * sl / k);
-      for (uint64_t sl = 0; sl < k; ++sl)
-        hist[i].push_back(rank_.launch(
-            kCompute, HistogramOp{input(b.relation).slice(b.first + b.slices[sl], b.slices[sl + 1] - b.slices[sl]),
-                                  parts_.fn()}));
+      HistogramOp h{input(b.relation).slice(b.first, b.rows), parts_.fn()};
+      if (k > 1) h.in_segments = b.slices;
+      hist[i] = rank_.launch(kCompute, h);
     }
     // Rows and chunks per partition: a batch's rows of a partition go in chunks of their own.
     std::vector<uint64_t> mine(fanout * kCounts + 1, 0);
     for (size_t i = 0; i < batches_.size(); ++i) {
+      const std::vector<uint64_t>& c = hist[i].get().values;  // slice-major: k * fanout
+      const uint64_t k = batches_[i].slices.size() - 1;
+      if (c.size() != k * fanout)
+        throw RuntimeError("gpj exchange: the histogram of a batch in " + std::to_string(k) + " slices returned " +
+                           std::to_string(c.size()) + " counts for a fanout of " + std::to_string(fanout));
+      batches_[i].slice_counts = c;
       std::vector<uint64_t> h(fanout, 0);
-      for (const Launched& l : hist[i]) {
-        const std::vector<uint64_t>& c = l.get().values;
-        for (uint64_t q = 0; q < fanout; ++q) {
-          const uint64_t rows = q < c.size() ? c[q] : 0;
-          h[q] += rows;
-          batches_[i].slice_counts.push_back(rows);
-        }
-      }
+      for (uint64_t j = 0; j < c.size(); ++j) h[j % fanout] += c[j];
       const bool r = batches_[i].relation == 0;
       std::vector<uint64_t>& offsets = batches_[i].offsets;
       offsets.assign(fanout + 1, 0);

@@ -64,6 +64,7 @@ struct ExchangeConfig {
   // materialize everything count whole batches): where every partition streams, a batch is then
   // partitioned straight into chunk images without a counting pass of its own.
   uint64_t count_slices = 1;
+  uint64_t min_slice_rows = 1 << 16;  // rows a counted slice holds at least (gpj's option min_slice_rows)
   uint64_t seed = 0x5eed;            // partitioning hash seed (the tables use their own)
   double load_factor = 0.5;          // chained tables: buckets = next power of two of rows / lf
   uint64_t grid_blocks = 264;        // consumer parallelism spread over partitions by size

@@ -28,6 +28,10 @@ void generate_payload(uint64_t rel_seed, int column, uint64_t first_row, uint64_
 // Rows per partition of fn.
 template <class K>
 std::vector<uint64_t> histogram(const K* keys, uint64_t rows, PartitionFn fn, int threads);
+// Rows per partition of each segment [segments[s], segments[s + 1]) of keys (at least 2 ascending
+// offsets): k * fanout counts, segment-major.
+template <class K>
+std::vector<uint64_t> histogram(const K* keys, const std::vector<uint64_t>& segments, PartitionFn fn, int threads);
 
 // Scatters rows [segments[0], segments.back()) of (in_keys, in_vals) by fn, each segment on its
 // own, into out (starting at out row 0). Returns the exclusive offset of every (segment,

@@ -321,23 +321,55 @@ uint32_t max_one_pass_bits(uint32_t key_bytes, uint32_t val_bytes) {
 }
 
 template <class K>
-std::vector<uint64_t> histogram(const K* keys, uint64_t rows, PartitionFn fn, int threads) {
+std::vector<uint64_t> histogram(const K* keys, const std::vector<uint64_t>& segments, PartitionFn fn, int threads) {
+  if (segments.size() < 2) throw std::invalid_argument("histogram: segments need at least 2 offsets");
+  for (size_t i = 1; i < segments.size(); ++i)
+    if (segments[i] < segments[i - 1])
+      throw std::invalid_argument("histogram: segments are not ascending at index " + std::to_string(i));
   check_partition_fn(fn);
   const uint32_t F = fn.fanout();
-  std::vector<uint64_t> total(F, 0);
-  const int team = team_for(rows, threads);
-  std::vector<uint64_t> hist(size_t(team) * F, 0);
+  const uint64_t k = segments.size() - 1, total = segments.back() - segments.front();
+  std::vector<uint64_t> counts(k * F, 0);
+  // One region; its threads take work items dynamically: whole segments, and the segments larger
+  // than a thread's share cut into pieces of that share (their counts summed after the region),
+  // so that many small segments balance over the threads and one large one still uses them all.
+  const int team = team_for(total, threads);
+  const uint64_t share = std::max<uint64_t>(1, (total + uint64_t(team) - 1) / uint64_t(team));
+  struct Item {
+    uint64_t segment, begin, end;
+    bool piece;
+  };
+  std::vector<Item> items;
+  uint64_t pieces = 0;
+  for (uint64_t s = 0; s < k; ++s) {
+    const uint64_t b = segments[s], e = segments[s + 1];
+    if (e - b <= share) {
+      items.push_back({s, b, e, false});
+      continue;
+    }
+    for (uint64_t at = b; at < e; at += share, ++pieces) items.push_back({s, at, std::min(at + share, e), true});
+  }
+  std::vector<uint64_t> piece_counts(pieces * F);  // [piece][partition], in item order
+  std::vector<uint64_t*> out(items.size());
+  for (size_t i = 0, next = 0; i < items.size(); ++i)
+    out[i] = items[i].piece ? piece_counts.data() + (next++) * F : counts.data() + items[i].segment * F;
+  const int64_t n = int64_t(items.size());
   RegionErrors errors;
-#pragma omp parallel num_threads(team)
-  {
-    const int nt = omp_get_num_threads(), t = omp_get_thread_num();
-    const Span mine = split(rows, uint64_t(nt), uint64_t(t));
-    errors.run([&] { count_own(keys, mine.begin, mine.end, fn, hist.data() + size_t(t) * F); });
+#pragma omp parallel for num_threads(team) schedule(dynamic, 1) if (n > 1)
+  for (int64_t i = 0; i < n; ++i) {
+    const Item& it = items[size_t(i)];
+    errors.run([&] { count_own(keys, it.begin, it.end, fn, out[size_t(i)]); });
   }
   errors.rethrow();
-  for (int t = 0; t < team; ++t)
-    for (uint32_t p = 0; p < F; ++p) total[p] += hist[size_t(t) * F + p];
-  return total;
+  for (size_t i = 0; i < items.size(); ++i)
+    if (items[i].piece)
+      for (uint32_t p = 0; p < F; ++p) counts[items[i].segment * F + p] += out[i][p];
+  return counts;
+}
+
+template <class K>
+std::vector<uint64_t> histogram(const K* keys, uint64_t rows, PartitionFn fn, int threads) {
+  return histogram(keys, std::vector<uint64_t>{0, rows}, fn, threads);
 }
 
 template <class K, class V>
@@ -672,5 +704,7 @@ JL_FOR_EACH_KV(JL_INSTANTIATE_CHUNKS)
 JL_FOR_EACH_KV(JL_INSTANTIATE_PARTITION)
 template std::vector<uint64_t> histogram<uint32_t>(const uint32_t*, uint64_t, PartitionFn, int);
 template std::vector<uint64_t> histogram<uint64_t>(const uint64_t*, uint64_t, PartitionFn, int);
+template std::vector<uint64_t> histogram<uint32_t>(const uint32_t*, const std::vector<uint64_t>&, PartitionFn, int);
+template std::vector<uint64_t> histogram<uint64_t>(const uint64_t*, const std::vector<uint64_t>&, PartitionFn, int);
 
 }  // namespace joinlab::cpu

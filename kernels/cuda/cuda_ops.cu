@@ -128,10 +128,17 @@ void queue(KernelContext& ctx, const GeneratePayloadOp& o, uint64_t*) {
 
 void queue(KernelContext& ctx, const HistogramOp& o, uint64_t* d_words) {
   need(o.in.keys, o.in.offset, o.in.rows, o.in.fmt.key_bytes, "histogram", "input keys");
-  if (o.in.fmt.key_bytes == 4)
-    histogram<uint32_t>(ctx, o.in.key_ptr<uint32_t>(), o.in.rows, o.fn, d_words + kFirstValueWord);
-  else
-    histogram<uint64_t>(ctx, o.in.key_ptr<uint64_t>(), o.in.rows, o.fn, d_words + kFirstValueWord);
+  const std::vector<uint64_t> seg = histogram_segments(o);
+  // Segment s counts into its own result words: one launch per segment (correct, not tuned: the
+  // segmented histogram that matters, gpj's senders', runs on host memory, i.e. the CPU kernel).
+  const uint64_t fanout = o.fn.fanout();
+  for (size_t s = 0; s + 1 < seg.size(); ++s) {
+    uint64_t* counts = d_words + kFirstValueWord + s * fanout;
+    if (o.in.fmt.key_bytes == 4)
+      histogram<uint32_t>(ctx, o.in.key_ptr<uint32_t>() + seg[s], seg[s + 1] - seg[s], o.fn, counts);
+    else
+      histogram<uint64_t>(ctx, o.in.key_ptr<uint64_t>() + seg[s], seg[s + 1] - seg[s], o.fn, counts);
+  }
 }
 
 std::vector<uint64_t> segments_of(const PartitionOp& o) {
@@ -304,7 +311,8 @@ void queue(KernelContext& ctx, const ScanOp& o, uint64_t*) {
 }  // namespace
 
 size_t result_value_count(const Op& op) {
-  if (auto* h = std::get_if<HistogramOp>(&op)) return h->fn.fanout();
+  if (auto* h = std::get_if<HistogramOp>(&op))  // per segment (a single offset is an error queue() raises)
+    return (h->in_segments.empty() ? 1 : h->in_segments.size() - 1) * h->fn.fanout();
   if (auto* p = std::get_if<PartitionOp>(&op)) {
     const size_t segments = p->in_segments.empty() ? 1 : p->in_segments.size() - 1;
     return segments * p->fn.fanout() + 1;
