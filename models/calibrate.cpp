@@ -48,7 +48,7 @@ std::string sample_phase(const OpSample& s) {
 }
 
 // A radix sort sample of a samples file written before the MSD plan's features (2026-11-23):
-// features {bytes, cub_bytes, cub_sorts, segment_max_bytes}. Its plan follows from its rows,
+// features {bytes, cub_bytes, cub_sorts (now cub_calls), segment_max_bytes}. Its plan follows from its rows,
 // since calibrate sorted tuples of key_bytes + key_bytes (4+4, 8+8) whose keys are R's dense keys
 // 1..rows or foreign keys into them, and the sort of then found its range with an exact max
 // reduction (the largest key: rows).

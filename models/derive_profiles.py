@@ -239,6 +239,10 @@ def derive(base_path, name, m):
         v, src = m["host"][key]
         w("%-28s # %s" % ("%s = %s" % (key, fmt(float(v))), src))
     w("%-28s # one flag read over the host link (typical)" % "poll_seconds = 1e-6")
+    base_host = dict((k, v) for k, v, _ in base["host"])
+    if "phase_seconds" in base_host:  # joinlab's host work per phase: the same software, kept
+        w("%-28s # %s's, kept: joinlab's host work per phase (launch, synchronization), not scaled" %
+          ("phase_seconds = %s" % fmt(float(base_host["phase_seconds"])), base_name))
     for link in ["h2d", "d2h", "p2p", "nic"]:
         bw, lat, src = m["links"][link]
         w("")

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "core/common/error.hpp"
+#include "core/exec/msd_sort_plan.hpp"
 
 namespace joinlab {
 
@@ -30,8 +31,10 @@ const std::vector<ModelSpec>& model_specs() {
        "partition_bytes", {}, 2},
       // The MSD sort (msd_plan): its local sort's bytes, CUB's share (skew), then its partition
       // passes' bytes and histogram reads, its passes, its local sort's blocks and their counters.
+      // segment_max_bytes (the largest segment of a CUB segmented sort, which the kernel had until
+      // 2026-11-22) is always 0 now; it keeps its place so that older profiles read as before.
       {"sort.radix",
-       {"bytes_in", "cub_bytes", "cub_sorts", "segment_max_bytes", "pass_bytes", "hist_bytes", "passes", "blocks",
+       {"bytes_in", "cub_bytes", "cub_calls", "segment_max_bytes", "pass_bytes", "hist_bytes", "passes", "blocks",
         "counters"},
        "key_bytes", {}, 1},
       {"sort.merge", {"bytes_in_log2_rows"}, "", {}, 0},
@@ -306,13 +309,13 @@ JoinWork join_work(const PartitionedJoinOp& o) {
 
 // The CUDA radix sort is an MSD sort (kernels/cuda/sort.cu): the high key bits partition the rows
 // so that a partition holds about 4096 rows when the keys spread over [0, max key], a block sorts
-// each partition of up to 5120 rows on chip, and larger partitions (a hot key's) go to CUB: one
-// device-wide sort each from 2^20 rows, the others in one segmented sort (one block per segment,
-// so its largest segment is its critical path). Skew therefore costs what CUB sorts (`cub_rows`),
-// its calls (`cub_sorts`) and the largest segment (`segment_max_rows`), estimated from the keys'
+// each partition of up to 5120 rows on chip, and the larger partitions (hot keys') are gathered
+// and sorted by one CUB device sort. Skew therefore costs the rows CUB sorts (`cub_rows`) and its
+// device calls (`cub_calls`: one partition is copied and sorted, one CUB call; several are gathered,
+// sorted and copied back, three: two batched copies and the sort), estimated from the keys'
 // spread (hot keys are scattered over the key range: keygen.hpp).
 struct MsdWork {
-  double cub_rows = 0, cub_sorts = 0, segment_max_rows = 0;
+  double cub_rows = 0, cub_calls = 0;
 };
 
 }  // namespace
@@ -327,8 +330,8 @@ struct MsdWork {
 // 2^(k-11) partitions of 3072 rows, of 2^k rows 2^(k-12) of 4096 (msd_sampled_max: the planned
 // range). A block clears and scans 2^low_bits counters besides sorting its rows.
 MsdPlan msd_plan(double rows, double max_key, uint32_t key_bytes, uint32_t val_bytes) {
-  constexpr int kLocalBits = 13;
-  constexpr double kLocalTarget = 4096, kSmemOptin = 232448, kStaticSmemReserve = 2048, kJointThreads = 1024;
+  constexpr int kLocalBits = int(msd_sort::kLocalBits);
+  constexpr double kLocalTarget = msd_sort::kLocalTarget, kSmemOptin = 232448, kStaticSmemReserve = 2048, kJointThreads = 1024;
   MsdPlan p;
   if (rows <= 0) return p;
   int end_bit = 1;
@@ -360,7 +363,7 @@ double msd_sampled_max(double max_key, double rows) {
   // The largest of 2^16 keys spread over [0, max_key] is about one sampling step below it (dense
   // keys 1..n: n - n / 2^16); the sort plans for that plus 1/16, within the sample's bit width
   // (sort.cu sort_pairs).
-  constexpr double kSamples = 65536;
+  constexpr double kSamples = double(msd_sort::kMaxSamples);
   if (rows <= kSamples) return max_key;
   const double sampled = std::floor(max_key - max_key / kSamples);
   int end_bit = 1;
@@ -372,7 +375,7 @@ namespace {
 
 // `plan`: the sort's (msd_plan), for keys up to `max_key`.
 MsdWork msd_work(double rows, const KeyAccess* access, const MsdPlan& plan, double max_key) {
-  constexpr double kLocalCapacity = 5120, kDeviceWide = double(1 << 20);
+  constexpr double kLocalCapacity = msd_sort::kLocalCapacity;
   MsdWork w;
   if (rows <= kLocalCapacity || !access || access->empty()) return w;  // uniform keys: no oversized partition
   const std::vector<KeyGroup> groups = key_groups(*access);
@@ -386,20 +389,15 @@ MsdWork msd_work(double rows, const KeyAccess* access, const MsdPlan& plan, doub
       std::max(1.0, std::min(range, range * std::ldexp(1.0, plan.low_bits) / (std::max(max_key, range) + 1.0)));
   // Rows of a partition besides its hottest key: the mean over the partition's other keys.
   const double base = rows * (keys_per_part - 1) / range;
-  bool segmented = false;
+  double runs = 0;  // oversized partitions
   for (auto& g : groups) {
     const double part = g.each * scale + base;
     if (part <= kLocalCapacity) continue;
     const double n = std::min(g.count, range / keys_per_part);  // at most one hot key per partition counted
     w.cub_rows += n * part;
-    if (part >= kDeviceWide) {
-      w.cub_sorts += n;
-    } else {
-      segmented = true;
-      w.segment_max_rows = std::max(w.segment_max_rows, part);
-    }
+    runs += n;
   }
-  if (segmented) w.cub_sorts += 1;
+  w.cub_calls = runs <= 0 ? 0 : runs < 1.5 ? 1 : 3;
   w.cub_rows = std::min(w.cub_rows, rows);  // the base of many hot partitions is not more than the rows
   return w;
 }
@@ -417,12 +415,12 @@ OpSample make(std::string model, std::vector<double> features, double segment = 
 }  // namespace
 
 OpSample radix_sort_sample(double rows, double max_key, uint32_t key_bytes, uint32_t val_bytes, double cub_bytes,
-                           double cub_sorts, double segment_max_bytes) {
+                           double cub_calls, double segment_max_bytes) {
   const MsdPlan p = msd_plan(rows, max_key, key_bytes, val_bytes);
   const double tb = double(key_bytes + val_bytes), bytes = rows * tb;
   if (!p.msd) return make("sort.radix", {0, bytes, 1, 0, 0, 0, 0, 0, 0}, key_bytes);
   return make("sort.radix",
-              {bytes, cub_bytes, cub_sorts, segment_max_bytes, p.passes * bytes, p.hist_reads * rows * key_bytes,
+              {bytes, cub_bytes, cub_calls, segment_max_bytes, p.passes * bytes, p.hist_reads * rows * key_bytes,
                double(p.passes), p.blocks, p.blocks * std::ldexp(1.0, p.low_bits)},
               key_bytes);
 }
@@ -436,7 +434,10 @@ OpSample op_sample(const Op& op, const OpResult& result, const KeyAccess* access
         } else if constexpr (std::is_same_v<T, GeneratePayloadOp>) {
           return make("generate", {double(o.rows) * o.spec.payload_bytes[size_t(o.column)]});
         } else if constexpr (std::is_same_v<T, HistogramOp>) {
-          return make("histogram", {double(o.in.rows) * o.in.fmt.key_bytes, double(o.fn.fanout()), skew_rows(result.values)},
+          // Counted in segments or not, the same pass over the keys: the whole input's counts.
+          std::vector<uint64_t> counts(o.fn.fanout(), 0);
+          for (size_t i = 0; i < result.values.size(); ++i) counts[i % counts.size()] += result.values[i];
+          return make("histogram", {double(o.in.rows) * o.in.fmt.key_bytes, double(o.fn.fanout()), skew_rows(counts)},
                       o.fn.fanout());
         } else if constexpr (std::is_same_v<T, PartitionOp>) {
           const double segments = o.in_segments.size() > 1 ? double(o.in_segments.size() - 1) : 1.0;
@@ -498,8 +499,7 @@ OpSample op_sample(const Op& op, const OpResult& result, const KeyAccess* access
             const double planned = msd_sampled_max(std::max(max_key, 1.0), rows);
             const MsdWork w =
                 msd_work(rows, access, msd_plan(rows, planned, o.in.fmt.key_bytes, o.in.fmt.val_bytes), max_key);
-            return radix_sort_sample(rows, planned, o.in.fmt.key_bytes, o.in.fmt.val_bytes, w.cub_rows * tb, w.cub_sorts,
-                                     w.segment_max_rows * tb);
+            return radix_sort_sample(rows, planned, o.in.fmt.key_bytes, o.in.fmt.val_bytes, w.cub_rows * tb, w.cub_calls);
           }
           return make("sort.merge", {bytes * std::log2(std::max<double>(2, double(o.in.rows)))});
         } else if constexpr (std::is_same_v<T, MergeJoinOp>) {

@@ -98,7 +98,7 @@ MsdPlan msd_plan(double rows, double max_key, uint32_t key_bytes, uint32_t val_b
 double msd_sampled_max(double max_key, double rows);
 // The "sort.radix" sample of a radix sort with that plan; cub_*: what CUB sorts (skew).
 OpSample radix_sort_sample(double rows, double max_key, uint32_t key_bytes, uint32_t val_bytes, double cub_bytes = 0,
-                           double cub_sorts = 0, double segment_max_bytes = 0);
+                           double cub_calls = 0, double segment_max_bytes = 0);
 // A copy within device memory (the "copy.device" model).
 OpSample device_copy_sample(uint64_t bytes);
 // An allocation (the "alloc.device" / "alloc.host" models).

@@ -79,6 +79,8 @@ const std::vector<Field>& fields() {
     v.push_back(number("host.cores", Kind::Number, false, [](P& p) -> double& { return p.host.cores; }));
     v.push_back(number("host.poll_seconds", Kind::Positive, false,
                        [](P& p) -> double& { return p.host.poll_seconds; }));
+    v.push_back(number("host.phase_seconds", Kind::Number, false,
+                       [](P& p) -> double& { return p.host.phase_seconds; }));
     const std::pair<const char*, LinkSpec P::*> links[] = {
         {"h2d", &P::h2d}, {"d2h", &P::d2h}, {"p2p", &P::p2p}, {"nic", &P::nic}};
     for (auto& [name, member] : links) {

@@ -64,6 +64,10 @@ struct HostSpec {
   double mem_bw = 0;        // bytes read + written per second, per node
   double cores = 0;         // per node
   double poll_seconds = 1e-6;  // one read of a completion flag
+  // Host time a strategy's phase spends outside its operators (launching the first, the closing
+  // synchronization of every stream, the strategy's own work between them): fitted by
+  // experiments/validate/fit_phase_seconds.py from strategy runs at calibrate's sizes; 0 = none.
+  double phase_seconds = 0;
 };
 
 struct Profile {

@@ -383,6 +383,8 @@ class SimRank final : public Rank {
   Event record(Stream s) override { return Event(stream(s.id).last); }
   void stream_wait(Stream s, const Event& e) override;
   void sync(Stream s) override;
+  // The profile's per-phase host time ([host] phase_seconds), on the host before the phase's work.
+  void strategy_phase_began() override;
 
   Event send(Stream s, int peer, const Buffer& src, uint64_t off, uint64_t bytes, int tag) override;
   Event recv(Stream s, int peer, const Buffer& dst, uint64_t off, uint64_t bytes, int tag) override;
@@ -757,7 +759,15 @@ void evaluate(const Op& op, OpResult& r) {
         if constexpr (std::is_same_v<T, GenerateOp>) {
           write_keys(o.out, generated_content(o.spec, o.referenced, o.first_row, o.out.rows));
         } else if constexpr (std::is_same_v<T, HistogramOp>) {
-          r.values = split_counts(*content_or_unknown(o.in), o.fn);
+          if (o.in_segments.empty()) {
+            r.values = split_counts(*content_or_unknown(o.in), o.fn);
+          } else {  // each segment's counts from the content of its slice, segment-major
+            const std::vector<uint64_t> seg = histogram_segments(o);
+            for (size_t s = 0; s + 1 < seg.size(); ++s) {
+              const std::vector<uint64_t> c = split_counts(*content_or_unknown(o.in.slice(seg[s], seg[s + 1] - seg[s])), o.fn);
+              r.values.insert(r.values.end(), c.begin(), c.end());
+            }
+          }
         } else if constexpr (std::is_same_v<T, PartitionOp>) {
           if (o.out.capacity < o.in.rows)
             throw RuntimeError("partition: output holds " + std::to_string(o.out.capacity) + " rows, input has " +
@@ -1410,6 +1420,8 @@ Buffer SimRank::alloc(MemSpace space, uint64_t bytes, const std::string& tag) {
   b->account = account_;
   return b;
 }
+
+void SimRank::strategy_phase_began() { wait_host(world_.profile.host.phase_seconds, "starting a phase"); }
 
 void SimRank::wait_host(double seconds, const char* what) {
   if (seconds <= 0) return;

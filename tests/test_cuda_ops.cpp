@@ -107,6 +107,51 @@ TEST(CudaOps, HistogramMatchesCpu) {
           "histogram bits " + std::to_string(fn.bits));
 }
 
+// With in_segments, in device memory (a launch per segment) and in host memory (the CPU kernel on
+// the rank's host lane, as gpj's senders count their batches): k * fanout counts, segment-major,
+// those of a HistogramOp of each segment's slice.
+TEST(CudaOps, HistogramInSegmentsMatchesCpuAndPerSegmentHistograms) {
+  JL_REQUIRE_GPU();
+  for (uint64_t n : kSizes)
+    for (MemSpace space : {MemSpace::Device, MemSpace::Pinned})
+      for (PartitionFn fn : {PartitionFn{PartitionFn::Radix, 6, 0, 0}, PartitionFn{PartitionFn::Hash, 9, 0, 99}}) {
+        const std::vector<uint64_t> segs = {n / 7, n / 3, n / 3, n / 2, n - n / 5};
+        same_on_both(
+            [&](Rank& rank) {
+              Tuples t = rank.alloc_tuples(space, n, {4, 4}, "R");
+              GenerateOp g;
+              g.spec = spec("R", n, KeyDist::Zipf, 4, 4, 3);
+              g.out = t;
+              rank.launch(Stream{0}, g).get();
+              const Obs counts = rank.launch(Stream{0}, HistogramOp{t, fn, segs}).get().values;
+              Obs per_segment;
+              for (size_t s = 0; s + 1 < segs.size(); ++s) {
+                const Obs c = rank.launch(Stream{0}, HistogramOp{t.slice(segs[s], segs[s + 1] - segs[s]), fn}).get().values;
+                per_segment.insert(per_segment.end(), c.begin(), c.end());
+              }
+              EXPECT_EQ(counts, per_segment) << rank.backend() << " in " << to_string(space);
+              return counts;
+            },
+            "histogram in segments, n " + std::to_string(n) + " in " + to_string(space) + " bits " + std::to_string(fn.bits));
+      }
+  // Bad segments are errors naming them, on the device as on the host (a fresh rank each: a
+  // failed host job fails the later work of its stream).
+  for (MemSpace space : {MemSpace::Device, MemSpace::Pinned})
+    for (auto [segs, what] : {std::pair<std::vector<uint64_t>, std::string>{{0, 50, 40, 100}, "not ascending at index 2"},
+                              {{0, 101}, "end at row 101, past the input's 100 rows"},
+                              {{7}, "single offset 7"}})
+      on_backend("cuda", [&](Rank& rank) {
+        Tuples t = rank.alloc_tuples(space, 100, {4, 4}, "R");
+        try {
+          rank.launch(Stream{0}, HistogramOp{t, PartitionFn{}, segs}).get();
+          ADD_FAILURE() << "segments accepted in " << to_string(space) << ": " << what;
+        } catch (const RuntimeError& e) {
+          EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+        }
+        return Obs{};
+      });
+}
+
 // Offsets, then the checksum of every partition (at most 512 of them, evenly spread).
 Obs partition_observations(Rank& rank, const Tuples& out, const std::vector<uint64_t>& offsets) {
   Obs o = offsets;
@@ -353,9 +398,9 @@ TEST(CudaOps, SortsMatchCpuAndAreSorted) {
             "sort n " + std::to_string(n) + (algo == SortAlgo::Radix ? " radix" : " merge"));
 }
 
-// The MSD radix sort hands partitions larger than a block (skew) to CUB: Zipf keys put a hot
-// key's rows in one partition, beyond a block at 1.5 M rows (segmented sort) and beyond a
-// device-wide sort's threshold (2^20 rows) at 24 M rows.
+// The MSD radix sort hands partitions larger than a block (skew) to CUB, gathered into one device
+// sort: Zipf keys make many such partitions (1.5 M and 24 M rows), one hot key exactly one (sorted
+// without a gather).
 TEST(CudaOps, RadixSortOfSkewedKeysMatchesCpu) {
   JL_REQUIRE_GPU();
   for (uint64_t n : {uint64_t(1500000), uint64_t(24000000)})
@@ -366,6 +411,26 @@ TEST(CudaOps, RadixSortOfSkewedKeysMatchesCpu) {
                                        SortAlgo::Radix);
           },
           "zipf sort n " + std::to_string(n) + " key bytes " + std::to_string(kb));
+  constexpr uint64_t n = uint64_t(1) << 20;
+  for (uint8_t kb : {uint8_t(4), uint8_t(8)})
+    same_on_both(
+        [&](Rank& rank) {
+          std::mt19937_64 rng(kb);
+          Buffer hk = rank.alloc(MemSpace::Pinned, n * kb, "test.keys");
+          Buffer hv = rank.alloc(MemSpace::Pinned, n * 4, "test.vals");
+          for (uint64_t i = 0; i < n; ++i) {
+            // Uniform keys below 2^20, and 20000 rows (not sampled: 16 j + 5) of one key mid-range.
+            const uint64_t k = i % 16 == 5 && i / 16 < 20000 ? 12345 : 1 + rng() % (n - 1);
+            if (kb == 4) static_cast<uint32_t*>(hk->ptr)[i] = uint32_t(k);
+            else static_cast<uint64_t*>(hk->ptr)[i] = k;
+            static_cast<uint32_t*>(hv->ptr)[i] = uint32_t(i);
+          }
+          Tuples in = rank.alloc_tuples(MemSpace::Device, n, {kb, 4}, "in");
+          rank.copy(Stream{0}, in.keys, 0, hk, 0, n * kb);
+          rank.copy(Stream{0}, in.vals, 0, hv, 0, n * 4);
+          return sorted_observations(rank, in, SortAlgo::Radix, 64);
+        },
+        "sort with one hot key, key bytes " + std::to_string(kb));
 }
 
 // The MSD radix sort plans its bits from a sample of the keys (every 16th row of 2^20): keys

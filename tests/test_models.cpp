@@ -227,18 +227,24 @@ TEST(OpModels, SkewedKeysSendTheMsdSortsHotPartitionsToCub) {
   EXPECT_EQ(flat.x, none.x) << "uniform keys: every partition fits a block";
   EXPECT_EQ(flat.x[2], 0.0);
   const double tb = in.fmt.tuple_bytes();
-  // Zipf 1.5: the top key holds 1/zeta(1.5) = 38% of the rows (one device-wide CUB sort, as rank 2
-  // with 13.5%); rank 3 (7.4%, 1.2 M rows) too; rank 4 (4.8%, 0.8 M rows) leads the segmented sort.
+  // Zipf 1.5: the top key holds 1/zeta(1.5) = 38% of the rows; every partition too large for a
+  // block (hot keys down to ~150th) goes to one gathered CUB device sort: most of the rows.
   EXPECT_GT(hot.x[2], 0.85 * n * tb);
   EXPECT_LE(hot.x[2], 1.0 * n * tb);
-  EXPECT_EQ(hot.x[3], 3.0 + 1.0) << "three device-wide sorts and one segmented sort";
-  EXPECT_NEAR(hot.x[4] / tb, 0.048 * n, 0.005 * n);
-  // Zipf 1: the top key holds about 6% (1 M rows, about one device-wide sort's worth); the next
-  // ones (3%, 2%, ...) go to the segmented sort.
-  EXPECT_GE(warm.x[3], 1.0);
-  EXPECT_LE(warm.x[3], 2.0);
-  EXPECT_NEAR(warm.x[4] / tb, 0.03 * n, 0.01 * n);
+  EXPECT_EQ(hot.x[3], 3.0) << "the oversized partitions gathered, sorted, copied back: three CUB calls";
+  EXPECT_EQ(hot.x[4], 0.0) << "no segmented sort";
+  // Zipf 1: the top key holds about 6% (1 M rows), the next ones 3%, 2%, ...: fewer rows to CUB.
+  EXPECT_EQ(warm.x[3], 3.0);
+  EXPECT_GT(warm.x[2], 0.0);
   EXPECT_LT(warm.x[2], hot.x[2]);
+  // One hot key of 20000 rows over uniform keys: its partition alone outgrows a block, copied and
+  // sorted (one CUB call, no gather).
+  KeyAccess one = KeyAccess::uniform(n - 20000, n - 1);
+  one.heavy = {20000};
+  const OpSample single = op_sample(op, OpResult{}, &one);
+  EXPECT_EQ(single.x[3], 1.0);
+  EXPECT_GT(single.x[2], 20000 * tb);
+  EXPECT_LT(single.x[2], 30000 * tb);
 }
 
 // The MSD sort's cost steps with its plan (kernels/cuda/sort.cu, partition.cu), not smoothly with

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <numeric>
+#include <set>
 #include <sstream>
 
 #include "core/builtin.hpp"
@@ -19,6 +20,7 @@
 #include "core/experiment/config.hpp"
 #include "core/experiment/report.hpp"
 #include "core/experiment/runner.hpp"
+#include "core/strategies/strategy_util.hpp"
 #include "models/calibrate.hpp"
 #include "models/profile.hpp"
 #include "sim/key_content.hpp"
@@ -677,6 +679,62 @@ TEST_F(SimTest, HybridJoinSplitsPartitionsBetweenGpuAndCpu) {
   EXPECT_GT(phase_of(o, "cpu_partition") + phase_of(o, "cpu_join"), 0) << "the rest joined on the CPU";
 }
 
+TEST_F(SimTest, HistogramInSegmentsCountsEachSegmentsSliceForTheCostOfOnePass) {
+  // An input whose halves differ: dense keys 1..n/2 (all in radix partition 0: below 2^19), then
+  // sparse ones (spread over the 16 partitions). Each segment's counts come from the content of
+  // its slice, those of a HistogramOp of that slice; the operator costs what one histogram of the
+  // input does (the same keys read). The body runs in the simulation's process: what it finds
+  // wrong fails the run.
+  const uint64_t n = 1000000;
+  const std::vector<uint64_t> segs = {0, 1000, 1000, 400000, n};
+  const PartitionFn fn{PartitionFn::Radix, 4, 19, 0};
+  auto ph = simulate(cluster(1, 1), [&](Rank& r) {
+    Tuples t = r.alloc_tuples(MemSpace::Host, n, TupleFormat{8, 8}, "t");
+    for (int half = 0; half < 2; ++half) {
+      GenerateOp gen;
+      gen.spec.name = half ? "S" : "R";
+      gen.spec.rows = n / 2;
+      gen.spec.dist = half ? KeyDist::UniqueSparse : KeyDist::UniqueDense;
+      gen.spec.key_bytes = 8;
+      gen.spec.payload_bytes = {8};
+      gen.out = t.slice(half * n / 2, n / 2);
+      r.launch(Stream{0}, gen).get();
+    }
+    r.phase("whole");
+    r.launch(Stream{0}, HistogramOp{t, fn}).get();
+    r.phase("segments");
+    const std::vector<uint64_t> counts = r.launch(Stream{0}, HistogramOp{t, fn, segs}).get().values;
+    r.end_phases();
+    const uint64_t F = fn.fanout();
+    if (counts.size() != (segs.size() - 1) * F)
+      throw RuntimeError("histogram in segments returned " + std::to_string(counts.size()) + " counts");
+    for (size_t s = 0; s + 1 < segs.size(); ++s) {
+      const std::vector<uint64_t> c = r.launch(Stream{0}, HistogramOp{t.slice(segs[s], segs[s + 1] - segs[s]), fn}).get().values;
+      if (!std::equal(c.begin(), c.end(), counts.begin() + long(s * F)) || c.size() != F)
+        throw RuntimeError("segment " + std::to_string(s) + "'s counts differ from its slice's histogram");
+      if (std::accumulate(c.begin(), c.end(), uint64_t(0)) != segs[s + 1] - segs[s])
+        throw RuntimeError("segment " + std::to_string(s) + "'s counts do not sum to its rows");
+    }
+    if (counts[0] != 1000 || counts[2 * F] != 399000 || counts[3 * F] < 100000 || counts[3 * F + 1] > 50000)
+      throw RuntimeError("partition 0 of the segments holds " + std::to_string(counts[0]) + ", " +
+                         std::to_string(counts[2 * F]) + ", " + std::to_string(counts[3 * F]) +
+                         " rows; partition 1 of the last " + std::to_string(counts[3 * F + 1]));
+    for (auto [bad, what] : {std::pair<std::vector<uint64_t>, std::string>{{0, 50, 40}, "not ascending at index 2"},
+                             {{0, n + 1}, "end at row 1000001, past the input's 1000000 rows"},
+                             {{7}, "single offset 7"}}) {
+      try {
+        r.launch(Stream{0}, HistogramOp{t, fn, bad}).get();
+      } catch (const RuntimeError& e) {
+        if (std::string(e.what()).find(what) != std::string::npos) continue;
+        throw RuntimeError("bad segments gave \"" + std::string(e.what()) + "\", not \"" + what + "\"");
+      }
+      throw RuntimeError("bad segments accepted: " + what);
+    }
+  });
+  EXPECT_GT(seconds(ph[0], "whole"), 0);
+  EXPECT_NEAR(seconds(ph[0], "segments"), seconds(ph[0], "whole"), seconds(ph[0], "whole") * 1e-9);
+}
+
 TEST_F(SimTest, PackChunksCostsOnePassEachWayOverHostMemory) {
   // 1e6 rows of 8 + 8 bytes packed into chunks of 1000 rows: read 16 MB and write 16 MB at the
   // test profile's 1e11 B/s of host memory.
@@ -1019,6 +1077,46 @@ TEST_F(SimTest, DroppedBuffersArePaidAtTheNextSynchronization) {
     r.end_phases();
   });
   EXPECT_EQ(seconds(phases[0], "drop"), 0.0);
+}
+
+// A profile's text with [host] phase_seconds = `seconds` (any value it had replaced).
+std::string with_phase_seconds(std::string text, const std::string& seconds) {
+  const std::string key = "\nphase_seconds", host = "[host]\n";
+  if (auto at = text.find(key); at != std::string::npos) text.erase(at + 1, text.find('\n', at + 1) - at);
+  return text.insert(text.find(host) + host.size(), "phase_seconds = " + seconds + "   # test value\n");
+}
+
+// [host] phase_seconds: every phase a strategy begins (begin_phase) costs the profile's host time
+// before its work, and only those: a rank's own phase() marks (calibrate's samples) do not.
+TEST_F(SimTest, EveryStrategyPhasePaysTheProfilesPhaseSeconds) {
+  std::ofstream(dir_ / "phase.ini") << with_phase_seconds(kTestProfile, "4e-5");
+  BackendConfig c = cluster(1, 1);
+  c.profile = (dir_ / "phase.ini").string();
+  auto phases = simulate(c, [](Rank& r) {
+    begin_phase(r, "strategy");
+    r.phase("mark");
+    r.end_phases();
+  });
+  EXPECT_NEAR(seconds(phases[0], "strategy"), 4e-5, 1e-12);
+  EXPECT_EQ(seconds(phases[0], "mark"), 0.0);
+
+  // phj end to end on the h100 profile: each of its timed phases takes 1 ms longer.
+  std::ostringstream h100;
+  h100 << std::ifstream(repo_profiles() + "/h100.ini").rdbuf();
+  RunPoint p = shuffle_point(1, 1, uint64_t(1) << 20, "h100", dir_.string());
+  p.strategy = "phj";
+  std::ofstream(dir_ / "h100.ini") << with_phase_seconds(h100.str(), "0");
+  const RunOutcome without = run_point(p);
+  std::ofstream(dir_ / "h100.ini") << with_phase_seconds(h100.str(), "0.001");
+  const RunOutcome with = run_point(p);
+  ASSERT_EQ(with.phases.size(), without.phases.size());
+  std::set<std::string> names;
+  for (size_t i = 0; i < with.phases.size(); ++i) {
+    names.insert(with.phases[i].name);
+    EXPECT_NEAR(with.phases[i].seconds - without.phases[i].seconds, 0.001, 1e-9) << with.phases[i].name;
+  }
+  EXPECT_TRUE(names.count("partition") && names.count("join"));
+  EXPECT_NEAR(with.total_seconds - without.total_seconds, 0.002, 1e-9) << "two timed phases: partition and join";
 }
 
 TEST_F(SimTest, UnknownProfileAndBadClusterKeysAreInputErrors) {

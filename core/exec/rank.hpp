@@ -167,6 +167,9 @@ class Rank {
   // phase boundaries must be exact.
   void phase(const std::string& name);
   void end_phases();
+  // A strategy's phase began (begin_phase, after the synchronization and phase()): the simulator
+  // charges the host time a phase spends outside its operators; the hardware backends spend it.
+  virtual void strategy_phase_began() {}
   void report(const RankResult& r) { result_ = r; }
 
   const RankResult& result() const { return result_; }

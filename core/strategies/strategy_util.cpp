@@ -140,6 +140,7 @@ Inputs generate_inputs(Rank& rank, const JoinJob& job, MemSpace r_space, MemSpac
 void begin_phase(Rank& rank, const std::string& name) {
   rank.sync_all();
   rank.phase(name);
+  rank.strategy_phase_began();
 }
 
 // --- join outputs ----------------------------------------------------------------------------

@@ -6,8 +6,10 @@
 #   experiments/validate/fit_and_validate.sh OUT_DIR [--install] [--refit]
 # --refit fits the profile again from OUT_DIR's samples file (joinlab calibrate --fit: after a
 # change of the fit or of a model form, no GPU needed) into OUT_DIR/h100-refit.ini and validates
-# that one. The validation points (1.5 x 2^k rows, Zipf 0/0.75/1.5) are never among calibrate's
-# samples (2^k rows, Zipf 0/0.5/1/1.25/2): nothing here fits anything to them.
+# that one. Where OUT_DIR/phases holds the strategy runs at calibrate's sizes (step phases), the
+# profile's [host] phase_seconds is fitted to them first (fit_phase_seconds.py). The validation
+# points (1.5 x 2^k rows, Zipf 0/0.75/1.5) are never among calibrate's samples (2^k rows, Zipf
+# 0/0.5/1/1.25/2) nor the phase runs (2^20..2^22 rows): nothing here fits anything to them.
 # JOINLAB: a joinlab built with SimGrid (default build-models/joinlab).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -29,6 +31,14 @@ if [ $refit = 1 ]; then
   [ -f "$samples" ] || (cd "$out" && tar xJf samples.tar.xz)
   "$joinlab" calibrate --fit "$samples" --profile h100 --base h100 --out "$out/h100-refit.ini"
   profile=$out/h100-refit.ini
+fi
+# The per-phase host time ([host] phase_seconds) from the strategy runs at calibrate's sizes
+# (run_calibrate_device.sh step phases), where there are some.
+if [ -f "$out/phases/h100-phases.csv" ]; then
+  phases_table=$out/phases/h100-phases-validate.csv
+  "$joinlab" validate "$root/experiments/validate/h100-phases.ini" --measured "$out/phases/h100-phases.csv" \
+    --profile "$profile" --out "$phases_table" > "$out/phases/h100-phases-validate.log" 2>&1 || [ $? = 3 ]
+  python3 "$root/experiments/validate/fit_phase_seconds.py" "$phases_table" "$profile"
 fi
 table=$out/validate/h100-single-validate.csv
 # Exit 3 is the bar missed: the table is written either way.

@@ -6,7 +6,7 @@
 # one command, then fit_and_validate.sh where SimGrid is.
 #   experiments/validate/run_calibrate_device.sh BIN_DIR OUT_DIR [calibrate|warm|probe6|measure ...]
 # BIN_DIR holds joinlab from a device build (-DJOINLAB_CUDA=ON -DJOINLAB_SIMGRID=OFF
-# -DJOINLAB_STATIC_BOOST=ON). Steps (default: calibrate measure):
+# -DJOINLAB_STATIC_BOOST=ON). Steps (default: calibrate phases measure):
 #   calibrate  joinlab calibrate --backend cuda --samples -> OUT_DIR/h100.ini (the candidate profile),
 #              OUT_DIR/calibrate.log, OUT_DIR/samples/calibrate-samples.txt (every timed run: refit
 #              with `joinlab calibrate --fit FILE` without a GPU)
@@ -16,6 +16,8 @@
 #   probe6     DIAGNOSTIC ONLY, never fitted: calibrate's operators at 6Mi and 12Mi rows (validation
 #              sizes), cold and warm -> OUT_DIR/samples/diagnostic-6Mi-{cold,warm}-samples.txt, to
 #              compare calibrate's timing of an operator with the same operator inside a real run
+#   phases     joinlab run h100-phases.ini (npj/phj/smj/chunked at calibrate's sizes 2^20..2^22) ->
+#              OUT_DIR/phases/h100-phases.csv: what fit_and_validate.sh fits [host] phase_seconds to
 #   measure    joinlab run h100-single.ini -> OUT_DIR/validate/h100-single.csv (+ its log), the
 #              Chrome traces of every point packed in OUT_DIR/traces.tar.xz
 # OUT_DIR/status.txt: one line per step (exit code, seconds); OUT_DIR/samples is packed into
@@ -29,7 +31,7 @@ bin=$(cd "${1:?usage: run_calibrate_device.sh BIN_DIR OUT_DIR [steps]}" && pwd)
 mkdir -p "${2:?usage: run_calibrate_device.sh BIN_DIR OUT_DIR [steps]}/validate" "$2/samples"
 out=$(cd "$2" && pwd)
 shift 2
-steps=${*:-calibrate measure}
+steps=${*:-calibrate phases measure}
 here=$(cd "$(dirname "$0")" && pwd)
 nvidia-smi > "$out/samples/nvidia-smi.txt" 2>&1
 step() {  # step NAME LIMIT_S LOG command...
@@ -72,7 +74,16 @@ for s in $steps; do
       (cd "$out/validate" && ls ./*.trace.json > /dev/null 2>&1 && tar cJf "$out/traces.tar.xz" ./*.trace.json &&
         rm -f ./*.trace.json)
       ;;
-    *) echo "unknown step '$s' (calibrate, warm, probe6, measure)"; exit 2 ;;
+    phases)
+      # shellcheck disable=SC2086
+      mkdir -p "$out/phases"
+      step phases "${JL_MEASURE_S:-300}" "$out/phases/h100-phases.log" \
+        "$bin/joinlab" run "$here/h100-phases.ini" --experiment.output_dir="$out/phases" --quiet ${JL_MEASURE_ARGS:-}
+      tail -3 "$out/phases/h100-phases.log"
+      (cd "$out/phases" && ls ./*.trace.json > /dev/null 2>&1 && tar cJf "$out/phases-traces.tar.xz" ./*.trace.json &&
+        rm -f ./*.trace.json)
+      ;;
+    *) echo "unknown step '$s' (calibrate, warm, probe6, phases, measure)"; exit 2 ;;
   esac
 done
 (cd "$out" && tar cJf samples.tar.xz samples && rm -rf samples)

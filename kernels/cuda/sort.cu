@@ -4,7 +4,8 @@
 //    one or two scatter passes, partitions in digit order), then one block per partition sorts it
 //    on its remaining low bits in shared memory, in place, by counting sort (one on-chip pass:
 //    a counter per low-bit value). Three passes over memory for 28-bit keys where an LSD sort with
-//    8-bit digits makes four. Partitions too large for a block (skew) are sorted by CUB.
+//    8-bit digits makes four. Partitions too large for a block (skew) are gathered and sorted
+//    together by one CUB device sort.
 //    The key range is estimated from a sample (a full max reduction cost 0.25 ms per 2^27 keys on
 //    the H100, 4% of smj): the partitioning counts keys above the sampled range as its top key
 //    (PartitionFn::key_limit), so they all land, in order, in the last partition, which the block
@@ -13,14 +14,15 @@
 // The merge variant is CUB's stable merge sort (any comparator; what rui2017 uses).
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
+#include <cub/device/device_memcpy.cuh>
 #include <cub/device/device_merge_sort.cuh>
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_reduce.cuh>
-#include <cub/device/device_segmented_radix_sort.cuh>
 
 #include <tuple>
 #include <utility>
 
+#include "core/exec/msd_sort_plan.hpp"
 #include "kernels/cuda/device_common.cuh"
 
 namespace joinlab::cuda {
@@ -47,11 +49,11 @@ struct KeyMax {
 // (one block's load, sort and store phases overlap the others'). Measured on the H100 (W1 smj,
 // 2026-11-22): 512 threads x 10 rows +0.55 ms, 2 Ki-row partitions (256 x 12 or 512 x 6) +1.0
 // and +1.3 ms (a second partition pass grows, the local sorts do not shrink as much).
-constexpr int kLocalThreads = 256;
-constexpr int kLocalItems = 20;
-constexpr uint32_t kLocalCapacity = uint32_t(kLocalThreads) * kLocalItems;
-constexpr uint32_t kLocalTarget = 4096;  // rows per partition the partition bits aim at
-constexpr uint32_t kLocalBits = 13;     // at most 2^13 counters (32 KB)
+using msd_sort::kLocalBits;
+using msd_sort::kLocalCapacity;
+using msd_sort::kLocalTarget;
+constexpr int kLocalThreads = int(msd_sort::kLocalThreads);
+constexpr int kLocalItems = int(msd_sort::kLocalItems);
 
 // Counter c lives at c + c / 32: a thread scans a run of consecutive counters, and the padding
 // puts the runs of a warp's threads in distinct banks.
@@ -197,14 +199,69 @@ void cub_radix_sort(KernelContext& ctx, const K* in_k, K* out_k, const V* in_v, 
                                                 ctx.stream()));
 }
 
-// Sorts the partitions the blocks could not: those with more rows than a block holds, on bits
-// [0, low_bits) (the large ones, more than a device-wide sort's worth, one CUB device sort each,
-// the others in one CUB segmented sort: a block per segment), and the last one on all its bits
-// where it may hold keys above the planned range (`speculative`: it is oversized, or its block
-// left it unsorted).
+// Copies n runs in one launch (CUB's batched copy): run i is bytes[i] bytes from src[i] to dst[i].
+// `table` holds the 3 n words src..., dst..., bytes... (pointers as 64-bit words).
+void batched_copy(KernelContext& ctx, const std::vector<uint64_t>& table) {
+  const int64_t n = int64_t(table.size() / 3);
+  if (n == 0) return;
+  const uint64_t* d = ctx.upload(table);
+  static_assert(sizeof(void*) == sizeof(uint64_t), "pointers are uploaded as 64-bit words");
+  const auto* src = reinterpret_cast<void* const*>(d);
+  const auto* dst = reinterpret_cast<void* const*>(d + n);
+  size_t temp = 0;
+  JL_CUDA_CHECK(cub::DeviceMemcpy::Batched(nullptr, temp, src, dst, d + 2 * n, n, ctx.stream()));
+  void* d_temp = ctx.scratch(temp);
+  JL_CUDA_CHECK(cub::DeviceMemcpy::Batched(d_temp, temp, src, dst, d + 2 * n, n, ctx.stream()));
+}
+
+// Sorts the runs [begin[i], begin[i] + rows[i]) of keys/vals in place, on bits [0, end_bit), where
+// every key of run i is below every key of run i + 1 (MSD partitions in digit order): gathered
+// into one array, sorted by one CUB device sort, copied back. One sort however many runs there
+// are: a device sort per run costs a launch sequence each (hot keys make hundreds of runs), and
+// CUB's segmented sort gives a run one block (on the H100, 0.1 to 0.3 ms for runs of 16 Ki rows,
+// 1.9 ms for a Zipf 1.5 hot key's 0.8 M rows).
+template <class K, class V>
+void sort_runs_together(KernelContext& ctx, K* keys, V* vals, const std::vector<uint64_t>& begin,
+                        const std::vector<uint64_t>& rows, int end_bit) {
+  const size_t n = begin.size();
+  if (n == 1) {  // nothing to gather: sort a copy back into place
+    const auto [tmp_k, tmp_v] = scratch_copy(ctx, keys + begin[0], vals + begin[0], rows[0]);
+    cub_radix_sort(ctx, tmp_k, keys + begin[0], tmp_v, vals + begin[0], rows[0], end_bit);
+    return;
+  }
+  std::vector<uint64_t> at(n);
+  uint64_t total = 0;
+  for (size_t i = 0; i < n; ++i) at[i] = total, total += rows[i];
+  K* gathered_k = ctx.scratch_array<K>(total);
+  V* gathered_v = ctx.scratch_array<V>(total);
+  K* sorted_k = ctx.scratch_array<K>(total);
+  V* sorted_v = ctx.scratch_array<V>(total);
+  // Keys and values of every run: from (from_k, from_v) at from_at to (to_k, to_v) at to_at.
+  auto copies = [&](const K* from_k, const V* from_v, const std::vector<uint64_t>& from_at, K* to_k, V* to_v,
+                    const std::vector<uint64_t>& to_at) {
+    std::vector<uint64_t> t(6 * n);
+    for (size_t i = 0; i < n; ++i) {
+      t[i] = uint64_t(uintptr_t(from_k + from_at[i]));
+      t[n + i] = uint64_t(uintptr_t(from_v + from_at[i]));
+      t[2 * n + i] = uint64_t(uintptr_t(to_k + to_at[i]));
+      t[3 * n + i] = uint64_t(uintptr_t(to_v + to_at[i]));
+      t[4 * n + i] = rows[i] * sizeof(K);
+      t[5 * n + i] = rows[i] * sizeof(V);
+    }
+    batched_copy(ctx, t);
+  };
+  copies(keys, vals, begin, gathered_k, gathered_v, at);
+  cub_radix_sort(ctx, gathered_k, sorted_k, gathered_v, sorted_v, total, end_bit);
+  copies(sorted_k, sorted_v, at, keys, vals, begin);
+}
+
+// Sorts the partitions the blocks could not: those with more rows than a block holds, all
+// together on the planned bits [0, end_bit) (sort_runs_together), and the last one on all its
+// bits where it may hold keys above the planned range (`speculative`: it is oversized, or its
+// block left it unsorted).
 template <class K, class V>
 void sort_oversized(KernelContext& ctx, K* keys, V* vals, const uint64_t* d_offsets, uint32_t fanout,
-                    uint32_t low_bits, bool speculative, const LocalSortFlags* d_flags) {
+                    uint32_t low_bits, int end_bit, bool speculative, const LocalSortFlags* d_flags) {
   LocalSortFlags flags{};
   JL_CUDA_CHECK(cudaMemcpyAsync(&flags, d_flags, sizeof(flags), cudaMemcpyDeviceToHost, ctx.stream()));
   ctx.sync();
@@ -215,46 +272,23 @@ void sort_oversized(KernelContext& ctx, K* keys, V* vals, const uint64_t* d_offs
   JL_CUDA_CHECK(cudaMemcpyAsync(offsets.data(), d_offsets + first, offsets.size() * sizeof(uint64_t),
                                 cudaMemcpyDeviceToHost, ctx.stream()));
   ctx.sync();
-  constexpr uint64_t kDeviceWide = uint64_t(1) << 20;
-  std::vector<uint64_t> seg_begin, seg_end;
-  bool device_wide = false;
-  auto device_sort = [&](uint64_t b, uint64_t e, int end_bit) {
-    const auto [tmp_k, tmp_v] = scratch_copy(ctx, keys + b, vals + b, e - b);
-    cub_radix_sort(ctx, tmp_k, keys + b, tmp_v, vals + b, e - b, end_bit);
-    device_wide = true;
-  };
+  std::vector<uint64_t> run_begin, run_rows;
   for (uint32_t p = first; p < fanout; ++p) {
     const uint64_t b = offsets[p - first], e = offsets[p + 1 - first];
     const bool big = e - b > kLocalCapacity;
     if (p == fanout - 1 && speculative && (big || flags.unsorted_last)) {
-      device_sort(b, e, int(8 * sizeof(K)));
+      const auto [tmp_k, tmp_v] = scratch_copy(ctx, keys + b, vals + b, e - b);
+      cub_radix_sort(ctx, tmp_k, keys + b, tmp_v, vals + b, e - b, int(8 * sizeof(K)));
+      ctx.mark("cub::DeviceRadixSort::SortPairs (last partition)");
       continue;
     }
     if (!big || low_bits == 0) continue;  // sorted by its block, or all its keys are equal
-    if (e - b >= kDeviceWide) {
-      device_sort(b, e, int(low_bits));
-    } else {
-      seg_begin.push_back(b);
-      seg_end.push_back(e);
-    }
+    run_begin.push_back(b);
+    run_rows.push_back(e - b);
   }
-  if (device_wide) ctx.mark("cub::DeviceRadixSort::SortPairs");
-  if (seg_begin.empty()) return;
-  // The segmented sort reads rows [first segment's begin, last segment's end) from a copy.
-  const uint64_t base = seg_begin.front(), span = seg_end.back() - base;
-  for (size_t i = 0; i < seg_begin.size(); ++i) seg_begin[i] -= base, seg_end[i] -= base;
-  const auto [tmp_k, tmp_v] = scratch_copy(ctx, keys + base, vals + base, span);
-  const uint64_t* d_begin = ctx.upload(seg_begin);
-  const uint64_t* d_end = ctx.upload(seg_end);
-  const int64_t n = int64_t(span);
-  const int64_t segs = int64_t(seg_begin.size());
-  size_t temp = 0;
-  JL_CUDA_CHECK(cub::DeviceSegmentedRadixSort::SortPairs(nullptr, temp, tmp_k, keys + base, tmp_v, vals + base, n,
-                                                         segs, d_begin, d_end, 0, int(low_bits), ctx.stream()));
-  void* d_temp = ctx.scratch(temp);
-  JL_CUDA_CHECK(cub::DeviceSegmentedRadixSort::SortPairs(d_temp, temp, tmp_k, keys + base, tmp_v, vals + base, n,
-                                                         segs, d_begin, d_end, 0, int(low_bits), ctx.stream()));
-  ctx.mark("cub::DeviceSegmentedRadixSort::SortPairs");
+  if (run_begin.empty()) return;
+  sort_runs_together(ctx, keys, vals, run_begin, run_rows, end_bit);
+  ctx.mark("cub::DeviceRadixSort::SortPairs (oversized partitions)");
 }
 
 // Partition bits for an MSD sort of `rows` keys in [0, max_key] (end_bit bits): the low bits
@@ -299,10 +333,10 @@ void msd_sort(KernelContext& ctx, const K* in_k, const V* in_v, uint64_t rows, K
   kernel<<<fanout, kLocalThreads, smem, ctx.stream()>>>(out_k, out_v, d_offsets, low_bits, key_limit, d_flags);
   JL_CUDA_LAUNCHED("local_counting_sort_kernel");
   ctx.mark("local_counting_sort_kernel");
-  sort_oversized(ctx, out_k, out_v, d_offsets, fanout, low_bits, key_limit < uint64_t(K(~K(0))), d_flags);
+  sort_oversized(ctx, out_k, out_v, d_offsets, fanout, low_bits, end_bit, key_limit < uint64_t(K(~K(0))), d_flags);
 }
 
-constexpr uint64_t kMaxSamples = uint64_t(1) << 16;  // keys the MSD sort samples for its range
+using msd_sort::kMaxSamples;  // keys the MSD sort samples for its range
 
 // The largest of `samples` keys spread evenly over keys[0, rows) (every key where rows <= samples).
 template <class K>
