@@ -385,6 +385,24 @@ Obs sorted_observations(Rank& rank, const Tuples& in, SortAlgo algo, uint64_t ta
   return o;
 }
 
+// n device tuples of kb-byte keys key(0), key(1), ... (called in row order) and 4-byte values
+// equal to their row.
+template <class KeyOf>
+Tuples keyed_tuples(Rank& rank, uint64_t n, uint8_t kb, KeyOf key) {
+  Buffer hk = rank.alloc(MemSpace::Pinned, n * kb, "test.keys");
+  Buffer hv = rank.alloc(MemSpace::Pinned, n * 4, "test.vals");
+  for (uint64_t i = 0; i < n; ++i) {
+    const uint64_t k = key(i);
+    if (kb == 4) static_cast<uint32_t*>(hk->ptr)[i] = uint32_t(k);
+    else static_cast<uint64_t*>(hk->ptr)[i] = k;
+    static_cast<uint32_t*>(hv->ptr)[i] = uint32_t(i);
+  }
+  Tuples in = rank.alloc_tuples(MemSpace::Device, n, {kb, 4}, "in");
+  rank.copy(Stream{0}, in.keys, 0, hk, 0, n * kb);
+  rank.copy(Stream{0}, in.vals, 0, hv, 0, n * 4);
+  return in;
+}
+
 TEST(CudaOps, SortsMatchCpuAndAreSorted) {
   JL_REQUIRE_GPU();
   for (uint64_t n : kSizes)
@@ -416,18 +434,10 @@ TEST(CudaOps, RadixSortOfSkewedKeysMatchesCpu) {
     same_on_both(
         [&](Rank& rank) {
           std::mt19937_64 rng(kb);
-          Buffer hk = rank.alloc(MemSpace::Pinned, n * kb, "test.keys");
-          Buffer hv = rank.alloc(MemSpace::Pinned, n * 4, "test.vals");
-          for (uint64_t i = 0; i < n; ++i) {
-            // Uniform keys below 2^20, and 20000 rows (not sampled: 16 j + 5) of one key mid-range.
-            const uint64_t k = i % 16 == 5 && i / 16 < 20000 ? 12345 : 1 + rng() % (n - 1);
-            if (kb == 4) static_cast<uint32_t*>(hk->ptr)[i] = uint32_t(k);
-            else static_cast<uint64_t*>(hk->ptr)[i] = k;
-            static_cast<uint32_t*>(hv->ptr)[i] = uint32_t(i);
-          }
-          Tuples in = rank.alloc_tuples(MemSpace::Device, n, {kb, 4}, "in");
-          rank.copy(Stream{0}, in.keys, 0, hk, 0, n * kb);
-          rank.copy(Stream{0}, in.vals, 0, hv, 0, n * 4);
+          // Uniform keys below 2^20, and 20000 rows (not sampled: 16 j + 5) of one key mid-range.
+          const Tuples in = keyed_tuples(rank, n, kb, [&](uint64_t i) -> uint64_t {
+            return i % 16 == 5 && i / 16 < 20000 ? 12345 : 1 + rng() % (n - 1);
+          });
           return sorted_observations(rank, in, SortAlgo::Radix, 64);
         },
         "sort with one hot key, key bytes " + std::to_string(kb));
@@ -446,21 +456,14 @@ TEST(CudaOps, RadixSortOfKeysAboveTheSampledRangeMatchesCpu) {
           [&](Rank& rank) {
             std::mt19937_64 rng(outliers * 31 + kb);
             const uint64_t hi = kb == 4 ? (uint64_t(1) << 31) : (uint64_t(1) << 62);
-            Buffer hk = rank.alloc(MemSpace::Pinned, n * kb, "test.keys");
-            Buffer hv = rank.alloc(MemSpace::Pinned, n * 4, "test.vals");
-            for (uint64_t i = 0; i < n; ++i) {
-              // Sampled rows (multiples of 16) stay below 2^20; outliers sit on rows 16 j + 1,
-              // some equal to each other, some to the sampled range's top key 2^20 - 1.
+            // Sampled rows (multiples of 16) stay below 2^20; outliers sit on rows 16 j + 1,
+            // some equal to each other, some to the sampled range's top key 2^20 - 1.
+            const Tuples in = keyed_tuples(rank, n, kb, [&](uint64_t i) {
               uint64_t k = 1 + rng() % ((uint64_t(1) << 20) - 1);
               if (i % 16 == 1 && i / 16 < outliers) k = i % 3 == 0 ? hi - 7 : (uint64_t(1) << 20) + rng() % (hi >> 1);
               if (i % 16 == 3 && i / 16 < outliers) k = (uint64_t(1) << 20) - 1;
-              if (kb == 4) static_cast<uint32_t*>(hk->ptr)[i] = uint32_t(k);
-              else static_cast<uint64_t*>(hk->ptr)[i] = k;
-              static_cast<uint32_t*>(hv->ptr)[i] = uint32_t(i);
-            }
-            Tuples in = rank.alloc_tuples(MemSpace::Device, n, {kb, 4}, "in");
-            rank.copy(Stream{0}, in.keys, 0, hk, 0, n * kb);
-            rank.copy(Stream{0}, in.vals, 0, hv, 0, n * 4);
+              return k;
+            });
             return sorted_observations(rank, in, SortAlgo::Radix, 64);  // and the last partition's keys
           },
           "sort with " + std::to_string(outliers) + " keys above the sampled range, key bytes " + std::to_string(kb));

@@ -199,6 +199,13 @@ void cub_radix_sort(KernelContext& ctx, const K* in_k, K* out_k, const V* in_v, 
                                                 ctx.stream()));
 }
 
+// Sorts n pairs in place on bits [0, end_bit): CUB sorts a scratch copy back into place.
+template <class K, class V>
+void sort_run_in_place(KernelContext& ctx, K* keys, V* vals, uint64_t n, int end_bit) {
+  const auto [tmp_k, tmp_v] = scratch_copy(ctx, keys, vals, n);
+  cub_radix_sort(ctx, tmp_k, keys, tmp_v, vals, n, end_bit);
+}
+
 // Copies n runs in one launch (CUB's batched copy): run i is bytes[i] bytes from src[i] to dst[i].
 // `table` holds the 3 n words src..., dst..., bytes... (pointers as 64-bit words).
 void batched_copy(KernelContext& ctx, const std::vector<uint64_t>& table) {
@@ -224,11 +231,7 @@ template <class K, class V>
 void sort_runs_together(KernelContext& ctx, K* keys, V* vals, const std::vector<uint64_t>& begin,
                         const std::vector<uint64_t>& rows, int end_bit) {
   const size_t n = begin.size();
-  if (n == 1) {  // nothing to gather: sort a copy back into place
-    const auto [tmp_k, tmp_v] = scratch_copy(ctx, keys + begin[0], vals + begin[0], rows[0]);
-    cub_radix_sort(ctx, tmp_k, keys + begin[0], tmp_v, vals + begin[0], rows[0], end_bit);
-    return;
-  }
+  if (n == 1) return sort_run_in_place(ctx, keys + begin[0], vals + begin[0], rows[0], end_bit);  // nothing to gather
   std::vector<uint64_t> at(n);
   uint64_t total = 0;
   for (size_t i = 0; i < n; ++i) at[i] = total, total += rows[i];
@@ -277,8 +280,7 @@ void sort_oversized(KernelContext& ctx, K* keys, V* vals, const uint64_t* d_offs
     const uint64_t b = offsets[p - first], e = offsets[p + 1 - first];
     const bool big = e - b > kLocalCapacity;
     if (p == fanout - 1 && speculative && (big || flags.unsorted_last)) {
-      const auto [tmp_k, tmp_v] = scratch_copy(ctx, keys + b, vals + b, e - b);
-      cub_radix_sort(ctx, tmp_k, keys + b, tmp_v, vals + b, e - b, int(8 * sizeof(K)));
+      sort_run_in_place(ctx, keys + b, vals + b, e - b, int(8 * sizeof(K)));
       ctx.mark("cub::DeviceRadixSort::SortPairs (last partition)");
       continue;
     }
