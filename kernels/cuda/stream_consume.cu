@@ -65,6 +65,20 @@ __device__ __forceinline__ uint64_t now_ns() {
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
 }
+// The host's cancel word lies in host memory: every read of it is a PCIe round trip that competes
+// with the puts' DMA reads of the senders' chunk images. With each of 264 blocks reading it every
+// 64 polls, the puts into the 2x H200 receivers ran at 15-17 GB/s; reading it once per millisecond,
+// at 23-25 GB/s, and gpj at 2^28 rows per GPU took 0.58 s instead of 0.66-0.75 s
+// (experiments/results/h200x2-2026-11-22-s8). A cancel may take that long to stop the kernel;
+// errors found on the device stop every block at once through the stop word.
+constexpr uint64_t kCancelPollNs = 1000000;
+// True at most once per kCancelPollNs per caller (`next`: when the caller may read it again).
+__device__ __forceinline__ bool cancel_poll_due(uint64_t& next) {
+  const uint64_t now = now_ns();
+  if (now < next) return false;
+  next = now + kCancelPollNs;
+  return true;
+}
 template <class T>
 __device__ __forceinline__ T vload(const T* p) {
   return *reinterpret_cast<const volatile T*>(p);
@@ -143,9 +157,9 @@ struct Consume {
 
 // Thread 0: claims the next chunk of one of the block's rings that is there, or says why not.
 template <class C>
-__device__ int poll(const C& a, uint32_t& scan, uint32_t& idle, uint32_t& polls, uint32_t* ring_out, uint64_t* k_out) {
+__device__ int poll(const C& a, uint32_t& scan, uint32_t& idle, uint64_t& cancel_at, uint32_t* ring_out, uint64_t* k_out) {
   if (a.stopped()) return kActStop;
-  if ((++polls & 63) == 0 && vload(a.cancel)) {
+  if (cancel_poll_due(cancel_at) && vload(a.cancel)) {
     a.fail(kCancelled, 0, 0);
     return kActStop;
   }
@@ -211,7 +225,8 @@ __device__ bool use_chunk(const Consume<K, VR, VS>& a, Shared& sh, BlockEmitter<
   const char* slot = a.slot(ring, k);
   const K* keys = reinterpret_cast<const K*>(slot + kChunkHeaderBytes);
   ChunkHeader h;
-  uint64_t since = 0;  // thread 0: when the checksum first failed
+  uint64_t since = 0;      // thread 0: when the checksum first failed
+  uint64_t cancel_at = 0;  // thread 0: when it may read the cancel word again
   for (;;) {
     if (threadIdx.x == 0)
       for (int i = 0; i < 4; ++i) sh.header[i] = ld_cv(reinterpret_cast<const uint64_t*>(slot) + i);
@@ -238,7 +253,7 @@ __device__ bool use_chunk(const Consume<K, VR, VS>& a, Shared& sh, BlockEmitter<
         if (now > since && now - since > a.chunk_timeout_ns) {
           a.fail(kCorrupt, ring, k, h.rows, h.checksum, computed);
           verdict = kStop;
-        } else if (a.stopped() || vload(a.cancel)) {
+        } else if (a.stopped() || (cancel_poll_due(cancel_at) && vload(a.cancel))) {
           verdict = kStop;
         } else {
           __nanosleep(500);
@@ -348,12 +363,13 @@ __global__ void __launch_bounds__(kThreads) stream_consume_kernel(Consume<K, VR,
     em.allowed = true;
     if (threadIdx.x == 0) fill = 0;
   }
-  uint32_t scan = 0, idle = 0, polls = 0;  // thread 0's polling state
-  if (threadIdx.x == 0) a.used();          // the idle clock starts now
+  uint32_t scan = 0, idle = 0;  // thread 0's polling state
+  uint64_t cancel_at = 0;
+  if (threadIdx.x == 0) a.used();  // the idle clock starts now
   uint64_t matches = 0;
   for (;;) {
     __syncthreads();
-    if (threadIdx.x == 0) sh.action = poll(a, scan, idle, polls, &sh.ring, &sh.k);
+    if (threadIdx.x == 0) sh.action = poll(a, scan, idle, cancel_at, &sh.ring, &sh.k);
     __syncthreads();
     const int action = sh.action;
     if (action == kActDone || action == kActStop) break;
