@@ -9,10 +9,11 @@
 #     buffers, gpj partitioning straight into chunk images, puts overlapping the senders' CPU
 #     work), test_cuda_fabric.
 #  2. sweep: gpj's batch and chunk geometry at 2^27 rows per table and GPU (repeat 2); the best
-#     total is the geometry of the runs below (JL_GEOMETRY skips the sweep: "k=v;k=v").
+#     total is the geometry of the runs below (JL_GEOMETRY skips the sweep: "k=v;k=v";
+#     JL_SWEEP_GEOMETRIES replaces the swept ones: "k=v;k=v k=v;k=v ...").
 #  3. bar: gpj, gpj-b and crj (CPU backend, the host's cores) on the same data, 2^28 rows per table
-#     and GPU (gpj-2gpu.ini, crj-2gpu.ini) and 2^27 (gpj-4gpu.ini at 2 GPUs), repeat 3 (crj
-#     JL_CRJ_REPEAT, default 2; 0 leaves crj out).
+#     and GPU (gpj-2gpu.ini, crj-2gpu.ini) and 2^27 (gpj-4gpu.ini at 2 GPUs), repeat JL_BAR_REPEAT
+#     (default 5; crj JL_CRJ_REPEAT, default 2; 0 leaves crj out).
 #  4. causes, at 2^27: the send path as it was (pageable send buffers, each batch partitioned and
 #     packed before its puts, one put per 128 KiB chunk, 1Mi-row batches, 4 slots), the same
 #     geometry with pinned buffers, and the best geometry with output = count_only (the result
@@ -122,10 +123,9 @@ has sweep || geometry=${geometry:-"batch_rows=16Mi;chunk_bytes=1Mi;slots=16;chun
 if [ -z "$geometry" ]; then
   best=""
   best_s=1e9
-  for g in "batch_rows=4Mi;chunk_bytes=1Mi;slots=8;chunks_per_put=4" \
-           "batch_rows=8Mi;chunk_bytes=1Mi;slots=16;chunks_per_put=8" \
-           "batch_rows=16Mi;chunk_bytes=1Mi;slots=16;chunks_per_put=8" \
-           "batch_rows=16Mi;chunk_bytes=2Mi;slots=8;chunks_per_put=4"; do
+  default_sweep="batch_rows=4Mi;chunk_bytes=1Mi;slots=8;chunks_per_put=4 batch_rows=8Mi;chunk_bytes=1Mi;slots=16;chunks_per_put=8
+    batch_rows=16Mi;chunk_bytes=1Mi;slots=16;chunks_per_put=8 batch_rows=16Mi;chunk_bytes=2Mi;slots=8;chunks_per_put=4"
+  for g in ${JL_SWEEP_GEOMETRIES:-$default_sweep}; do
     left || break
     name="sweep-gpj-27-$(tr ';=' '-_' <<< "$g")"
     mapfile -t args < <(geometry_args "$g")
@@ -150,11 +150,13 @@ fi
 echo "$geometry" > "$out/geometry.txt"
 mapfile -t geo < <(geometry_args "$geometry")
 
-# 3. the bar's runs
-has bar && left && run gpj-28 gpj-2gpu.ini "${geo[@]}"
-has bar && left && run gpj-b-28 gpj-2gpu.ini --experiment.strategy=gpj-b "${geo[@]}"
-has bar && left && run gpj-27 ../h200x4/gpj-4gpu.ini "${size27[@]}" "${geo[@]}"
-has bar && left && run gpj-b-27 ../h200x4/gpj-4gpu.ini "${size27[@]}" --experiment.strategy=gpj-b "${geo[@]}"
+# 3. the bar's runs: median of JL_BAR_REPEAT (default 5; the first run pins and allocates, so of 3
+# the median was the slower of two warm runs: 0.656 and 0.747 s for gpj at 2^28 in one call)
+rep=(--experiment.repeat="${JL_BAR_REPEAT:-5}")
+has bar && left && run gpj-28 gpj-2gpu.ini "${rep[@]}" "${geo[@]}"
+has bar && left && run gpj-b-28 gpj-2gpu.ini --experiment.strategy=gpj-b "${rep[@]}" "${geo[@]}"
+has bar && left && run gpj-27 ../h200x4/gpj-4gpu.ini "${size27[@]}" "${rep[@]}" "${geo[@]}"
+has bar && left && run gpj-b-27 ../h200x4/gpj-4gpu.ini "${size27[@]}" --experiment.strategy=gpj-b "${rep[@]}" "${geo[@]}"
 crj=${JL_CRJ_REPEAT:-2}
 has bar && [ "$crj" != 0 ] && left && run crj-28 crj-2gpu.ini --experiment.repeat="$crj"
 has bar && [ "$crj" != 0 ] && left && run crj-27 crj-2gpu.ini --workload.rows=2^28 --experiment.repeat="$crj"
