@@ -330,15 +330,12 @@ struct MsdWork {
 // 2^(k-11) partitions of 3072 rows, of 2^k rows 2^(k-12) of 4096 (msd_sampled_max: the planned
 // range). A block clears and scans 2^low_bits counters besides sorting its rows.
 MsdPlan msd_plan(double rows, double max_key, uint32_t key_bytes, uint32_t val_bytes) {
-  constexpr int kLocalBits = int(msd_sort::kLocalBits);
-  constexpr double kLocalTarget = msd_sort::kLocalTarget, kSmemOptin = 232448, kStaticSmemReserve = 2048, kJointThreads = 1024;
+  constexpr double kSmemOptin = 232448, kStaticSmemReserve = 2048, kJointThreads = 1024;
   MsdPlan p;
   if (rows <= 0) return p;
   int end_bit = 1;
   while (end_bit < 8 * int(key_bytes) && std::ldexp(1.0, end_bit) <= max_key) ++end_bit;
-  const double range = std::max(max_key, 0.0) + 1.0;
-  int low = 0;
-  while (low < kLocalBits && low < end_bit && rows * std::ldexp(2.0, low) / range <= kLocalTarget) ++low;
+  const int low = msd_sort::local_bits(rows, max_key, end_bit);
   p.bits = end_bit - low;
   p.low_bits = low;
   const int one_pass = key_bytes + val_bytes <= 8 ? 9 : 8;
@@ -365,10 +362,7 @@ double msd_sampled_max(double max_key, double rows) {
   // (sort.cu sort_pairs).
   constexpr double kSamples = double(msd_sort::kMaxSamples);
   if (rows <= kSamples) return max_key;
-  const double sampled = std::floor(max_key - max_key / kSamples);
-  int end_bit = 1;
-  while (end_bit < 64 && std::ldexp(1.0, end_bit) <= sampled) ++end_bit;
-  return std::min(std::ldexp(1.0, end_bit) - 1, sampled + std::floor(sampled / 16));
+  return double(msd_sort::planned_max_key(uint64_t(std::floor(max_key - max_key / kSamples))));
 }
 
 namespace {

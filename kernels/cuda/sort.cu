@@ -49,9 +49,7 @@ struct KeyMax {
 // (one block's load, sort and store phases overlap the others'). Measured on the H100 (W1 smj,
 // 2026-11-22): 512 threads x 10 rows +0.55 ms, 2 Ki-row partitions (256 x 12 or 512 x 6) +1.0
 // and +1.3 ms (a second partition pass grows, the local sorts do not shrink as much).
-using msd_sort::kLocalBits;
 using msd_sort::kLocalCapacity;
-using msd_sort::kLocalTarget;
 constexpr int kLocalThreads = int(msd_sort::kLocalThreads);
 constexpr int kLocalItems = int(msd_sort::kLocalItems);
 
@@ -293,17 +291,12 @@ void sort_oversized(KernelContext& ctx, K* keys, V* vals, const uint64_t* d_offs
   ctx.mark("cub::DeviceRadixSort::SortPairs (oversized partitions)");
 }
 
-// Partition bits for an MSD sort of `rows` keys in [0, max_key] (end_bit bits): the low bits
-// left to the blocks are the most (up to kLocalBits) that keep a partition's expected rows, for
-// keys spread over the range, at kLocalTarget. Returns -1 where the partitioning would need more
-// than two passes (wide sparse keys: onesweep sorts those).
+// Partition bits for an MSD sort of `rows` keys in [0, max_key] (end_bit bits): the bits above
+// those left to the blocks (msd_sort::local_bits). Returns -1 where the partitioning would need
+// more than two passes (wide sparse keys: onesweep sorts those).
 int msd_partition_bits(const DeviceInfo& info, uint32_t key_bytes, uint32_t val_bytes, uint64_t rows,
                        uint64_t max_key, int end_bit) {
-  const double range = double(max_key) + 1.0;
-  int low = 0;
-  while (low < int(kLocalBits) && low < end_bit && double(rows) * double(uint64_t(2) << low) / range <= kLocalTarget)
-    ++low;
-  const int bits = end_bit - low;
+  const int bits = end_bit - msd_sort::local_bits(double(rows), double(max_key), end_bit);
   return bits > int(2 * max_one_pass_bits(info, key_bytes, val_bytes)) ? -1 : bits;
 }
 
@@ -376,12 +369,6 @@ uint64_t max_key_of(KernelContext& ctx, const K* keys, uint64_t rows, bool exact
   return max_key;
 }
 
-int bit_width(uint64_t v) {
-  int bits = 1;
-  while (bits < 64 && (v >> bits) != 0) ++bits;
-  return bits;
-}
-
 }  // namespace
 
 template <class K, class V>
@@ -403,15 +390,14 @@ void sort_pairs(KernelContext& ctx, const K* in_k, const V* in_v, uint64_t rows,
   // MSD: bits [0, bit width of the sampled largest key), larger keys with the last partition.
   if (!ctx.options.onesweep_sort) {
     const uint64_t sampled = max_key_of(ctx, in_k, rows, false);
-    const int end_bit = bit_width(sampled);
-    const uint64_t limit = end_bit >= int(8 * sizeof(K)) ? uint64_t(K(~K(0))) : (uint64_t(1) << end_bit) - 1;
-    // The top sample lies some range / samples below the largest key (keys spread evenly; the gap
-    // is random: W1's random S keys left 2.4 such steps in one H100 run): the partition sizes are
-    // planned for a range 1/16 larger, within end_bit's. W1's 1..2^27 then makes 2^15 partitions
-    // of 4096 rows, not 2^16 of 2048, and a partition at most 1/16 below the target is still far
-    // from a block's capacity (5120).
+    const int end_bit = msd_sort::bit_width(sampled);
+    const uint64_t limit = msd_sort::largest_of_bits(end_bit);  // a K: end_bit is at most its bits
+    // The partition sizes are planned for a range 1/16 above the sample's (planned_max_key; W1's
+    // random S keys left the top sample 2.4 sampling steps below the largest key in one H100 run).
+    // W1's 1..2^27 then makes 2^15 partitions of 4096 rows, not 2^16 of 2048, and a partition at
+    // most 1/16 below the target is still far from a block's capacity (5120).
     const uint64_t samples = std::min(rows, kMaxSamples);
-    const uint64_t planned = samples == rows ? sampled : std::min(limit, sampled + sampled / 16);
+    const uint64_t planned = samples == rows ? sampled : msd_sort::planned_max_key(sampled);
     const int bits = msd_partition_bits(ctx.info(), sizeof(K), sizeof(V), rows, planned, end_bit);
     if (bits >= 0) {
       msd_sort(ctx, in_k, in_v, rows, out_k, out_v, end_bit, uint32_t(bits), limit);
@@ -419,7 +405,7 @@ void sort_pairs(KernelContext& ctx, const K* in_k, const V* in_v, uint64_t rows,
     }
   }
   // Onesweep (LSD): bits [0, bit width of the largest key).
-  const int end_bit = bit_width(max_key_of(ctx, in_k, rows, true));
+  const int end_bit = msd_sort::bit_width(max_key_of(ctx, in_k, rows, true));
   cub_radix_sort(ctx, in_k, out_k, in_v, out_v, rows, end_bit);
   ctx.mark("cub::DeviceRadixSort::SortPairs");
 }
