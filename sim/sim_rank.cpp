@@ -848,12 +848,8 @@ bool on_host(const Op& op) {
 // PackChunksOp without data: chunk image i gets, at its first byte, the keys of its rows (the
 // slice of its partition), which its put carries to the receiver's ring slot.
 void evaluate_pack(const PackChunksOp& op, OpResult& r) {
+  check_pack_plan(op);
   const size_t fanout = op.rows.size();
-  if ((op.partition_by ? fanout : op.begin.size()) != fanout || op.first_seq.size() != fanout)
-    throw RuntimeError("pack_chunks: " + std::to_string(op.begin.size()) + " begins, " + std::to_string(fanout) +
-                       " row counts and " + std::to_string(op.first_seq.size()) +
-                       " sequence numbers do not describe the same partitions");
-  if (op.slot_rows == 0) throw RuntimeError("pack_chunks: slot_rows must be at least 1");
   const uint64_t slot = chunk_slot_bytes(op.in.fmt, op.slot_rows);
   // partition_by: the rows of partition p are its pieces of the input's split (of each slice's,
   // with in_slices: slice s's rows of p, s = 0, 1, ...), as PartitionOp would write them; the
@@ -861,14 +857,8 @@ void evaluate_pack(const PackChunksOp& op, OpResult& r) {
   std::shared_ptr<SplitLayout> split;
   std::vector<uint64_t> slices{0, op.in.rows};
   if (op.partition_by) {
-    if (!op.begin.empty()) throw RuntimeError("pack_chunks: an input partitioned while packed has no begins");
     if (!op.in_slices.empty()) slices = op.in_slices;
     const size_t k = slices.size() - 1;
-    if (slices.size() < 2 || slices.front() != 0 || slices.back() != op.in.rows ||
-        (!op.in_slices.empty() && op.slice_rows.size() != k * fanout))
-      throw RuntimeError("pack_chunks: " + std::to_string(op.in_slices.size()) + " slice bounds and " +
-                         std::to_string(op.slice_rows.size()) + " slice counts do not describe " +
-                         std::to_string(op.in.rows) + " rows in " + std::to_string(fanout) + " partitions");
     split = std::make_shared<SplitLayout>();
     split->fn = *op.partition_by;
     split->offsets.push_back(0);
@@ -895,8 +885,6 @@ void evaluate_pack(const PackChunksOp& op, OpResult& r) {
                            " rows of the input, the plan says " + std::to_string(op.rows[p]));
       r.values.push_back(r.values.back() + totals[p]);
     }
-  } else if (!op.in_slices.empty() || !op.slice_rows.empty()) {
-    throw RuntimeError("pack_chunks: slices of an input that is partitioned already");
   }
   // Rows [first, first + n) of partition p: the pieces of the slices that hold them.
   auto partition_rows = [&](size_t p, uint64_t first, uint64_t n) {
@@ -912,10 +900,6 @@ void evaluate_pack(const PackChunksOp& op, OpResult& r) {
   };
   uint64_t image = 0;
   for (size_t p = 0; p < fanout; ++p) {
-    if (!split && op.rows[p] && op.begin[p] + op.rows[p] > op.in.rows)
-      throw RuntimeError("pack_chunks: partition " + std::to_string(p) + " rows [" + std::to_string(op.begin[p]) + ", " +
-                         std::to_string(op.begin[p] + op.rows[p]) + ") lie past the " + std::to_string(op.in.rows) +
-                         " input rows");
     for (uint64_t first = 0; first < op.rows[p]; first += op.slot_rows, ++image) {
       const uint64_t n = std::min(op.slot_rows, op.rows[p] - first);
       const uint64_t at = image * slot;

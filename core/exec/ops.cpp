@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <string>
 #include <type_traits>
 
 #include "core/common/error.hpp"
@@ -73,6 +74,37 @@ std::vector<uint64_t> histogram_segments(const HistogramOp& o) {
     throw RuntimeError("histogram: in_segments end at row " + std::to_string(o.in_segments.back()) +
                        ", past the input's " + std::to_string(o.in.rows) + " rows");
   return o.in_segments;
+}
+
+void check_pack_plan(const PackChunksOp& op) {
+  const char* name = "pack_chunks";
+  const size_t fanout = op.rows.size();
+  if (op.partition_by && !op.begin.empty())
+    throw RuntimeError(std::string(name) + ": an input partitioned while packed has no begins (" +
+                       std::to_string(op.begin.size()) + " given)");
+  if ((op.partition_by ? fanout : op.begin.size()) != fanout || op.first_seq.size() != fanout)
+    throw RuntimeError(std::string(name) + ": " + std::to_string(op.begin.size()) + " begins, " +
+                       std::to_string(fanout) + " row counts and " + std::to_string(op.first_seq.size()) +
+                       " sequence numbers do not describe the same partitions");
+  if (op.slot_rows == 0 || op.slot_rows >= (1ULL << 32))
+    throw RuntimeError(std::string(name) + ": slot_rows must be in [1, 2^32)");
+  if (!op.partition_by) {
+    if (!op.in_slices.empty() || !op.slice_rows.empty())
+      throw RuntimeError(std::string(name) + ": slices of an input that is partitioned already");
+    for (size_t p = 0; p < fanout; ++p)
+      if (op.rows[p] && op.begin[p] + op.rows[p] > op.in.rows)
+        throw RuntimeError(std::string(name) + ": partition " + std::to_string(p) + " rows [" +
+                           std::to_string(op.begin[p]) + ", " + std::to_string(op.begin[p] + op.rows[p]) +
+                           ") lie past the " + std::to_string(op.in.rows) + " input rows");
+    return;
+  }
+  if (op.in_slices.empty() && op.slice_rows.empty()) return;
+  const size_t k = op.in_slices.size() < 2 ? 0 : op.in_slices.size() - 1;
+  if (k == 0 || op.in_slices.front() != 0 || op.in_slices.back() != op.in.rows || op.slice_rows.size() != k * fanout)
+    throw RuntimeError(std::string(name) + ": " + std::to_string(op.in_slices.size()) + " slice bounds and " +
+                       std::to_string(op.slice_rows.size()) + " slice counts do not describe " +
+                       std::to_string(op.in.rows) + " rows in " + std::to_string(fanout) + " partitions");
+  check_ascending(op.in_slices, std::string(name) + ": slice");
 }
 
 OpParams params_of(const Op& op) {

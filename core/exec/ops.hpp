@@ -227,6 +227,11 @@ struct PackChunksOp {
   uint64_t slot_rows = 0;
   Buffer out;
 };
+// The checks of a PackChunksOp's plan that need no data, the same on every backend: one begin
+// (unless partition_by), row count and sequence number per partition, slot_rows in [1, 2^32),
+// partitions within `in`, slices only with partition_by, and then from 0 to in.rows with a count
+// per slice and partition. A RuntimeError names what does not fit.
+void check_pack_plan(const PackChunksOp& op);
 
 // Chunks released by a StreamConsumeOp, readable by the host while it runs (the strategy returns
 // them to the senders as ring-slot credits), and its cancellation (the strategy failed).

@@ -38,9 +38,6 @@ constexpr uint64_t kPackBlockRows = 4096;
 // partition_by: the partition and the pack in one pass (kernels/cpu/partition.cpp).
 template <class K, class V>
 void partition_and_pack(const PackChunksOp& op, int threads, OpResult& result) {
-  if (!op.begin.empty())
-    throw RuntimeError("pack_chunks: an input partitioned while packed has no begins (" + std::to_string(op.begin.size()) +
-                       " given)");
   need_bytes("pack_chunks", "input keys", op.in.keys, (op.in.offset + op.in.rows) * sizeof(K));
   need_bytes("pack_chunks", "input values", op.in.vals, (op.in.offset + op.in.rows) * sizeof(V));
   cpu::ChunkTarget target;
@@ -66,25 +63,13 @@ void partition_and_pack(const PackChunksOp& op, int threads, OpResult& result) {
 
 template <class K, class V>
 void pack(const PackChunksOp& op, int threads, OpResult& result) {
+  check_pack_plan(op);
   if (op.partition_by) return partition_and_pack<K, V>(op, threads, result);
   const char* name = "pack_chunks";
-  if (!op.in_slices.empty() || !op.slice_rows.empty())
-    throw RuntimeError(std::string(name) + ": slices of an input that is partitioned already");
   const size_t fanout = op.rows.size();
-  if (op.begin.size() != fanout || op.first_seq.size() != fanout)
-    throw RuntimeError(std::string(name) + ": " + std::to_string(op.begin.size()) + " begins, " +
-                       std::to_string(fanout) + " row counts and " + std::to_string(op.first_seq.size()) +
-                       " sequence numbers do not describe the same partitions");
-  if (op.slot_rows == 0 || op.slot_rows >= (1ULL << 32)) throw RuntimeError(std::string(name) + ": slot_rows must be in [1, 2^32)");
   // Image index of every partition's first chunk.
   std::vector<uint64_t> first_image(fanout + 1, 0);
-  for (size_t p = 0; p < fanout; ++p) {
-    if (op.rows[p] && op.begin[p] + op.rows[p] > op.in.rows)
-      throw RuntimeError(std::string(name) + ": partition " + std::to_string(p) + " rows [" + std::to_string(op.begin[p]) +
-                         ", " + std::to_string(op.begin[p] + op.rows[p]) + ") lie past the " + std::to_string(op.in.rows) +
-                         " input rows");
-    first_image[p + 1] = first_image[p] + (op.rows[p] + op.slot_rows - 1) / op.slot_rows;
-  }
+  for (size_t p = 0; p < fanout; ++p) first_image[p + 1] = first_image[p] + (op.rows[p] + op.slot_rows - 1) / op.slot_rows;
   need_bytes(name, "input keys", op.in.keys, (op.in.offset + op.in.rows) * sizeof(K));
   need_bytes(name, "input values", op.in.vals, (op.in.offset + op.in.rows) * sizeof(V));
   const uint64_t images = first_image[fanout];
