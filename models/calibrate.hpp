@@ -14,7 +14,9 @@
 // cold: before each timed run a device copy of twice the last-level cache (the profile's
 // gpu.l2_bytes; on the cpu backend the host's LLC) evicts what the previous run left there,
 // since in a strategy every phase's inputs were last touched a phase or more earlier, by more
-// bytes than the cache holds. A sample is the host's time from the launch to the operator's
+// bytes than the cache holds. The one exception is the hash-table probe, which every strategy
+// runs right after its table's build: a probe sample runs after the eviction and a fresh build
+// of its table (untimed), so the table starts as cached as a strategy's does. A sample is the host's time from the launch to the operator's
 // result (Launched::get), plus the synchronization of every stream that ends a phase
 // (begin_phase: Rank::sync_all, which also collects the finished operators' events): the
 // simulator charges a phase nothing but its operators, so the operators' models carry it.
@@ -31,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "core/exec/trace.hpp"
 #include "models/op_model.hpp"
 #include "models/profile.hpp"
 
@@ -74,6 +77,14 @@ struct Calibration {
 
 // Runs the micro-benchmarks (InputError on bad options, RuntimeError if the backend fails).
 Calibration measure(const CalibrationOptions& opt);
+// The phase in which a sample's untimed predecessor runs (Bench::begin_sample): "prepare K" for
+// K operator launches between the eviction copy and the sample.
+std::string prepare_phase(int ops);
+// The timed runs of one rank's phases, with the device's time of each sample's operator from the
+// trace's spans (matched by order after each eviction copy of `evict_bytes`, past a prepare
+// phase's operators; 0 without eviction).
+std::vector<CalibrationRun> runs_of(const std::vector<PhaseRecord>& phases, const std::vector<TraceSpan>& spans,
+                                    uint64_t evict_bytes);
 // The medians of the runs of each distinct sample, as a sample's time: the run's time plus, for
 // an operator, the synchronization that closes it (what a strategy's phase pays per operator).
 void add_runs(Calibration& c, const std::vector<CalibrationRun>& runs);

@@ -469,6 +469,39 @@ TEST(CalibrationSamples, RoundTripWithTheClosingSynchronization) {
   EXPECT_THROW(read_samples(not_cal, "x.txt"), InputError);
 }
 
+// The device's time of a sample is its operator's span, found by order after the eviction copy:
+// a probe sample, which runs after its table's build (a "prepare 1" phase), gets the probe's span,
+// not the build's, and the samples after it still get their own.
+TEST(CalibrationSamples, DeviceTimesSkipTheOperatorsThatPrepareASample) {
+  const uint64_t evict = 100 << 20;
+  auto span = [](OpKind kind, double begin, double end, uint64_t bytes = 0) {
+    TraceSpan t;
+    t.track = "stream 0";
+    t.params.kind = kind;
+    t.params.bytes = bytes;
+    t.begin = begin;
+    t.end = end;
+    return t;
+  };
+  const std::string probe = "cal probe.linear 16777216 1 8388608 0 | 1048576 16777216 1048576";
+  const std::vector<PhaseRecord> phases = {{"setup", 0, 1},          {prepare_phase(1), 1, 2}, {probe, 2, 3},
+                                           {"sync", 3, 3.5},         {"setup", 3.5, 4},        {"cal scan 0 1 8", 4, 5},
+                                           {"sync", 5, 5.25}};
+  TraceSpan build_kernel = span(OpKind::Build, 1.2, 1.8);
+  build_kernel.track = "stream 0 kernels";  // a per-kernel track: not an operator
+  const std::vector<TraceSpan> spans = {span(OpKind::Copy, 0.5, 0.9, evict), span(OpKind::Build, 1.1, 1.9), build_kernel,
+                                        span(OpKind::Probe, 2.1, 2.6),       span(OpKind::Copy, 3.6, 3.9, evict),
+                                        span(OpKind::Scan, 4.1, 4.3)};
+  const std::vector<CalibrationRun> runs = runs_of(phases, spans, evict);
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].phase, probe);
+  EXPECT_DOUBLE_EQ(runs[0].seconds, 1.0);
+  EXPECT_DOUBLE_EQ(runs[0].sync_seconds, 0.5);
+  EXPECT_NEAR(runs[0].device_seconds, 0.5, 1e-12) << "the probe's span, not its build's (0.8)";
+  EXPECT_NEAR(runs[1].device_seconds, 0.2, 1e-12) << "the scan's span";
+  EXPECT_EQ(runs_of(phases, spans, 0)[0].device_seconds, 0.0) << "without an eviction nothing is matched";
+}
+
 const std::string kProfileHead = test::synthetic_machine("t");
 
 Profile parse(const std::string& ops) {

@@ -24,7 +24,7 @@
 # OUT_DIR/samples.tar.xz at the end (the device tool returns at most 8 files).
 # Environment: JL_CALIBRATE_S (300), JL_MEASURE_S (300), JL_CALIBRATE_ARGS (extra calibrate
 # options, e.g. "--repeat 2" or "--max-rows 2^27" to fit a shorter limit), JL_MEASURE_ARGS.
-# Time on an H100 (2026-11-22): calibrate about 30 s, phases 2 s, measure (48 points x 15 runs) 80 s.
+# Time on an H100 (2026-11-22): calibrate about 43 s, phases 2 s, measure (48 points x 15 runs) 75 s.
 # Then, where SimGrid is:  experiments/validate/fit_and_validate.sh OUT_DIR
 set -uo pipefail
 bin=$(cd "${1:?usage: run_calibrate_device.sh BIN_DIR OUT_DIR [steps]}" && pwd)
