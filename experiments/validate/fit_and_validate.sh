@@ -10,7 +10,8 @@
 # profile's [host] phase_seconds is fitted to them first (fit_phase_seconds.py). The validation
 # points (1.5 x 2^k rows, Zipf 0/0.75/1.5) are never among calibrate's samples (2^k rows, Zipf
 # 0/0.5/1/1.25/2) nor the phase runs (2^20..2^22 rows): nothing here fits anything to them.
-# JOINLAB: a joinlab built with SimGrid (default build-models/joinlab).
+# JOINLAB: a joinlab built with SimGrid (default build-models/joinlab). JL_PROFILE: the profile
+# (h100; h200 for a calibration on an H200: OUT_DIR/h200.ini, installed without re-deriving).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=$(cd "${1:?usage: fit_and_validate.sh OUT_DIR [--install] [--refit]}" && pwd)
@@ -25,12 +26,13 @@ if [ ! -w "$out" ] || [ ! -w "$out/validate" ]; then
   echo "fit_and_validate.sh: $out is not writable (copy it first: cp -r $out /tmp/cal && chmod -R u+w /tmp/cal)" >&2
   exit 2
 fi
-profile=$out/h100.ini
+name=${JL_PROFILE:-h100}
+profile=$out/$name.ini
 if [ $refit = 1 ]; then
   samples=$out/samples/calibrate-samples.txt
   [ -f "$samples" ] || (cd "$out" && tar xJf samples.tar.xz)
-  "$joinlab" calibrate --fit "$samples" --profile h100 --base h100 --out "$out/h100-refit.ini"
-  profile=$out/h100-refit.ini
+  "$joinlab" calibrate --fit "$samples" --profile "$name" --base "$name" --out "$out/$name-refit.ini"
+  profile=$out/$name-refit.ini
 fi
 # The per-phase host time ([host] phase_seconds) from the strategy runs at calibrate's sizes
 # (run_calibrate_device.sh step phases), where there are some.
@@ -48,6 +50,6 @@ table=$out/validate/h100-single-validate.csv
 tail -3 "$out/validate/h100-single-validate.log"
 python3 "$root/experiments/validate/summarize.py" "$table" || true
 if [ $install = 1 ]; then
-  cp "$profile" "$root/models/profiles/h100.ini"
-  python3 "$root/models/derive_profiles.py"
+  cp "$profile" "$root/models/profiles/$name.ini"
+  if [ "$name" = h100 ]; then python3 "$root/models/derive_profiles.py"; fi  # the derived profiles scale the H100's
 fi

@@ -23,7 +23,8 @@
 # OUT_DIR/status.txt: one line per step (exit code, seconds); OUT_DIR/samples is packed into
 # OUT_DIR/samples.tar.xz at the end (the device tool returns at most 8 files).
 # Environment: JL_CALIBRATE_S (300), JL_MEASURE_S (300), JL_CALIBRATE_ARGS (extra calibrate
-# options, e.g. "--repeat 2" or "--max-rows 2^27" to fit a shorter limit), JL_MEASURE_ARGS.
+# options, e.g. "--repeat 2" or "--max-rows 2^27" to fit a shorter limit), JL_MEASURE_ARGS,
+# JL_PROFILE (h100: the profile calibrated, OUT_DIR/JL_PROFILE.ini; h200 on an H200).
 # Time on an H100 (2026-11-22): calibrate about 43 s, phases 2 s, measure (48 points x 15 runs) 75 s.
 # Then, where SimGrid is:  experiments/validate/fit_and_validate.sh OUT_DIR
 set -uo pipefail
@@ -44,13 +45,14 @@ step() {  # step NAME LIMIT_S LOG command...
   echo "$name exit $rc ${secs}s" | tee -a "$out/status.txt"
   return $rc
 }
-cal=("$bin/joinlab" calibrate --backend cuda --profile h100 --base h100)
+profile=${JL_PROFILE:-h100}  # the profile calibrated (and the base of what it does not measure)
+cal=("$bin/joinlab" calibrate --backend cuda --profile "$profile" --base "$profile")
 for s in $steps; do
   case $s in
     calibrate)
       # shellcheck disable=SC2086  # JL_CALIBRATE_ARGS is split on purpose
       step calibrate "${JL_CALIBRATE_S:-300}" "$out/calibrate.log" \
-        "${cal[@]}" --out "$out/h100.ini" --samples "$out/samples/calibrate-samples.txt" ${JL_CALIBRATE_ARGS:-}
+        "${cal[@]}" --out "$out/$profile.ini" --samples "$out/samples/calibrate-samples.txt" ${JL_CALIBRATE_ARGS:-}
       grep -E "done at|wrote|rror" "$out/calibrate.log" | tail -4
       ;;
     warm)
