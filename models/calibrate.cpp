@@ -28,6 +28,9 @@ namespace joinlab {
 
 namespace {
 
+// The hash seed of calibrate's tables.
+constexpr uint64_t kTableSeed = 0x2545f4914f6cdd1dULL;
+
 // The phase that times a sample's closing synchronization (Bench::end_sample).
 const char* const kSyncPhase = "sync";
 
@@ -262,7 +265,7 @@ class Bench {
     HashTable t;
     for (int r = 0; r <= opt_.repeat; ++r) {
       untimed();
-      t = rank_.alloc_table(MemSpace::Device, kind, fmt_, n, load_factor, 0x2545f4914f6cdd1dULL, "calibrate.table");
+      t = rank_.alloc_table(MemSpace::Device, kind, fmt_, n, load_factor, kTableSeed, "calibrate.table");
       BuildOp b{r_, &t};
       HashTable built = t;  // the features as the operator sees them once it ran
       built.rows = n;
@@ -366,9 +369,10 @@ class Bench {
 
   // Probes of a table at load 0.5, each right after the table's build, as every strategy probes
   // (npj, chunked's chunks, the shuffles' local joins): the build leaves up to a cache's worth of
-  // the table behind, which a probe after an eviction would have to fetch first (2026-11-22: the
-  // H100's cold Zipf 1.5 probes at 6Mi rows took 15-20% longer than npj's). Each run builds a
-  // fresh table (untimed); the first run's probe is the untimed one that gives the features.
+  // the table behind, which a probe after an eviction would have to fetch first (2026-11-22, H100:
+  // fitted to cold probes, the model's Zipf 1.5 predictions moved by up to 30% between two
+  // calibrations; fitted to probes after their build, by 3%). Each run builds a fresh table
+  // (untimed); the first run's probe is the untimed one that gives the features.
   void probes(uint64_t n, double z) {
     JoinOutput out = rank_.alloc_output(MemSpace::Device, n, fmt_, fmt_, "calibrate.out");
     for (TableKind kind : {TableKind::LinearProbing, TableKind::Chained}) {
@@ -377,7 +381,7 @@ class Bench {
         std::string name;
         for (int r = 0; r <= opt_.repeat; ++r) {
           untimed();
-          HashTable t = rank_.alloc_table(MemSpace::Device, kind, fmt_, n, 0.5, 0x2545f4914f6cdd1dULL, "calibrate.table");
+          HashTable t = rank_.alloc_table(MemSpace::Device, kind, fmt_, n, 0.5, kTableSeed, "calibrate.table");
           const ProbeOp probe{&t, s_, mode == OutputMode::CountOnly ? no_output() : out, 0, mode};
           auto build = [&] { rank_.launch(Stream{0}, BuildOp{r_, &t}).get(); };
           if (r == 0) {
