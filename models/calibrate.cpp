@@ -124,6 +124,14 @@ std::vector<double> skews(const CalibrationOptions& opt) {
   return {0.0, 0.5, 1.0, 1.25, 2.0};
 }
 
+// What every run of an operator that the strategies run right after another starts from
+// (Bench::timed): `renew` (untimed, before the eviction) gives the run fresh state, `run` (its
+// `ops` launches) is the predecessor, run between the eviction and the sample.
+struct Predecessor {
+  std::function<void()> renew, run;
+  int ops = 0;
+};
+
 // The micro-benchmarks of one rank, over sizes `sizes` (rows). Each operator runs as the
 // strategies run it: joins with the direct output (their default) and counting only, hash
 // tables at the strategies' load factor 0.5 (and at 0.25, which tells an insert's collisions
@@ -246,14 +254,18 @@ class Bench {
   }
 
   // Times `op`: one warm-up run (which also gives the result the features need), then one
-  // sample per repeat, each into fresh outputs. `access`: how its lookups spread over the keys.
-  OpResult timed(const Op& op, const KeyAccess* access = nullptr) {
+  // sample per repeat, each into fresh outputs (and after `after`, where given). `access`: how
+  // its lookups spread over the keys.
+  OpResult timed(const Op& op, const KeyAccess* access = nullptr, const Predecessor& after = {}) {
     untimed();
+    if (after.renew) after.renew();
+    if (after.run) after.run();
     OpResult result = rank_.launch(Stream{0}, op).get();
     const std::string name = sample_phase(op_sample(op, result, access));
     for (int r = 0; r < opt_.repeat; ++r) {
       Op fresh = with_fresh_outputs(op);
-      begin_sample(name);
+      if (after.renew) after.renew();
+      begin_sample(name, true, after.ops, after.run);
       rank_.launch(Stream{0}, fresh).get();
       end_sample();
     }
@@ -372,29 +384,19 @@ class Bench {
   // the table behind, which a probe after an eviction would have to fetch first (2026-11-22, H100:
   // fitted to cold probes, the model's Zipf 1.5 predictions moved by up to 30% between two
   // calibrations; fitted to probes after their build, by 3%). Each run builds a fresh table
-  // (untimed); the first run's probe is the untimed one that gives the features.
+  // (untimed); the warm-up's probe gives the features.
   void probes(uint64_t n, double z) {
     JoinOutput out = rank_.alloc_output(MemSpace::Device, n, fmt_, fmt_, "calibrate.out");
     for (TableKind kind : {TableKind::LinearProbing, TableKind::Chained}) {
       if (opt_.quick && kind == TableKind::Chained && z != 0) continue;
-      for (OutputMode mode : {OutputMode::CountOnly, OutputMode::Direct}) {
-        std::string name;
-        for (int r = 0; r <= opt_.repeat; ++r) {
-          untimed();
-          HashTable t = rank_.alloc_table(MemSpace::Device, kind, fmt_, n, 0.5, kTableSeed, "calibrate.table");
-          const ProbeOp probe{&t, s_, mode == OutputMode::CountOnly ? no_output() : out, 0, mode};
-          auto build = [&] { rank_.launch(Stream{0}, BuildOp{r_, &t}).get(); };
-          if (r == 0) {
-            build();
-            name = sample_phase(op_sample(probe, rank_.launch(Stream{0}, probe).get(), &access_));
-            continue;
-          }
-          const Op fresh = with_fresh_outputs(probe);
-          begin_sample(name, true, 1, build);
-          rank_.launch(Stream{0}, fresh).get();
-          end_sample();
-        }
-      }
+      HashTable t;
+      const Predecessor build{[&] {
+                                t = HashTable{};  // the last run's table first: one at a time
+                                t = rank_.alloc_table(MemSpace::Device, kind, fmt_, n, 0.5, kTableSeed, "calibrate.table");
+                              },
+                              [&] { rank_.launch(Stream{0}, BuildOp{r_, &t}).get(); }, 1};
+      timed(ProbeOp{&t, s_, no_output(), 0, OutputMode::CountOnly}, &access_, build);
+      timed(ProbeOp{&t, s_, out, 0, OutputMode::Direct}, &access_, build);
     }
   }
 
