@@ -303,6 +303,14 @@ uint64_t l2_cache_bytes() {
   return bytes;
 }
 
+// Segment offsets of a kernel's input: at least two, ascending. `what` names them ("partition:
+// in_segments").
+void check_segments(const std::vector<uint64_t>& segs, const std::string& what) {
+  if (segs.size() < 2) throw std::invalid_argument(what + " need at least 2 offsets");
+  for (size_t i = 1; i < segs.size(); ++i)
+    if (segs[i] < segs[i - 1]) throw std::invalid_argument(what + " are not ascending at index " + std::to_string(i));
+}
+
 void check_partition_fn(PartitionFn fn) {
   if (fn.bits > 24) throw std::invalid_argument("partition: fanout 2^" + std::to_string(fn.bits) + " is too large (at most 2^24)");
   if (fn.shift >= 64) throw std::invalid_argument("partition: shift " + std::to_string(fn.shift) + " is not below 64");
@@ -322,10 +330,7 @@ uint32_t max_one_pass_bits(uint32_t key_bytes, uint32_t val_bytes) {
 
 template <class K>
 std::vector<uint64_t> histogram(const K* keys, const std::vector<uint64_t>& segments, PartitionFn fn, int threads) {
-  if (segments.size() < 2) throw std::invalid_argument("histogram: segments need at least 2 offsets");
-  for (size_t i = 1; i < segments.size(); ++i)
-    if (segments[i] < segments[i - 1])
-      throw std::invalid_argument("histogram: segments are not ascending at index " + std::to_string(i));
+  check_segments(segments, "histogram: segments");
   check_partition_fn(fn);
   const uint32_t F = fn.fanout();
   const uint64_t k = segments.size() - 1, total = segments.back() - segments.front();
@@ -377,10 +382,7 @@ std::vector<uint64_t> partition(const K* in_keys, const V* in_vals, uint64_t row
                                 const std::vector<uint64_t>& segments, PartitionFn fn, K* out_keys,
                                 V* out_vals, int threads) {
   std::vector<uint64_t> segs = segments.empty() ? std::vector<uint64_t>{0, rows} : segments;
-  if (segs.size() < 2) throw std::invalid_argument("partition: in_segments needs at least 2 offsets");
-  for (size_t i = 1; i < segs.size(); ++i)
-    if (segs[i] < segs[i - 1])
-      throw std::invalid_argument("partition: in_segments are not ascending at index " + std::to_string(i));
+  check_segments(segs, "partition: in_segments");
   if (segs.back() > rows)
     throw std::invalid_argument("partition: in_segments end at row " + std::to_string(segs.back()) +
                                 " past the input's " + std::to_string(rows) + " rows");
