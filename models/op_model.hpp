@@ -163,7 +163,8 @@ PiecewiseModel fit_piecewise_auto(const std::vector<OpSample>& samples, FitRepor
                                   const std::vector<double>& caches = {});
 // A model of `spec` fitted to samples: breaks as given (auto: found from the samples), and for
 // a model with cache levels every combination of candidate cache sizes (powers of sqrt(2)) tried,
-// the best kept. `max_cache` (> 0): no level is larger than this (the device's last-level cache:
+// the best kept: where the samples' lookups span three skews or more, the one whose fits without
+// a skew predict it best, else the one that fits best. `max_cache` (> 0): no level is larger than this (the device's last-level cache:
 // a fitted "cache" beyond it would be the calibration's own warm data, not hardware).
 PiecewiseModel fit_model(const ModelSpec& spec, const std::vector<OpSample>& samples, bool auto_break,
                          const std::vector<double>& breaks, FitReport* report = nullptr, double max_cache = 0);
