@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Multi-GPU validation, the half that needs SimGrid (no GPU): simulate every run that
+# run_multi_gpu_validation.sh measured and print the bar (total within 10%, every phase within 20%).
+#   experiments/validate/fit_and_validate_multi.sh OUT_DIR [--profile P]
+#   experiments/validate/fit_and_validate_multi.sh --past [--profile P]
+# OUT_DIR: what run_multi_gpu_validation.sh brought back (measured.csv, and h100.ini or h200.ini when
+# its calibrate step ran). The profile: --profile P (a name or a path), else OUT_DIR's calibrated
+# profile, else the installed profile of the GPU named in measured.csv (h100 / h200). The tables go
+# to OUT_DIR/validate (a temporary folder if OUT_DIR is read-only, as the device tool's copies are).
+# --past: the multi-GPU runs measured before this script existed (2 and 4 H200s, in
+# experiments/results), each against the experiment file it ran, ranks as threads over the peer
+# transport; rows of another transport are left out (the simulator has no model of NCCL's).
+# JOINLAB: a joinlab built with SimGrid (default build-cpu/joinlab, then build-models/joinlab).
+# Exit 0 when the bar is met, 1 when it is not, 2 on bad input.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+here=$root/experiments/validate
+usage="usage: fit_and_validate_multi.sh OUT_DIR|--past [--profile P]"
+src=${1:?$usage}
+shift
+profile=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --profile) profile=${2:?$usage}; shift 2 ;;
+    *) echo "$usage" >&2; exit 2 ;;
+  esac
+done
+joinlab=${JOINLAB:-}
+for j in "$root/build-cpu/joinlab" "$root/build-models/joinlab" "$root/build/joinlab"; do
+  [ -z "$joinlab" ] && [ -x "$j" ] && joinlab=$j
+done
+[ -x "$joinlab" ] || { echo "fit_and_validate_multi.sh: no joinlab built with SimGrid (set JOINLAB)" >&2; exit 2; }
+
+# Each validation: LABEL|INI|CSV|FILTER (column=value or -)|overrides...
+jobs=()
+if [ "$src" = --past ]; then
+  x4=experiments/results/h200x4-2026-11-22/results.csv  # 4 x H200, commit 7e43d2a
+  s8=experiments/results/h200x2-2026-11-22-s8           # 2 x H200, commit 0121388 (gpj's current consumer)
+  jobs=(
+    "4xH200 shuffle L1|experiments/h200x4/shuffle-1level.ini|$x4|transport=peer"
+    "4xH200 shuffle L2 2x2|experiments/h200x4/shuffle-2level.ini|$x4|transport=peer|--cluster.emulate_nodes=true"
+    "4xH200 shuffle 2^28/GPU|experiments/h200/shuffle-2gpu.ini|$x4|transport=peer"
+    "2xH200 gpj 2^27/GPU|experiments/h200x4/gpj-4gpu.ini|$s8/call1/results.csv|strategy=gpj|--sweep.cluster.gpus_per_node=2"
+    "2xH200 gpj 2^27/GPU (2nd call)|experiments/h200x4/gpj-4gpu.ini|$s8/call2/results.csv|strategy=gpj|--sweep.cluster.gpus_per_node=2"
+    "2xH200 gpj 2^28/GPU|experiments/h200/gpj-2gpu.ini|$s8/call1/results.csv|transport=peer"
+    "2xH200 gpj-b 2^27/GPU|experiments/h200x4/gpj-4gpu.ini|$s8/call1/results.csv|strategy=gpj-b|--sweep.cluster.gpus_per_node=2|--experiment.strategy=gpj-b"
+    "2xH200 gpj-b 2^28/GPU|experiments/h200/gpj-2gpu.ini|$s8/call1/results.csv|strategy=gpj-b|--experiment.strategy=gpj-b"
+    "2xH200 crj 2^28/rank|experiments/h200/crj-2gpu.ini|$s8/call1/results.csv|run=crj-28"
+    "2xH200 crj 2^27/rank|experiments/h200/crj-2gpu.ini|$s8/call1/results.csv|run=crj-27|--workload.rows=2^28"
+  )
+  out=$(mktemp -d /tmp/jl-multi-validate.XXXXXX)
+  [ -z "$profile" ] && profile=h200
+else
+  dir=$(cd "$src" && pwd) || exit 2
+  [ -f "$dir/measured.csv" ] || { echo "fit_and_validate_multi.sh: $dir/measured.csv missing" >&2; exit 2; }
+  if [ -z "$profile" ]; then
+    for p in h100 h200; do [ -f "$dir/$p.ini" ] && profile=$dir/$p.ini; done
+  fi
+  if [ -z "$profile" ]; then
+    case "$(sed -n 2p "$dir/measured.csv")" in *H200*) profile=h200 ;; *) profile=h100 ;; esac
+  fi
+  for ini in shuffle-1level shuffle-2level gpj crj local-join; do
+    jobs+=("$ini|experiments/validate/multi-gpu-$ini.ini|$dir/measured.csv|-")
+  done
+  out=$dir/validate
+  mkdir -p "$out" 2> /dev/null && [ -w "$out" ] || out=$(mktemp -d /tmp/jl-multi-validate.XXXXXX)
+fi
+echo "profile: $profile; tables in $out"
+tables=()
+for j in "${jobs[@]}"; do
+  IFS='|' read -r -a f <<< "$j"
+  label=${f[0]} ini=$root/${f[1]#"$root/"} csv=${f[2]} filter=${f[3]}
+  [ "${csv#/}" = "$csv" ] && csv=$root/$csv
+  name=$(tr -c 'A-Za-z0-9\n-' '_' <<< "$label")
+  measured=$csv
+  if [ "$filter" != - ]; then  # only the rows whose column has that value
+    measured=$out/$name-measured.csv
+    python3 - "$csv" "$measured" "$filter" <<'PY'
+import csv, sys
+src, dst, flt = sys.argv[1:]
+col, val = flt.split("=", 1)
+rows = list(csv.DictReader(open(src)))
+with open(dst, "w", newline="") as f:
+    w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
+    w.writeheader()
+    w.writerows(r for r in rows if r.get(col) == val)
+PY
+  fi
+  "$joinlab" validate "$ini" --measured "$measured" --profile "$profile" --out "$out/$name-validate.csv" \
+    --max-error 0.1 --max-phase-error 0.2 "${f[@]:4}" > "$out/$name-validate.log" 2>&1
+  rc=$?
+  if [ "$rc" -ne 0 ] && [ "$rc" -ne 3 ]; then  # 3: the bar missed, the table written
+    echo "!!! $label: validate exited $rc:"; grep -v skipped "$out/$name-validate.log" | tail -3
+    continue
+  fi
+  tables+=("$label=$out/$name-validate.csv")
+done
+python3 "$here/multi_gpu_table.py" "${tables[@]}"
