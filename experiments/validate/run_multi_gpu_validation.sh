@@ -17,8 +17,8 @@
 #   shuffle2   multi-gpu-shuffle-2level.ini: two-level shuffle, 2 x 1 and 2 x 2 GPUs (emulate_nodes)
 #   gpj        multi-gpu-gpj.ini: gpj and gpj-b, 2 and 4 GPUs
 #   crj        multi-gpu-crj.ini: crj, 2 and 4 CPU ranks
-#   localjoin  multi-gpu-local-join.ini (diagnostic, one GPU): the local join's count_then_write
-#              probe against direct output
+#   localjoin  multi-gpu-local-join.ini (diagnostic, one GPU): npj (the shuffle's local join) and
+#              phj (gpj-b's) at 16-byte tuples, each with count_then_write and with direct output
 #   cpucal     SLOT for the CPU side of the profile: joinlab calibrate --backend cpu (per-core rates
 #              and the memory roof once the binary has them) -> samples.tar.xz: cpu.ini, its samples
 #   msgcal     SLOT for the transport's per-message cost, a joinlab calibrate mode over 2 ranks that
