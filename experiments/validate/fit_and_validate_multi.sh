@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Multi-GPU validation, the half that needs SimGrid (no GPU): simulate every run that
 # run_multi_gpu_validation.sh measured and print the bar (total within 10%, every phase within 20%).
-#   experiments/validate/fit_and_validate_multi.sh OUT_DIR [--profile P]
-#   experiments/validate/fit_and_validate_multi.sh --past [--profile P]
+#   experiments/validate/fit_and_validate_multi.sh OUT_DIR [--profile P] [--markdown]
+#   experiments/validate/fit_and_validate_multi.sh --past [--profile P] [--markdown]
 # OUT_DIR: what run_multi_gpu_validation.sh brought back (measured.csv, and h100.ini or h200.ini when
 # its calibrate step ran). The profile: --profile P (a name or a path), else OUT_DIR's calibrated
 # profile, else the installed profile of the GPU named in measured.csv (h100 / h200). The tables go
@@ -15,13 +15,14 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 here=$root/experiments/validate
-usage="usage: fit_and_validate_multi.sh OUT_DIR|--past [--profile P]"
+usage="usage: fit_and_validate_multi.sh OUT_DIR|--past [--profile P] [--markdown]"
 src=${1:?$usage}
 shift
-profile=""
+profile="" table_args=()
 while [ $# -gt 0 ]; do
   case $1 in
     --profile) profile=${2:?$usage}; shift 2 ;;
+    --markdown) table_args+=(--markdown); shift ;;
     *) echo "$usage" >&2; exit 2 ;;
   esac
 done
@@ -95,4 +96,4 @@ PY
   fi
   tables+=("$label=$out/$name-validate.csv")
 done
-python3 "$here/multi_gpu_table.py" "${tables[@]}"
+python3 "$here/multi_gpu_table.py" "${table_args[@]}" "${tables[@]}"
