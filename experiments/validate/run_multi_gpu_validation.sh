@@ -5,7 +5,9 @@
 # not used for fitting, and calibrate this machine's profile beside them.
 #   experiments/validate/run_multi_gpu_validation.sh BIN_DIR OUT_DIR [STEP ...]
 # BIN_DIR holds joinlab and p2p_bandwidth of a device build (-DJOINLAB_CUDA=ON -DJOINLAB_SIMGRID=OFF
-# -DJOINLAB_STATIC_BOOST=ON -DJOINLAB_MPI=ON). Then, where SimGrid is:
+# -DJOINLAB_STATIC_BOOST=ON; every run is threads in one process, so -DJOINLAB_MPI=OFF will do; a
+# BIN_DIR/lib folder, e.g. with an MPI build's libmpi_cxx.so.40, goes on LD_LIBRARY_PATH). Then,
+# where SimGrid is:
 #   experiments/validate/fit_and_validate_multi.sh OUT_DIR
 # Steps, in this order (default all; each under `timeout`, never past the call's deadline):
 #   links      p2p_bandwidth: GPU 0 -> 1 alone and both ways, then --peers 2 and --peers 4 (one GPU
@@ -56,6 +58,7 @@ root=$(cd "$here/../.." && pwd)
 deadline=$((SECONDS + ${JL_TOTAL_S:-520}))
 repeat=${JL_REPEAT:-5}
 export NCCL_NVLS_ENABLE=0  # NVLink multicast stays off on these machines
+[ -d "$bin/lib" ] && export LD_LIBRARY_PATH="$bin/lib:${LD_LIBRARY_PATH:-}"
 work=$out/work             # packed into logs.tar.xz / samples.tar.xz at the end
 mkdir -p "$work/logs" "$work/runs" "$work/samples"
 date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
