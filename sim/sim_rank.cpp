@@ -183,6 +183,7 @@ struct Message {
   boost::container::small_vector<Piece, 4> pieces;  // a shuffle chunk: keys and values of R and S
   bool arrived = false;
   SimRank* waiter = nullptr;  // the receiver blocked on it, woken when it arrives
+  SimRank* sender = nullptr;  // its sender, while the send waits for the receive (rendezvous)
   MessagePtr next;            // the next one posted on its channel
 };
 
@@ -305,7 +306,8 @@ class Fifo {
 
 struct SimStream {
   // Consuming: a StreamConsumeOp runs (SimRank::consume advances it).
-  enum State : uint8_t { Idle, Busy, AwaitMessage, AwaitEvent, Consuming } state = Idle;
+  // AwaitReceiver: a send whose receiver has not reached the matching receive yet.
+  enum State : uint8_t { Idle, Busy, AwaitMessage, AwaitReceiver, AwaitEvent, Consuming } state = Idle;
   Fifo<Item> queue;
   std::vector<Item> running;  // one item, or back-to-back sends to one peer
   sg4::ActivityPtr activity;  // the SimGrid activity it waits for (Busy), if any
@@ -434,6 +436,7 @@ class SimRank final : public Rank {
   void start(SimStream& st, int index);
   void finish(SimStream& st, int index);  // the running item(s) of st are done
   bool try_recv(SimStream& st);
+  void start_send(SimStream& st);  // the transfer of the running sends (their receiver reached them)
   void start_transfer(SimStream& st, int dst, uint64_t bytes);
   void start_put_transfer(SimStream& st, int peer, uint64_t bytes, bool src_host, bool dst_host);
   void check_peer(int peer, const char* what) const;
@@ -587,6 +590,8 @@ class SimWorld {
       ch.waiter = nullptr;
     }
   }
+  // The receiver has reached the receive of `m`: a sender waiting for it may start the transfer.
+  static void matched(const MessagePtr& m);
   // The next posted message of (src, dst, tag), or null (then `waiter` is told when one is).
   MessagePtr take(int src, int dst, int tag, SimRank* waiter) {
     const ChannelKey key{src, dst, tag};
@@ -598,6 +603,7 @@ class SimWorld {
     MessagePtr m = it->second.pop();
     if (it->second.empty() && !it->second.waiter) channels_.erase(it);
     m->waiter = waiter;
+    matched(m);
     return m;
   }
 
@@ -637,6 +643,13 @@ class SimWorld {
 NodeNetwork::NodeNetwork(const Platform& p, uint64_t* flows, const int* waking)
     : platform_(p), flows_(flows), waking_(waking) {
   sg4::Activity::on_completion_cb([this](const sg4::Activity& a) { ended(a); });
+}
+
+void SimWorld::matched(const MessagePtr& m) {
+  if (SimRank* s = m->sender) {
+    m->sender = nullptr;
+    s->ring();
+  }
 }
 
 void NodeNetwork::add(Transfer* t) {
@@ -1088,6 +1101,10 @@ void SimRank::pump() {
     for (int i : active_) {
       if (!(live_ >> i & 1)) continue;
       SimStream* st = streams_[size_t(i)].get();
+      if (st->state == SimStream::AwaitReceiver && st->outgoing.front()->waiter) {
+        start_send(*st);
+        progress = true;
+      }
       if ((st->state == SimStream::AwaitEvent && st->running.front().wait_for->done()) ||
           (messages && st->state == SimStream::AwaitMessage && try_recv(*st)) ||
           (st->state == SimStream::Consuming && consume()) ||
@@ -1102,6 +1119,14 @@ void SimRank::pump() {
       if (st->state == SimStream::Idle) live_ &= ~(uint64_t(1) << i);
     }
   }
+}
+
+void SimRank::start_send(SimStream& st) {
+  uint64_t total = 0;
+  for (auto& s : st.running) total += s.bytes;
+  st.begin = sg4::Engine::get_clock();
+  start_transfer(st, st.running.front().peer, total);
+  if (st.transfer) st.transfer->messages = &st.outgoing;
 }
 
 void SimRank::start_transfer(SimStream& st, int dst, uint64_t bytes) {
@@ -1223,17 +1248,21 @@ void SimRank::start(SimStream& st, int index) {
         st.running.push_back(std::move(st.queue.front()));
         st.queue.pop_front();
       }
-      uint64_t total = 0;
       st.outgoing.clear();
       for (auto& s : st.running) {
         MessagePtr m = message_of(s.ranges);
         world_.post(id(), s.peer, s.tag, m);
         st.outgoing.push_back(std::move(m));
-        total += s.bytes;
       }
-      start_transfer(st, st.running.front().peer, total);
-      if (st.transfer) st.transfer->messages = &st.outgoing;
-      return;
+      // Rendezvous: the bytes move once the receiver runs the matching receive (NCCL's
+      // send/recv, UCX's and MPI's rendezvous protocol for large messages), so a receiver takes
+      // one sender's data at a time on each of its receiving streams.
+      if (peer != id() && !st.outgoing.front()->waiter) {
+        st.outgoing.front()->sender = this;
+        st.state = SimStream::AwaitReceiver;
+        return;
+      }
+      return start_send(st);
     }
     case Item::Recv:
       st.incoming = nullptr;
@@ -1867,6 +1896,7 @@ std::string SimRank::waiting() const {
          st->running.front().describe();
     if (st->state == SimStream::AwaitMessage)
       s += st->incoming ? ", whose message is on its way" : ": that message was never sent";
+    if (st->state == SimStream::AwaitReceiver) s += ": its receiver never reached the matching receive";
   }
   return s.empty() ? "waits" : s;
 }
