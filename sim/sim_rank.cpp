@@ -40,7 +40,8 @@ std::vector<std::pair<std::string, std::string>> sim_cluster_keys() {
       {"leaf_nodes", "sim: nodes under one leaf switch (per rail when rail-optimized)"},
       {"oversubscription", "sim: fat tree leaf down/up bandwidth ratio (>= 1 means oversubscribed)"},
       {"sim_flows", "sim: pair (a flow per message) | node (messages between two nodes started together "
-                    "merged into one flow; exact for balanced traffic) | auto (node above 256 GPUs)"},
+                    "merged into one flow: a speed-up, exact on non-blocking fabrics) | auto (node above 256 GPUs "
+                    "on a non-blocking fabric)"},
       {"sim_precision", "sim: SimGrid time quantum (surf/precision) in seconds; 1e-4 speeds up skewed shuffles"},
       {"sim_trace", "sim: ranks whose operators and transfers are traced: auto (the first 8) | all | none | N (the first N); "
                    "phases are kept for every rank"},
@@ -136,8 +137,13 @@ Options parse_options(const BackendConfig& cfg, const Profile& prof) {
       else o.trace_ranks = int(parse_int(key, v, 0, INT_MAX));
     }
   }
+  // Node-merged flows pool a node's NICs and uplinks: exact where only the NICs can bind (a star
+  // or a non-blocking fat tree: with adaptive routing a leaf's uplinks carry at most what its
+  // NICs send), so `auto` merges there only, and only where per-GPU flows get slow.
   const int ranks = cfg.shape.size();
-  o.flows = flows == "node" || (flows == "auto" && ranks > 256) ? Options::Node : Options::Pair;
+  const bool non_blocking = o.topo.fabric == Fabric::Star || o.topo.levels < 2 ||
+                            (o.topo.oversubscription <= 1 && (o.topo.levels < 3 || o.topo.spine_oversubscription <= 1));
+  o.flows = flows == "node" || (flows == "auto" && ranks > 256 && non_blocking) ? Options::Node : Options::Pair;
   o.flows_name = o.flows == Options::Node ? "node" : "pair";
   return o;
 }
