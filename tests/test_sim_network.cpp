@@ -14,8 +14,8 @@ namespace {
 
 std::string profiles() { return std::string(JOINLAB_SOURCE_DIR) + "/models/profiles"; }
 
-// gao2021's one-level shuffle with `rows_per_gpu` rows of R and of S per GPU (4-byte keys and
-// payloads), on `nodes` x 8 GPUs of `profile` with its own fabric unless options say otherwise.
+// gao2021's one-level shuffle with `rows_per_gpu` rows of R and of S per GPU (16-byte tuples),
+// on `nodes` x 8 GPUs of `profile` with its own fabric unless options say otherwise.
 RunPoint one_level_shuffle(int nodes, uint64_t rows_per_gpu, const std::string& profile,
                            const std::map<std::string, std::string>& options) {
   RunPoint p;
@@ -32,9 +32,13 @@ RunPoint one_level_shuffle(int nodes, uint64_t rows_per_gpu, const std::string& 
   p.workload.r.name = "R";
   p.workload.r.rows = rows;
   p.workload.r.dist = KeyDist::UniqueDense;
+  p.workload.s = p.workload.r;
   p.workload.s.name = "S";
-  p.workload.s.rows = rows;
   p.workload.s.dist = KeyDist::ForeignKey;
+  for (RelationSpec* rel : {&p.workload.r, &p.workload.s}) {
+    rel->key_bytes = 8;
+    rel->payload_bytes = {8};
+  }
   p.strategy_options["levels"] = "1";
   return p;
 }
@@ -53,9 +57,9 @@ class SimNetwork : public ::testing::Test {
   std::pair<double, double> pair_and_node(int nodes, const std::string& profile,
                                           std::map<std::string, std::string> options) {
     options["sim_flows"] = "pair";
-    const double pair = phase(run_point(one_level_shuffle(nodes, 8u << 20, profile, options)), "shuffle");
+    const double pair = phase(run_point(one_level_shuffle(nodes, 32u << 20, profile, options)), "shuffle");
     options["sim_flows"] = "node";
-    const double node = phase(run_point(one_level_shuffle(nodes, 8u << 20, profile, options)), "shuffle");
+    const double node = phase(run_point(one_level_shuffle(nodes, 32u << 20, profile, options)), "shuffle");
     return {pair, node};
   }
 };
@@ -84,7 +88,7 @@ TEST_F(SimNetwork, AnOversubscribedFatTreeSlowsTheExchangeBetweenLeaves) {
     auto o = leaves;
     o["oversubscription"] = over;
     o["sim_flows"] = flows;
-    return phase(run_point(one_level_shuffle(8, 8u << 20, "dgx-h100-ndr", o)), "shuffle");
+    return phase(run_point(one_level_shuffle(8, 32u << 20, "dgx-h100-ndr", o)), "shuffle");
   };
   const double full = with("1", "pair"), half = with("2", "pair");
   // 3/4 of a GPU's traffic leaves its leaf (2 of 8 nodes under it); at half the uplink rate
@@ -94,14 +98,14 @@ TEST_F(SimNetwork, AnOversubscribedFatTreeSlowsTheExchangeBetweenLeaves) {
   EXPECT_EQ(with("2", "auto"), half);
 }
 
-// Weak scaling, 500 M-row shuffles scaled down to 16 M rows per GPU: from 16 GPUs on (the data
+// Weak scaling, 500 M-row shuffles scaled down to 32 M rows per GPU: from 16 GPUs on (the data
 // leaves the node through the NICs) per-GPU throughput changes by at most 10% from one size to
 // the next, on the profile's non-blocking rail-optimized fat tree; 8 GPUs (NVLink only) are
 // faster. Up to 256 GPUs per-GPU flows, beyond merged ones (sim_flows = auto).
 TEST_F(SimNetwork, WeakScalingHasNoStepsOnANonBlockingFatTree) {
   std::vector<double> per_gpu;
   for (int nodes : {1, 2, 4, 8, 16, 32, 64}) {
-    const RunOutcome o = run_point(one_level_shuffle(nodes, 16u << 20, "dgx-h100-ndr", {}));
+    const RunOutcome o = run_point(one_level_shuffle(nodes, 32u << 20, "dgx-h100-ndr", {}));
     per_gpu.push_back(o.throughput() / (nodes * 8));
   }
   EXPECT_GT(per_gpu[0], 1.5 * per_gpu[1]) << "8 GPUs exchange over NVLink only";
