@@ -335,9 +335,10 @@ struct Window {
 
 // Transfers between two nodes that start at the same simulated instant travel as one flow
 // between the nodes' pooled end points, capped at the bandwidth of the GPU paths they stand for
-// (distinct senders or receivers times one GPU's path). With balanced traffic (every GPU one
-// message in flight per direction, as in round-based or uniform all-at-once shuffles) this is
-// the per-GPU result; under skew all transfers of a merged flow end together.
+// (distinct senders or receivers times one GPU's path). Where only the NICs can bind (a star or
+// a non-blocking fat tree) and every GPU has one transfer in flight per direction (one sending
+// and one receiving stream, rendezvous sends) this is the per-GPU result; under skew all
+// transfers of a merged flow end together.
 //
 // The flows start once everything that happens at that simulated time has happened: a kernel
 // timer at the current time, which SimGrid's maestro runs when no actor can run any more, and
