@@ -183,24 +183,41 @@ Platform build_platform(const Profile& prof, const ClusterShape& shape, const To
         if ((rail ? l % groups : l) == g) cap += leaf_up[size_t(l)]->get_bandwidth();
       group_up.push_back(b.duplex("group" + std::to_string(g) + "_up", cap, topo.hop_latency));
     }
-  std::vector<sg4::SplitDuplexLink*> pools;
+  // A merged flow climbs as far as most of its transfers do, so that it pays their switch hops:
+  // on a rail-optimized tree those are the cross-rail ones (7 in 8 GPU pairs), which climb above
+  // their leaf even between nodes of one leaf group, and with 3 levels cross the pods (one per
+  // rail); elsewhere nodes of one leaf group stay under it, and with 3 levels nodes of one pod
+  // stay below the pods' uplinks.
+  const bool three = fat && topo.levels >= 3;
+  std::vector<sg4::SplitDuplexLink*> pools, node_pod;
   for (int nd = 0; nd < nodes; ++nd) {
     auto* pool = b.duplex("pool" + std::to_string(nd), node_nics * prof.nic.bw, prof.nic.latency / 2);
     pools.push_back(pool);
     std::vector<sg4::LinkInRoute> up{{pool, Dir::UP}};
     if (fat) up.push_back({group_up[size_t(nd / leaf_nodes)], Dir::UP});
+    if (three) {  // the pods' uplinks seen from one node: its own share of them, a hop further up
+      node_pod.push_back(b.duplex("node_pod" + std::to_string(nd), node_nics * prof.nic.bw, topo.hop_latency));
+      up.push_back({node_pod.back(), Dir::UP});
+    }
     auto* np = p.nodes[size_t(nd)]->get_netpoint();
     b.zone->add_route(np, nullptr, nullptr, nullptr, up, true);
     auto* inside = b.link("inside" + std::to_string(nd), per * p.intra_node_bw,
                           topo.intra == IntraNode::PCIe ? prof.h2d.latency : prof.p2p.latency);
     b.zone->add_route(np, np, nullptr, nullptr, {sg4::LinkInRoute(inside)}, false);
   }
-  if (fat)
+  if (fat && !rail)
     for (int a = 0; a < nodes; ++a)
-      for (int c = 0; c < nodes; ++c)
-        if (a != c && a / leaf_nodes == c / leaf_nodes)
-          b.bypass(p.nodes[size_t(a)]->get_netpoint(), p.nodes[size_t(c)]->get_netpoint(),
-                   {{pools[size_t(a)], Dir::UP}, {pools[size_t(c)], Dir::DOWN}});
+      for (int c = 0; c < nodes; ++c) {
+        if (a == c) continue;
+        const int ga = a / leaf_nodes, gc = c / leaf_nodes;
+        auto* pa = p.nodes[size_t(a)]->get_netpoint();
+        auto* pc = p.nodes[size_t(c)]->get_netpoint();
+        if (ga == gc)
+          b.bypass(pa, pc, {{pools[size_t(a)], Dir::UP}, {pools[size_t(c)], Dir::DOWN}});
+        else if (three && pod_of_leaf(ga) == pod_of_leaf(gc))  // not rail-optimized: a group is a leaf
+          b.bypass(pa, pc, {{pools[size_t(a)], Dir::UP}, {group_up[size_t(ga)], Dir::UP},
+                            {group_up[size_t(gc)], Dir::DOWN}, {pools[size_t(c)], Dir::DOWN}});
+      }
   b.zone->seal();
   return p;
 }

@@ -7,13 +7,15 @@
 //  * links: per GPU a PCIe pair (h2d, d2h) behind the node's host-memory link, an NVSwitch port
 //    or NVLink mesh links or plain PCIe peer paths inside the node, and a NIC (one per GPU on
 //    its rail, or per node); a fat tree adds per-leaf (and per-pod) uplinks whose capacity is
-//    the ports below them over the oversubscription;
+//    the ports below them over the oversubscription: adaptive routing spreads a leaf's traffic
+//    over all its uplinks, so they act as one link of their summed capacity (README: routing);
 //  * routes: a host's star route climbs its NIC and the uplinks; bypass routes take NVLink
 //    inside a node and skip uplinks between GPUs under one leaf (or one pod).
 // A profile's link latency is the one-way latency of a transfer over that link type; a route
 // that crosses two ports of it (NIC up and NIC down, two NVSwitch ports) carries half on each.
-// Node-aggregated end points have the node's pooled NIC and uplink capacity (exact for
-// lock-step traffic; sim_rank.cpp says when flows are merged).
+// Node-aggregated end points have the node's pooled NIC and uplink capacity and climb as far as
+// most GPU pairs between their nodes do (exact where only the NICs bind: a star or a
+// non-blocking tree; sim_rank.cpp says when flows are merged).
 #pragma once
 #include <simgrid/s4u.hpp>
 #include <string>

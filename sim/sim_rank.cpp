@@ -40,7 +40,8 @@ std::vector<std::pair<std::string, std::string>> sim_cluster_keys() {
       {"leaf_nodes", "sim: nodes under one leaf switch (per rail when rail-optimized)"},
       {"oversubscription", "sim: fat tree leaf down/up bandwidth ratio (>= 1 means oversubscribed)"},
       {"sim_flows", "sim: pair (a flow per message) | node (messages between two nodes started together "
-                    "merged into one flow; exact for balanced traffic) | auto (node above 256 GPUs)"},
+                    "merged into one flow: a speed-up, exact on non-blocking fabrics) | auto (node above 256 GPUs "
+                    "on a non-blocking fabric)"},
       {"sim_precision", "sim: SimGrid time quantum (surf/precision) in seconds; 1e-4 speeds up skewed shuffles"},
       {"sim_trace", "sim: ranks whose operators and transfers are traced: auto (the first 8) | all | none | N (the first N); "
                    "phases are kept for every rank"},
@@ -136,8 +137,13 @@ Options parse_options(const BackendConfig& cfg, const Profile& prof) {
       else o.trace_ranks = int(parse_int(key, v, 0, INT_MAX));
     }
   }
+  // Node-merged flows pool a node's NICs and uplinks: exact where only the NICs can bind (a star
+  // or a non-blocking fat tree: with adaptive routing a leaf's uplinks carry at most what its
+  // NICs send), so `auto` merges there only, and only where per-GPU flows get slow.
   const int ranks = cfg.shape.size();
-  o.flows = flows == "node" || (flows == "auto" && ranks > 256) ? Options::Node : Options::Pair;
+  const bool non_blocking = o.topo.fabric == Fabric::Star || o.topo.levels < 2 ||
+                            (o.topo.oversubscription <= 1 && (o.topo.levels < 3 || o.topo.spine_oversubscription <= 1));
+  o.flows = flows == "node" || (flows == "auto" && ranks > 256 && non_blocking) ? Options::Node : Options::Pair;
   o.flows_name = o.flows == Options::Node ? "node" : "pair";
   return o;
 }
@@ -183,6 +189,7 @@ struct Message {
   boost::container::small_vector<Piece, 4> pieces;  // a shuffle chunk: keys and values of R and S
   bool arrived = false;
   SimRank* waiter = nullptr;  // the receiver blocked on it, woken when it arrives
+  SimRank* sender = nullptr;  // its sender, while the send waits for the receive (rendezvous)
   MessagePtr next;            // the next one posted on its channel
 };
 
@@ -305,7 +312,8 @@ class Fifo {
 
 struct SimStream {
   // Consuming: a StreamConsumeOp runs (SimRank::consume advances it).
-  enum State : uint8_t { Idle, Busy, AwaitMessage, AwaitEvent, Consuming } state = Idle;
+  // AwaitReceiver: a send whose receiver has not reached the matching receive yet.
+  enum State : uint8_t { Idle, Busy, AwaitMessage, AwaitReceiver, AwaitEvent, Consuming } state = Idle;
   Fifo<Item> queue;
   std::vector<Item> running;  // one item, or back-to-back sends to one peer
   sg4::ActivityPtr activity;  // the SimGrid activity it waits for (Busy), if any
@@ -327,9 +335,10 @@ struct Window {
 
 // Transfers between two nodes that start at the same simulated instant travel as one flow
 // between the nodes' pooled end points, capped at the bandwidth of the GPU paths they stand for
-// (distinct senders or receivers times one GPU's path). With balanced traffic (every GPU one
-// message in flight per direction, as in round-based or uniform all-at-once shuffles) this is
-// the per-GPU result; under skew all transfers of a merged flow end together.
+// (distinct senders or receivers times one GPU's path). Where only the NICs can bind (a star or
+// a non-blocking fat tree) and every GPU has one transfer in flight per direction (one sending
+// and one receiving stream, rendezvous sends) this is the per-GPU result; under skew all
+// transfers of a merged flow end together.
 //
 // The flows start once everything that happens at that simulated time has happened: a kernel
 // timer at the current time, which SimGrid's maestro runs when no actor can run any more, and
@@ -434,6 +443,7 @@ class SimRank final : public Rank {
   void start(SimStream& st, int index);
   void finish(SimStream& st, int index);  // the running item(s) of st are done
   bool try_recv(SimStream& st);
+  void start_send(SimStream& st);  // the transfer of the running sends (their receiver reached them)
   void start_transfer(SimStream& st, int dst, uint64_t bytes);
   void start_put_transfer(SimStream& st, int peer, uint64_t bytes, bool src_host, bool dst_host);
   void check_peer(int peer, const char* what) const;
@@ -587,6 +597,8 @@ class SimWorld {
       ch.waiter = nullptr;
     }
   }
+  // The receiver has reached the receive of `m`: a sender waiting for it may start the transfer.
+  static void matched(const MessagePtr& m);
   // The next posted message of (src, dst, tag), or null (then `waiter` is told when one is).
   MessagePtr take(int src, int dst, int tag, SimRank* waiter) {
     const ChannelKey key{src, dst, tag};
@@ -598,6 +610,7 @@ class SimWorld {
     MessagePtr m = it->second.pop();
     if (it->second.empty() && !it->second.waiter) channels_.erase(it);
     m->waiter = waiter;
+    matched(m);
     return m;
   }
 
@@ -637,6 +650,13 @@ class SimWorld {
 NodeNetwork::NodeNetwork(const Platform& p, uint64_t* flows, const int* waking)
     : platform_(p), flows_(flows), waking_(waking) {
   sg4::Activity::on_completion_cb([this](const sg4::Activity& a) { ended(a); });
+}
+
+void SimWorld::matched(const MessagePtr& m) {
+  if (SimRank* s = m->sender) {
+    m->sender = nullptr;
+    s->ring();
+  }
 }
 
 void NodeNetwork::add(Transfer* t) {
@@ -1088,6 +1108,10 @@ void SimRank::pump() {
     for (int i : active_) {
       if (!(live_ >> i & 1)) continue;
       SimStream* st = streams_[size_t(i)].get();
+      if (st->state == SimStream::AwaitReceiver && st->outgoing.front()->waiter) {
+        start_send(*st);
+        progress = true;
+      }
       if ((st->state == SimStream::AwaitEvent && st->running.front().wait_for->done()) ||
           (messages && st->state == SimStream::AwaitMessage && try_recv(*st)) ||
           (st->state == SimStream::Consuming && consume()) ||
@@ -1102,6 +1126,14 @@ void SimRank::pump() {
       if (st->state == SimStream::Idle) live_ &= ~(uint64_t(1) << i);
     }
   }
+}
+
+void SimRank::start_send(SimStream& st) {
+  uint64_t total = 0;
+  for (auto& s : st.running) total += s.bytes;
+  st.begin = sg4::Engine::get_clock();
+  start_transfer(st, st.running.front().peer, total);
+  if (st.transfer) st.transfer->messages = &st.outgoing;
 }
 
 void SimRank::start_transfer(SimStream& st, int dst, uint64_t bytes) {
@@ -1223,17 +1255,21 @@ void SimRank::start(SimStream& st, int index) {
         st.running.push_back(std::move(st.queue.front()));
         st.queue.pop_front();
       }
-      uint64_t total = 0;
       st.outgoing.clear();
       for (auto& s : st.running) {
         MessagePtr m = message_of(s.ranges);
         world_.post(id(), s.peer, s.tag, m);
         st.outgoing.push_back(std::move(m));
-        total += s.bytes;
       }
-      start_transfer(st, st.running.front().peer, total);
-      if (st.transfer) st.transfer->messages = &st.outgoing;
-      return;
+      // Rendezvous: the bytes move once the receiver runs the matching receive (NCCL's
+      // send/recv, UCX's and MPI's rendezvous protocol for large messages), so a receiver takes
+      // one sender's data at a time on each of its receiving streams.
+      if (peer != id() && !st.outgoing.front()->waiter) {
+        st.outgoing.front()->sender = this;
+        st.state = SimStream::AwaitReceiver;
+        return;
+      }
+      return start_send(st);
     }
     case Item::Recv:
       st.incoming = nullptr;
@@ -1867,6 +1903,7 @@ std::string SimRank::waiting() const {
          st->running.front().describe();
     if (st->state == SimStream::AwaitMessage)
       s += st->incoming ? ", whose message is on its way" : ": that message was never sent";
+    if (st->state == SimStream::AwaitReceiver) s += ": its receiver never reached the matching receive";
   }
   return s.empty() ? "waits" : s;
 }
