@@ -1216,7 +1216,12 @@ void SimRank::start_cpu_work(SimStream& st, const std::string& kind, double byte
                                                             : cores / std::max(1, pf.ranks_in_domain(pf.cpu_of(id()))),
                                  1, cores);
   const double core_seconds = bytes / cpu.rate.at(kind);
-  auto exec = sg4::Exec::init()->set_flops_amount(core_seconds * kWorkPerSecond)->set_host(host)->set_thread_count(threads);
+  // A threaded execution's amount is each thread's (SimGrid runs thread_count x amount at up to
+  // thread_count cores).
+  auto exec = sg4::Exec::init()
+                  ->set_flops_amount(core_seconds * kWorkPerSecond / threads)
+                  ->set_host(host)
+                  ->set_thread_count(threads);
   exec->start();
   world_.stats.flows++;
   sg4::CommPtr memory = sg4::Comm::sendto_init();
