@@ -735,6 +735,7 @@ void write_samples(const Calibration& c, std::ostream& out) {
   out << "# machine: " << c.machine << "\n# protocol: " << c.protocol << "\n";
   out << std::setprecision(17) << "# host_mem_bw: " << c.host_mem_bw << "\n";
   if (c.cpu_sockets > 0) out << "# cpu_sockets: " << c.cpu_sockets << "\n# cpu_cores: " << c.cpu_cores << "\n";
+  if (c.cpu_clock_ghz > 0) out << "# cpu_clock_ghz: " << c.cpu_clock_ghz << "\n";
   for (auto& [link, why] : c.skipped) out << "# skipped." << link << ": " << why << "\n";
   for (auto& r : c.runs) out << r.seconds << " " << r.sync_seconds << " " << r.device_seconds << " " << r.phase << "\n";
 }
@@ -759,6 +760,7 @@ Calibration read_samples(std::istream& in, const std::string& file) {
         c.host_mem_bw = std::strtod(value.c_str(), &end);
         if (end == value.c_str() || *end) throw InputError(where + "host_mem_bw '" + value + "' is not a number");
       }
+      else if (key == "cpu_clock_ghz") c.cpu_clock_ghz = std::atof(value.c_str());
       else if (key == "cpu_sockets" || key == "cpu_cores") {
         char* end = nullptr;
         const long v = std::strtol(value.c_str(), &end, 10);
@@ -819,6 +821,12 @@ void measure_cpu(Calibration& c, const CalibrationOptions& opt, uint64_t rows) {
            });
   c.cpu_sockets = host_sockets();
   c.cpu_cores = int(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN) / c.cpu_sockets));
+  std::ifstream info("/proc/cpuinfo");
+  for (std::string line; std::getline(info, line);)
+    if (line.rfind("cpu MHz", 0) == 0 && line.find(':') != std::string::npos) {
+      c.cpu_clock_ghz = std::atof(line.c_str() + line.find(':') + 1) / 1000;
+      break;
+    }
 }
 
 }  // namespace
@@ -951,9 +959,8 @@ Calibration measure(const CalibrationOptions& opt) {
 
 namespace {
 
-// [cpu] from the single-core samples and the roof. A machine with fewer cores than the base
-// profile's CPUs (a virtual machine's share of the host) measures the per-core rates, not the
-// roof or the core count: those stay the base's.
+// [cpu] from the single-core samples and the roof: the CPUs as the runs on this machine have them
+// (a virtual machine's share of a host is what its runs use, and what validate compares).
 void fit_cpu(const Calibration& c, const Profile& base, Profile& p) {
   const auto rates = cpu_rates(c);
   if (rates.empty()) return;
@@ -968,18 +975,15 @@ void fit_cpu(const Calibration& c, const Profile& base, Profile& p) {
       p.cpu.rate[k] = low;
       p.notes["cpu.rate." + k] = "not measured: the slowest measured operator's rate";
     }
-  const bool slice = base.cpu.present() && base.cpu.sockets * base.cpu.cores > c.cpu_sockets * c.cpu_cores;
-  if (slice || c.cpu_sockets == 0 || c.host_mem_bw <= 0) {
-    if (!base.cpu.present()) {  // nothing to keep: this machine's figures as far as known
-      p.cpu.sockets = std::max(1, c.cpu_sockets);
-      p.cpu.cores = std::max(1, c.cpu_cores);
-      p.cpu.mem_bw = c.host_mem_bw > 0 ? c.host_mem_bw / p.cpu.sockets : p.host.mem_bw;
-    }
-    const std::string why = "this machine has " + std::to_string(c.cpu_sockets * c.cpu_cores) + " cores, fewer than profile " +
-                            base.name + "'s CPUs: kept from it";
-    for (const char* k : {"cpu.sockets", "cpu.cores", "cpu.mem_bw"})
-      p.notes[k] = why + (base.notes.count(k) ? ": " + base.notes.at(k) : "");
+  if (c.cpu_sockets == 0 || c.host_mem_bw <= 0) {  // a samples file without them: the base's, said so
+    if (!base.cpu.present()) throw InputError("calibrate: single-core samples but no sockets, cores or roof measured");
+    for (const char* k : {"cpu.sockets", "cpu.cores", "cpu.mem_bw", "cpu.clock_ghz"})
+      p.notes[k] = "not in the samples: from profile " + base.name + (base.notes.count(k) ? ": " + base.notes.at(k) : "");
     return;
+  }
+  if (c.cpu_clock_ghz > 0) {
+    p.cpu.clock_ghz = c.cpu_clock_ghz;
+    p.notes["cpu.clock_ghz"] = "cpu MHz of this host's first CPU (/proc/cpuinfo), " + today();
   }
   p.cpu.sockets = c.cpu_sockets;
   p.cpu.cores = c.cpu_cores;

@@ -76,6 +76,7 @@ struct Calibration {
   // The host's CPUs ([cpu]): operators on one core (ops "cpu1.<model>", cpu_rates()) and the
   // sockets and cores it has (0: not measured); host_mem_bw above is the all-core roof.
   int cpu_sockets = 0, cpu_cores = 0;
+  double cpu_clock_ghz = 0;  // /proc/cpuinfo (0: unknown)
 };
 
 // Prefix of the models of the single-core operator samples ("cpu1.histogram", "cpu1.link.host_copy").

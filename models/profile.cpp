@@ -163,6 +163,10 @@ const std::vector<Field>& fields() {
     v.push_back(Field{"cpu.mem_bw", Kind::Positive, false, {},
                       [](P& p, const std::string&, double x) { p.cpu.mem_bw = x; },
                       [](const P& p) { return num(p.cpu.mem_bw); }, cpu_present});
+    v.push_back(Field{"cpu.clock_ghz", Kind::Positive, false, {},
+                      [](P& p, const std::string&, double x) { p.cpu.clock_ghz = x; },
+                      [](const P& p) { return num(p.cpu.clock_ghz); },
+                      [](const P& p) { return p.cpu.present() && p.cpu.clock_ghz > 0; }});
     v.push_back(Field{"cpu.numa", Kind::Choice, false, {"pooled", "per_socket"},
                       [](P& p, const std::string& s, double) { p.cpu.per_socket = s == "per_socket"; },
                       [](const P& p) { return std::string(p.cpu.per_socket ? "per_socket" : "pooled"); }, cpu_present});

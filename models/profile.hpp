@@ -81,6 +81,7 @@ struct CpuSpec {
   int sockets = 0;       // per node; 0: no [cpu] section (host operators at host.mem_bw, as before)
   int cores = 0;         // per socket
   double mem_bw = 0;     // per socket: bytes read + written per second
+  double clock_ghz = 0;  // information (derived profiles scale per-core rates by clock ratios)
   bool per_socket = false;  // numa = per_socket
   std::map<std::string, double> rate;  // per CPU operator kind (cpu_op_kinds()): bytes per second of one core
   bool present() const { return sockets > 0; }
