@@ -928,7 +928,8 @@ Calibration measure(const CalibrationOptions& opt) {
   std::cerr << "calibrate: operators on " << opt.backend << ", " << sizes.size() << " sizes from " << sizes.front()
             << " to " << sizes.back() << " rows, " << opt.repeat << " runs each; caches " << c.protocol << "\n";
   backend->run(cfg, [&](Rank& r) { Bench(r, opt, sizes, evict).run_operators(); }, collect);
-  measure_cpu(c, opt, opt.quick ? sizes[sizes.size() / 2] : sizes.back());  // --quick: CI's seconds
+  // The host's CPUs (not for the simulator: its CPU work is the profile's [cpu] already).
+  if (opt.backend != "sim") measure_cpu(c, opt, opt.quick ? sizes[sizes.size() / 2] : sizes.back());  // --quick: CI's seconds
   cfg.shape = {1, 2};
   std::cerr << "calibrate: peer link (2 ranks)\n";
   try {
