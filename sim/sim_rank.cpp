@@ -448,6 +448,8 @@ class SimRank final : public Rank {
   // `start` sends it; none: sent at once.
   void after_software_cost(SimStream& st, double seconds, std::function<void()> start);
   sg4::Host* cpu_host(int rank) const;  // the multicore host of a rank's memory domain
+  // Once the stream's activity ends, it waits for these too (those not finished yet).
+  void then_wait(SimStream& st, std::vector<sg4::ActivityPtr> rest);
   void check_peer(int peer, const char* what) const;
   void check_range(const Buffer& b, uint64_t off, uint64_t bytes, const char* what) const;
   // gpj's persistent consumer (StreamConsumeOp) on stream `index`, advanced by pump().
@@ -1163,7 +1165,26 @@ void SimRank::start_transfer(SimStream& st, int dst, uint64_t bytes) {
 // A put inside a node whose source or window is host memory goes over PCIe (or stays in host
 // memory), not over NVLink; between nodes it leaves through the rank's NIC as any transfer.
 void SimRank::start_put_transfer(SimStream& st, int peer, uint64_t bytes, bool src_host, bool dst_host) {
-  if (host_of(peer) != host_of(id()) || (!src_host && !dst_host)) return start_transfer(st, peer, bytes);
+  if (!src_host && !dst_host) return start_transfer(st, peer, bytes);
+  if (host_of(peer) != host_of(id())) {
+    start_transfer(st, peer, bytes);
+    // The NIC's DMA reads (writes) host memory: with [cpu] and per-pair flows, the bytes also
+    // cross the memory link of each host end, at up to the NIC's rate, so they take their share
+    // of the roof from the CPU operators there (the put ends when the network and they are done).
+    if (!world_.profile.cpu.present() || !st.activity) return;
+    std::vector<sg4::ActivityPtr> dma;
+    for (int end : {src_host ? id() : -1, dst_host ? peer : -1}) {
+      if (end < 0) continue;
+      world_.stats.flows++;
+      sg4::CommPtr m = sg4::Comm::sendto_init();
+      reinterpret_cast<simgrid::kernel::activity::CommImpl*>(m->get_impl())->set_rate(world_.profile.nic.bw);
+      m->set_payload_size(std::max<uint64_t>(bytes, 1));
+      m->set_source(cpu_host(end));
+      m->set_destination(cpu_host(end));  // starts it
+      dma.push_back(m);
+    }
+    return then_wait(st, std::move(dma));
+  }
   const Platform& pf = world_.platform;
   world_.stats.transfers++;
   st.state = SimStream::Busy;
@@ -1231,8 +1252,16 @@ void SimRank::start_cpu_work(SimStream& st, const std::string& kind, double byte
   memory->set_source(host);
   memory->set_destination(host);  // starts it
   st.activity = exec;
-  st.next = [&st, memory] {
-    if (memory->get_state() != sg4::Activity::State::FINISHED) st.activity = memory;
+  then_wait(st, {memory});
+}
+
+void SimRank::then_wait(SimStream& st, std::vector<sg4::ActivityPtr> rest) {
+  st.next = [this, &st, rest = std::move(rest)]() mutable {
+    while (!rest.empty() && rest.back()->get_state() == sg4::Activity::State::FINISHED) rest.pop_back();
+    if (rest.empty()) return;
+    st.activity = rest.back();
+    rest.pop_back();
+    then_wait(st, std::move(rest));
   };
 }
 

@@ -162,6 +162,33 @@ TEST_F(SimCpuTest, DmaIntoHostMemorySlowsAConcurrentMemoryBoundOperator) {
   EXPECT_GT(with_dma, alone * 1.3) << alone << " s alone, " << with_dma << " s beside the copy";
 }
 
+TEST_F(SimCpuTest, NicDmaIntoHostMemorySlowsAMemoryBoundOperatorThere) {
+  // Rank 0 puts 1 GiB from its host memory into rank 1's (another node) at the NIC's 1e10 B/s,
+  // while rank 1 runs a memory-bound histogram under a 2e10 B/s roof.
+  const std::string p = profile("nicroof", cpu_section(4, 1e10, 2e10));
+  const uint64_t rows = 1 << 22, bytes = uint64_t(1) << 30;
+  auto body = [&](bool put) {
+    return [=](Rank& r) {
+      Tuples t = r.alloc_tuples(MemSpace::Host, rows, TupleFormat{8, 8}, "t");
+      t.rows = rows;
+      Buffer win = r.alloc(MemSpace::Host, bytes, "window");
+      const int w = r.expose(win, 1);
+      r.barrier();
+      r.phase("histogram");
+      Event e;
+      if (put && r.id() == 0) e = r.put(Stream{1}, 1, w, 0, win, 0, bytes, 0, 1);
+      if (r.id() == 1) r.launch(Stream{0}, HistogramOp{t, PartitionFn{PartitionFn::Radix, 4, 0, 0}}).get();
+      r.end_phases();
+      if (put && r.id() == 0) e.wait();
+      r.barrier();
+    };
+  };
+  const double alone = phase_seconds(cluster(p, 2, 1, 4), body(false), "histogram", 1);
+  const double beside = phase_seconds(cluster(p, 2, 1, 4), body(true), "histogram", 1);
+  EXPECT_NEAR(alone, double(rows * 8) / 2e10, 1e-6);
+  EXPECT_GT(beside, alone * 1.3) << alone << " s alone, " << beside << " s while the NIC writes host memory";
+}
+
 TEST_F(SimCpuTest, CrjFollowsTheCoreCount) {
   // Per-core rates low enough that the CPU radix join is compute-bound at either core count.
   auto crj = [&](int cores) {
