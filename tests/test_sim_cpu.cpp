@@ -21,39 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const char* const kOps = R"([op.generate]
-seg = 0 0 1e-12      # test value
-[op.histogram]
-seg = 0 1e-5 1e-12   # test value
-[op.partition]
-seg = 0 1e-5 2e-12   # test value
-[op.build.linear]
-seg = 0 1e-5 4e-12   # test value
-[op.probe.linear]
-seg = 0 1e-5 4e-12 1e-12   # test value
-[op.build.chained]
-seg = 0 1e-5 5e-12   # test value
-[op.probe.chained]
-seg = 0 1e-5 6e-12 1e-12   # test value
-[op.partitioned_join.linear]
-seg = 0 2e-5 3e-12 1e-12   # test value
-[op.partitioned_join.chained]
-seg = 0 2e-5 3.5e-12 1e-12   # test value
-[op.sort.radix]
-seg = 0 1e-5 8e-12   # test value
-[op.sort.merge]
-seg = 0 1e-5 1e-12   # test value
-[op.merge_join]
-seg = 0 1e-5 2e-12 1e-12   # test value
-[op.gather]
-seg = 0 1e-5 3e-12   # test value
-[op.scan]
-seg = 0 1e-5 1e-12   # test value
-[op.checksum]
-seg = 0 1e-5 1e-12   # test value
-[op.copy.device]
-seg = 0 1e-6 2e-12   # test value
-)";
+const std::string kOps = test::synthetic_ops();
 
 // A [cpu] section: every operator at `rate` bytes per second of one core, `cores` cores on one
 // socket, a roof of `roof` bytes per second.
