@@ -12,6 +12,7 @@
 #include <iomanip>
 #include <iostream>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <type_traits>
 #include <unistd.h>
@@ -201,7 +202,47 @@ class Bench {
     rank_.end_phases();
   }
 
+  // Messages of every size from rank 0 to rank 1 (run on 2 ranks) over the backend's transport
+  // `transport`: a two-sided send (timed by the receiver, from the barrier to the receive's end)
+  // and a one-sided put with its flag (from the barrier to the flag seen), each one way.
+  void run_messages(const std::string& transport) {
+    for (uint64_t bytes : message_sizes()) {
+      untimed();
+      Buffer b = rank_.alloc(MemSpace::Device, bytes, "calibrate.msg");
+      const int window = rank_.expose(b, 1);
+      for (const char* kind : {"send", "put"})
+        for (int r = 0; r < opt_.repeat; ++r) {
+          rank_.barrier();
+          if (rank_.id() == 1) {
+            OpSample s;
+            s.model = "link.msg." + transport + "." + kind;
+            s.x = {1.0, double(bytes)};
+            begin_sample(sample_phase(s), false);
+            if (kind == std::string("send")) {
+              rank_.recv(Stream{0}, 0, b, 0, bytes, 2).wait();
+            } else {
+              while (rank_.read_flag(window, 0) != uint64_t(r + 1)) rank_.poll_pause();
+            }
+            end_sample();
+          } else if (kind == std::string("send")) {
+            rank_.send(Stream{0}, 1, b, 0, bytes, 2).wait();
+          } else {
+            rank_.put(Stream{0}, 1, window, 0, b, 0, bytes, 0, uint64_t(r + 1)).wait();
+          }
+        }
+      rank_.barrier();  // the window's last put has landed before its buffer goes
+    }
+    rank_.end_phases();
+  }
+
  private:
+  // 8 B to 64 MiB by factors of 8 (--quick: to 256 KiB).
+  std::vector<uint64_t> message_sizes() const {
+    std::vector<uint64_t> v;
+    for (uint64_t b = 8; b <= (opt_.quick ? (uint64_t(1) << 18) : (uint64_t(64) << 20)); b *= 8) v.push_back(b);
+    if (!opt_.quick) v.push_back(uint64_t(64) << 20);
+    return v;
+  }
   void untimed() { rank_.phase("setup"); }
 
   // A sample starts with cold caches (unless --warm) and idle streams, as a strategy's phase
@@ -701,6 +742,8 @@ void write_samples(const Calibration& c, std::ostream& out) {
   out << "# joinlab calibrate samples: seconds sync_seconds device_seconds phase (models/calibrate.hpp)\n";
   out << "# machine: " << c.machine << "\n# protocol: " << c.protocol << "\n";
   out << std::setprecision(17) << "# host_mem_bw: " << c.host_mem_bw << "\n";
+  if (c.cpu_sockets > 0) out << "# cpu_sockets: " << c.cpu_sockets << "\n# cpu_cores: " << c.cpu_cores << "\n";
+  if (c.cpu_clock_ghz > 0) out << "# cpu_clock_ghz: " << c.cpu_clock_ghz << "\n";
   for (auto& [link, why] : c.skipped) out << "# skipped." << link << ": " << why << "\n";
   for (auto& r : c.runs) out << r.seconds << " " << r.sync_seconds << " " << r.device_seconds << " " << r.phase << "\n";
 }
@@ -725,6 +768,13 @@ Calibration read_samples(std::istream& in, const std::string& file) {
         c.host_mem_bw = std::strtod(value.c_str(), &end);
         if (end == value.c_str() || *end) throw InputError(where + "host_mem_bw '" + value + "' is not a number");
       }
+      else if (key == "cpu_clock_ghz") c.cpu_clock_ghz = std::atof(value.c_str());
+      else if (key == "cpu_sockets" || key == "cpu_cores") {
+        char* end = nullptr;
+        const long v = std::strtol(value.c_str(), &end, 10);
+        if (end == value.c_str() || *end || v < 1) throw InputError(where + key + " '" + value + "' is not a count");
+        (key == "cpu_sockets" ? c.cpu_sockets : c.cpu_cores) = int(v);
+      }
       else if (key.rfind("skipped.", 0) == 0) c.skipped[key.substr(8)] = value;
       continue;
     }
@@ -741,6 +791,113 @@ Calibration read_samples(std::istream& in, const std::string& file) {
   if (runs.empty()) throw InputError(file + ": no calibration runs in it");
   add_runs(c, runs);
   return c;
+}
+
+const char* const kSingleCore = "cpu1.";
+
+namespace {
+
+// The host's sockets (distinct physical packages of its online CPUs; 1 where sysfs says nothing).
+int host_sockets() {
+  std::set<std::string> packages;
+  const long n = ::sysconf(_SC_NPROCESSORS_ONLN);
+  for (long i = 0; i < n; ++i) {
+    std::ifstream f("/sys/devices/system/cpu/cpu" + std::to_string(i) + "/topology/physical_package_id");
+    std::string id;
+    if (f >> id) packages.insert(id);
+  }
+  return std::max<int>(1, int(packages.size()));
+}
+
+// Every operator once more on one core of the cpu backend (the host's CPUs, whatever backend is
+// calibrated) at one size, with --quick's parameters and warm caches (inputs far above the caches at that size):
+// its runs are kept as models "cpu1.<model>", the per-core rates of [cpu] (cpu_rates). The roof
+// is host_mem_bw (a parallel copy over every core).
+void measure_cpu(Calibration& c, const CalibrationOptions& opt, uint64_t rows) {
+  auto cpu = make_backend("cpu");
+  BackendConfig cfg;
+  cfg.shape = {1, 1};
+  cfg.threads_per_rank = 1;
+  CalibrationOptions one = opt;
+  one.backend = "cpu";
+  one.quick = true;  // the parameters of --quick (skews 0 and 1): a rate per operator kind, not a model
+  std::cerr << "calibrate: CPU operators on one core, " << rows << " rows\n";
+  cpu->run(cfg, [&](Rank& r) { Bench(r, one, {rows}, 0).run_operators(); },
+           [&](Rank& r) {
+             std::vector<CalibrationRun> runs = runs_of(r.phases(), r.trace().spans(), 0);
+             for (auto& run : runs) run.phase.insert(4, kSingleCore);  // "cal X" -> "cal cpu1.X"
+             add_runs(c, runs);
+           });
+  c.cpu_sockets = host_sockets();
+  c.cpu_cores = int(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN) / c.cpu_sockets));
+  std::ifstream info("/proc/cpuinfo");
+  for (std::string line; std::getline(info, line);)
+    if (line.rfind("cpu MHz", 0) == 0 && line.find(':') != std::string::npos) {
+      c.cpu_clock_ghz = std::atof(line.c_str() + line.find(':') + 1) / 1000;
+      break;
+    }
+}
+
+}  // namespace
+
+std::map<std::string, std::pair<double, std::string>> cpu_rates(const Calibration& c) {
+  // The [cpu] kind of each model the single-core pass measures.
+  auto kind_of = [](const std::string& model) -> std::string {
+    const std::string base = model.substr(0, model.find('.'));
+    if (model == "link.host_copy") return "copy";
+    if (base == "partitioned_join") return "join";
+    if (base == "merge_join") return "merge";
+    for (const std::string& k : cpu_op_kinds())
+      if (k == base) return k;
+    return "";
+  };
+  std::map<std::string, std::vector<double>> rates;
+  const size_t prefix = std::string(kSingleCore).size();
+  for (auto& [model, samples] : c.ops) {
+    if (model.rfind(kSingleCore, 0) != 0) continue;
+    const std::string m = model.substr(prefix), kind = kind_of(m);
+    if (kind.empty()) continue;
+    for (OpSample s : samples) {
+      s.model = m;
+      const double bytes = m == "link.host_copy" ? s.x.at(1) : sample_bytes(s);
+      if (bytes > 0 && s.seconds > 0) rates[kind].push_back(bytes / s.seconds);
+    }
+  }
+  std::map<std::string, std::pair<double, std::string>> out;
+  for (auto& [kind, r] : rates) {
+    std::sort(r.begin(), r.end());
+    out[kind] = {r[r.size() / 2], "median of " + std::to_string(r.size()) +
+                                      " single-core samples (bytes of the operator's features / seconds), measured " + today()};
+  }
+  // gpj's pack partitions a batch straight into its chunk images: one partition pass.
+  if (!out.count("pack") && out.count("partition"))
+    out["pack"] = {out["partition"].first, "the partition's rate (a pack with partition_by is one partition pass into "
+                                           "the chunk images; not measured apart), measured " + today()};
+  return out;
+}
+
+std::map<std::string, std::pair<MsgCost, std::string>> msg_costs(const Calibration& c, const LinkSpec& path) {
+  std::map<std::string, std::pair<MsgCost, std::string>> out;
+  for (auto& [name, samples] : c.links) {
+    if (name.rfind("msg.", 0) != 0 || samples.size() < 2) continue;
+    std::vector<OpSample> s = samples;
+    for (auto& x : s) x.model = name;
+    FitReport rep;
+    const PiecewiseModel fit = fit_piecewise(s, {}, &rep);
+    const std::vector<double>& coef = fit.pieces().front().coef;
+    if (coef.size() < 2) continue;
+    MsgCost m;
+    m.seconds = std::max(0.0, coef[0] - path.latency);
+    m.per_byte = std::max(0.0, coef[1] - (path.bw > 0 ? 1.0 / path.bw : 0.0));
+    std::ostringstream how;
+    how << std::setprecision(3) << "fitted " << today() << " from " << rep.samples << " one-way messages of "
+        << uint64_t(s.front().x[1]) << ".." << uint64_t(s.back().x[1]) << " bytes between 2 ranks on one host ("
+        << coef[0] * 1e6 << " us + bytes / " << (coef[1] > 0 ? 1e-9 / coef[1] : 0.0) << " GB/s, rms error "
+        << pct(rep.rms_rel_error) << "), less the peer link's " << path.latency * 1e6 << " us and 1 / "
+        << path.bw / 1e9 << " GB/s";
+    out[name.substr(4)] = {m, how.str()};
+  }
+  return out;
 }
 
 Calibration measure(const CalibrationOptions& opt) {
@@ -780,6 +937,9 @@ Calibration measure(const CalibrationOptions& opt) {
   std::cerr << "calibrate: operators on " << opt.backend << ", " << sizes.size() << " sizes from " << sizes.front()
             << " to " << sizes.back() << " rows, " << opt.repeat << " runs each; caches " << c.protocol << "\n";
   backend->run(cfg, [&](Rank& r) { Bench(r, opt, sizes, evict).run_operators(); }, collect);
+  // The host's CPUs (not for the simulator: its CPU work is the profile's [cpu] already).
+  // One core at the CPU calibration's sizes (a GPU's 2^28 rows would take an hour); --quick: CI's seconds.
+  if (opt.backend != "sim") measure_cpu(c, opt, opt.quick ? sizes[sizes.size() / 2] : std::min<uint64_t>(sizes.back(), 1 << 22));
   cfg.shape = {1, 2};
   std::cerr << "calibrate: peer link (2 ranks)\n";
   try {
@@ -791,8 +951,63 @@ Calibration measure(const CalibrationOptions& opt) {
     c.skipped["p2p"] = std::string("one GPU visible: ") + e.what();
     std::cerr << "calibrate: peer link not measured (" << e.what() << ")\n";
   }
+  // Messages over every transport of the backend that this build has (ranks as threads).
+  const std::vector<std::string> transports =
+      opt.backend == "cpu" ? std::vector<std::string>{"inproc", "ucx"} : std::vector<std::string>{"peer", "nccl", "ucx"};
+  for (const std::string& t : transports) {
+    cfg.options["transport"] = t;
+    std::cerr << "calibrate: messages over " << t << " (2 ranks)\n";
+    try {
+      backend->run(cfg, [&](Rank& r) { Bench(r, opt, sizes).run_messages(t); }, collect);
+    } catch (const std::exception& e) {  // not in this build, or not on this machine
+      if (dynamic_cast<const VerificationError*>(&e)) throw;
+      c.skipped["msg." + t] = e.what();
+      std::cerr << "calibrate: messages over " << t << " not measured (" << e.what() << ")\n";
+    }
+  }
   return c;
 }
+
+namespace {
+
+// [cpu] from the single-core samples and the roof: the CPUs as the runs on this machine have them
+// (a virtual machine's share of a host is what its runs use, and what validate compares).
+void fit_cpu(const Calibration& c, const Profile& base, Profile& p) {
+  const auto rates = cpu_rates(c);
+  if (rates.empty()) return;
+  for (auto& [kind, r] : rates) {
+    p.cpu.rate[kind] = r.first;
+    p.notes["cpu.rate." + kind] = r.second;
+  }
+  for (auto& k : cpu_op_kinds())
+    if (!p.cpu.rate.count(k)) {  // never measured: the slowest measured rate, said so
+      double low = 0;
+      for (auto& [kind, r] : rates) low = low == 0 ? r.first : std::min(low, r.first);
+      p.cpu.rate[k] = low;
+      p.notes["cpu.rate." + k] = "not measured: the slowest measured operator's rate";
+    }
+  if (c.cpu_sockets == 0 || c.host_mem_bw <= 0) {  // a samples file without them: the base's, said so
+    if (!base.cpu.present()) throw InputError("calibrate: single-core samples but no sockets, cores or roof measured");
+    for (const char* k : {"cpu.sockets", "cpu.cores", "cpu.mem_bw", "cpu.clock_ghz"})
+      p.notes[k] = "not in the samples: from profile " + base.name + (base.notes.count(k) ? ": " + base.notes.at(k) : "");
+    return;
+  }
+  if (c.cpu_clock_ghz > 0) {
+    p.cpu.clock_ghz = c.cpu_clock_ghz;
+    p.notes["cpu.clock_ghz"] = "cpu MHz of this host's first CPU (/proc/cpuinfo), " + today();
+  }
+  p.cpu.sockets = c.cpu_sockets;
+  p.cpu.cores = c.cpu_cores;
+  p.cpu.mem_bw = c.host_mem_bw / c.cpu_sockets;
+  p.notes["cpu.sockets"] = "physical packages of this host's online CPUs (sysfs), " + today();
+  p.notes["cpu.cores"] = "online CPUs of this host (sysconf) per socket, " + today();
+  std::ostringstream n;
+  n << std::setprecision(3) << "a parallel copy over every core (" << c.host_mem_bw / 1e9
+    << " GB/s, bytes read + written) over the sockets, measured " << today();
+  p.notes["cpu.mem_bw"] = n.str();
+}
+
+}  // namespace
 
 Profile fit_profile(const Calibration& c, const Profile& base, const CalibrationOptions& opt) {
   Profile p = base;
@@ -897,6 +1112,27 @@ Profile fit_profile(const Calibration& c, const Profile& base, const Calibration
       p.gpu.mem_bw = 2.0 / coef[1];  // bytes read + written per second
       p.notes["gpu.mem_bw"] = "2 / slope of the fitted copy.device model (" + today() + ")";
     }
+  }
+  fit_cpu(c, base, p);
+  // Messages: the software cost beyond the path the simulator charges between 2 ranks of a node.
+  const LinkSpec path = p.topology.intra == IntraNode::PCIe
+                            ? LinkSpec{std::min(p.h2d.bw, p.d2h.bw), p.h2d.latency + p.d2h.latency}
+                            : p.p2p;
+  for (auto& [key, cost] : msg_costs(c, path)) {
+    p.msg.cost[key] = cost.first;
+    p.notes["msg." + key + ".seconds"] = p.notes["msg." + key + ".per_byte"] = cost.second;
+  }
+  // What the simulator pays: the transports the backend's strategies use by default (cpu: the
+  // in-process one; GPUs: NCCL sends, puts over UCX), where measured.
+  for (auto [kind, choice] : {std::pair<const char*, std::string*>{"send", &p.msg.send}, {"put", &p.msg.put}}) {
+    const std::vector<std::string> prefer = opt.backend == "cpu" ? std::vector<std::string>{"inproc"}
+                                            : kind == std::string("send") ? std::vector<std::string>{"nccl", "peer"}
+                                                                          : std::vector<std::string>{"ucx", "peer"};
+    for (auto& t : prefer)
+      if (p.msg.cost.count(t + "." + kind)) {
+        *choice = t;
+        break;
+      }
   }
   if (opt.backend == "cpu") {
     p.gpu.l2_bytes = cache_bytes(base, opt.backend);

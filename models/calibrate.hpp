@@ -73,7 +73,21 @@ struct Calibration {
   std::map<std::string, std::string> skipped;  // link -> why it was not measured
   std::vector<CalibrationRun> runs;  // every timed run (ops and links are their medians)
   std::string protocol;              // how the samples were timed (cold / warm caches)
+  // The host's CPUs ([cpu]): operators on one core (ops "cpu1.<model>", cpu_rates()) and the
+  // sockets and cores it has (0: not measured); host_mem_bw above is the all-core roof.
+  int cpu_sockets = 0, cpu_cores = 0;
+  double cpu_clock_ghz = 0;  // /proc/cpuinfo (0: unknown)
 };
+
+// Prefix of the models of the single-core operator samples ("cpu1.histogram", "cpu1.link.host_copy").
+extern const char* const kSingleCore;
+// Per-core rate of each [cpu] operator kind (bytes of sample_bytes per second on one core, the
+// median over its single-core samples), with how it was found; kinds without samples are absent.
+std::map<std::string, std::pair<double, std::string>> cpu_rates(const Calibration& c);
+// The messages' samples: links "msg.<transport>.<kind>" (x = {1, bytes}), one-way, 2 ranks on one host.
+// Fits each to latency + bytes x slope and returns the software cost beyond the path the simulator
+// already charges (`path`: the peer link between the 2 ranks), clamped at 0.
+std::map<std::string, std::pair<MsgCost, std::string>> msg_costs(const Calibration& c, const LinkSpec& path);
 
 // Runs the micro-benchmarks (InputError on bad options, RuntimeError if the backend fails).
 Calibration measure(const CalibrationOptions& opt);

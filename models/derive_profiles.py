@@ -15,6 +15,11 @@ with cache terms (cache.far, cache.near), the far one (an effective L2) scales w
 and the near one (per-SM L1 / shared memory, alike on these GPUs) is kept; their miss costs
 scale as the piece's other slopes. Re-run after `joinlab calibrate` replaces the base profile:
 the derived profiles follow the measured models.
+
+CPUs ([cpu]): each machine states its sockets, cores per socket, clock and memory bandwidth per
+socket from public specs; the per-core rates are the base profile's times target clock / base
+clock (the same instructions per cycle assumed), each line saying so. [msg] (the transports'
+software cost) is the base's, kept: the same software stacks.
 """
 import argparse
 import datetime
@@ -54,6 +59,13 @@ MACHINES = {
             "mem_bw": (4.0e11, "2 x 8-channel DDR5-4800 = 614 GB/s peak, ~65% achieved (estimate)"),
             "cores": (112, "2 x 56-core Xeon 8480C-class host (estimate)"),
         },
+        "cpu": {
+            "sockets": (2, "2 x Xeon Platinum 8480C-class CPUs (HGX H200 host; estimate)"),
+            "cores": (56, "Xeon Platinum 8480C: 56 cores (Intel ARK)"),
+            "clock_ghz": (2.0, "Xeon Platinum 8480C base clock 2.0 GHz (Intel ARK)"),
+            "mem_bw": (2.0e11, "8-channel DDR5-4800 = 307.2 GB/s peak per socket (Intel ARK 8480C), ~65% achieved (estimate)"),
+            "numa": "pooled",
+        },
         "topology": {"gpus_per_node": 8, "intra": "nvswitch", "nics": "per_gpu", "fabric": "star", "levels": 2,
                      "leaf_nodes": 32, "oversubscription": 1, "hop_latency": 3e-7,
                      "source": "HGX H200: 8 GPUs on NVSwitch, one NDR NIC per GPU (NVIDIA HGX H200 datasheet)"},
@@ -80,6 +92,13 @@ MACHINES = {
             "memory": (1e12, "DGX A100: 1 TB DDR4 (DGX A100 user guide)"),
             "mem_bw": (2.66e11, "2 x AMD EPYC 7742, 8 x DDR4-3200 each = 409.6 GB/s peak, ~65% achieved (estimate)"),
             "cores": (128, "2 x 64-core EPYC 7742 (DGX A100 user guide)"),
+        },
+        "cpu": {
+            "sockets": (2, "2 x AMD EPYC 7742 (DGX A100 user guide)"),
+            "cores": (64, "AMD EPYC 7742: 64 cores (AMD product page)"),
+            "clock_ghz": (2.25, "AMD EPYC 7742 base clock 2.25 GHz (AMD product page)"),
+            "mem_bw": (1.33e11, "8-channel DDR4-3200 = 204.8 GB/s peak per socket (AMD EPYC 7742), ~65% achieved (estimate)"),
+            "numa": "pooled",
         },
         "topology": {"gpus_per_node": 8, "intra": "nvswitch", "nics": "per_gpu", "fabric": "fat_tree", "levels": 3,
                      "leaf_nodes": 20, "oversubscription": 1, "hop_latency": 3e-7,
@@ -108,6 +127,14 @@ MACHINES = {
             "mem_bw": (1.5e11, "2 x Xeon Gold 5120, 6 x DDR4-2400 each = 230 GB/s peak, ~65% achieved (estimate)"),
             "cores": (28, "2 x 14 cores (thostrup2023 6.1)"),
         },
+        # One GPU and one NIC per socket: each rank owns its socket's memory and cores.
+        "cpu": {
+            "sockets": (2, "2 x Intel Xeon Gold 5120 per node (thostrup2023 6.1)"),
+            "cores": (14, "Xeon Gold 5120: 14 cores (thostrup2023 6.1; Intel ARK)"),
+            "clock_ghz": (2.2, "Xeon Gold 5120 base clock 2.2 GHz (Intel ARK)"),
+            "mem_bw": (7.5e10, "6-channel DDR4-2400 = 115.2 GB/s peak per socket (Intel ARK Xeon Gold 5120), ~65% achieved (estimate)"),
+            "numa": "per_socket",
+        },
         "topology": {"gpus_per_node": 2, "intra": "pcie", "nics": "per_gpu", "fabric": "star", "levels": 1,
                      "leaf_nodes": 5, "oversubscription": 1, "hop_latency": 1e-7,
                      "source": "5 nodes, 2 x ConnectX-5 EDR per node, one switch (thostrup2023 6.1)"},
@@ -134,6 +161,13 @@ MACHINES = {
             "mem_bw": (2.72e11, "2 x 170 GB/s per CPU (lutz2022 2), ~80% achieved (estimate)"),
             "cores": (32, "2 x 16 cores (lutz2022 6)"),
         },
+        "cpu": {
+            "sockets": (2, "2 x IBM POWER9 (lutz2022 6)"),
+            "cores": (16, "16 cores per CPU (lutz2022 6)"),
+            "clock_ghz": (3.8, "3.8 GHz (lutz2022 6)"),
+            "mem_bw": (1.36e11, "170 GB/s per CPU (lutz2022 2), ~80% achieved (estimate)"),
+            "numa": "per_socket",
+        },
         "topology": {"gpus_per_node": 2, "intra": "pcie", "nics": "per_node", "fabric": "star", "levels": 1,
                      "leaf_nodes": 1, "oversubscription": 1, "hop_latency": 1e-7,
                      "source": "one AC922 8335-GTH; GPU-to-GPU traffic crosses both CPUs (lutz2022 6)"},
@@ -159,6 +193,13 @@ MACHINES = {
             "memory": (2e12, "DGX H100: 2 TB DDR5 (DGX H100 user guide)"),
             "mem_bw": (4.0e11, "2 x Xeon 8480C, 8 x DDR5-4800 each = 614 GB/s peak, ~65% achieved (estimate)"),
             "cores": (112, "2 x 56 cores (DGX H100 user guide)"),
+        },
+        "cpu": {
+            "sockets": (2, "2 x Intel Xeon Platinum 8480C (DGX H100 user guide)"),
+            "cores": (56, "Xeon Platinum 8480C: 56 cores (Intel ARK)"),
+            "clock_ghz": (2.0, "Xeon Platinum 8480C base clock 2.0 GHz (Intel ARK)"),
+            "mem_bw": (2.0e11, "8-channel DDR5-4800 = 307.2 GB/s peak per socket (Intel ARK 8480C), ~65% achieved (estimate)"),
+            "numa": "pooled",
         },
         "topology": {"gpus_per_node": 8, "intra": "nvswitch", "nics": "per_gpu", "fabric": "fat_tree", "levels": 2,
                      "leaf_nodes": 32, "oversubscription": 1, "hop_latency": 3e-7,
@@ -256,6 +297,28 @@ def derive(base_path, name, m):
         v = t[key]
         line = "%s = %s" % (key, fmt(v) if not isinstance(v, str) else v)
         w("%-28s # %s" % (line, t["source"]) if not isinstance(v, str) else line)
+    sections = dict(read_profile(base_path))
+    if "cpu" in sections:
+        base_cpu = dict((k, (v, c)) for k, v, c in sections["cpu"])
+        base_clock = float(base_cpu["clock_ghz"][0])
+        c = m["cpu"]
+        clock_ratio = c["clock_ghz"][0] / base_clock
+        w("")
+        w("[cpu]")
+        for key in ["sockets", "cores", "mem_bw", "clock_ghz"]:
+            v, src = c[key]
+            w("%-28s # %s" % ("%s = %s" % (key, fmt(v)), src))
+        w("numa = %s" % c["numa"])
+        for key, (v, src) in base_cpu.items():
+            if key.startswith("rate."):
+                w("%s = %s   # %s's x %.4f (clock %s GHz / %s GHz); was: %s" %
+                  (key, fmt(float(v) * clock_ratio), base_name, clock_ratio, fmt(c["clock_ghz"][0]), fmt(base_clock), src))
+    if "msg" in sections:  # the transports' software cost: the same software, kept
+        w("")
+        w("[msg]")
+        for key, v, src in sections["msg"]:
+            w("%s = %s   # %s's, kept (the same transports' software); was: %s" % (key, v, base_name, src)
+              if src else "%s = %s" % (key, v))
     for sec, entries in read_profile(base_path):
         if not sec.startswith("op."):
             continue

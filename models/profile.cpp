@@ -24,6 +24,29 @@ const char* to_string(IntraNode v) {
 const char* to_string(NicPlacement v) { return v == NicPlacement::PerGpu ? "per_gpu" : "per_node"; }
 const char* to_string(Fabric v) { return v == Fabric::Star ? "star" : "fat_tree"; }
 
+const std::vector<std::string>& cpu_op_kinds() {
+  static const std::vector<std::string> k{"generate", "histogram", "partition", "pack", "build", "probe", "join",
+                                          "sort",     "merge",     "gather",    "checksum", "scan", "copy"};
+  return k;
+}
+
+const std::vector<std::string>& msg_transports() {
+  static const std::vector<std::string> t{"inproc", "ucx", "mpi", "nccl", "peer"};
+  return t;
+}
+
+const std::vector<std::string>& msg_cost_keys() {
+  static const std::vector<std::string> k = [] {
+    std::vector<std::string> v;
+    for (auto& t : msg_transports()) {
+      v.push_back(t + ".send");
+      if (t != "nccl") v.push_back(t + ".put");  // NCCL has no one-sided put
+    }
+    return v;
+  }();
+  return k;
+}
+
 namespace {
 
 std::string trim(const std::string& s) {
@@ -42,6 +65,7 @@ struct Field {
   std::vector<std::string> choices;                       // Choice
   std::function<void(Profile&, const std::string&, double)> set;
   std::function<std::string(const Profile&)> get;         // for writing
+  std::function<bool(const Profile&)> has = nullptr;      // written only where it holds (unset: always)
 };
 
 std::string num(double v) {
@@ -128,6 +152,53 @@ const std::vector<Field>& fields() {
                       [](const P& p) { return std::string(p.topology.rail_optimized ? "true" : "false"); }});
     v.push_back(number("topology.hop_latency", Kind::Number, false,
                        [](P& p) -> double& { return p.topology.hop_latency; }));
+    // [cpu]: written only when the profile has one.
+    auto cpu_present = [](const P& p) { return p.cpu.present(); };
+    v.push_back(Field{"cpu.sockets", Kind::Count, false, {},
+                      [](P& p, const std::string&, double x) { p.cpu.sockets = int(x); },
+                      [](const P& p) { return std::to_string(p.cpu.sockets); }, cpu_present});
+    v.push_back(Field{"cpu.cores", Kind::Count, false, {},
+                      [](P& p, const std::string&, double x) { p.cpu.cores = int(x); },
+                      [](const P& p) { return std::to_string(p.cpu.cores); }, cpu_present});
+    v.push_back(Field{"cpu.mem_bw", Kind::Positive, false, {},
+                      [](P& p, const std::string&, double x) { p.cpu.mem_bw = x; },
+                      [](const P& p) { return num(p.cpu.mem_bw); }, cpu_present});
+    v.push_back(Field{"cpu.clock_ghz", Kind::Positive, false, {},
+                      [](P& p, const std::string&, double x) { p.cpu.clock_ghz = x; },
+                      [](const P& p) { return num(p.cpu.clock_ghz); },
+                      [](const P& p) { return p.cpu.present() && p.cpu.clock_ghz > 0; }});
+    v.push_back(Field{"cpu.numa", Kind::Choice, false, {"pooled", "per_socket"},
+                      [](P& p, const std::string& s, double) { p.cpu.per_socket = s == "per_socket"; },
+                      [](const P& p) { return std::string(p.cpu.per_socket ? "per_socket" : "pooled"); }, cpu_present});
+    for (const std::string& op : cpu_op_kinds())
+      v.push_back(Field{"cpu.rate." + op, Kind::Positive, false, {},
+                        [op](P& p, const std::string&, double x) { p.cpu.rate[op] = x; },
+                        [op](const P& p) { return num(p.cpu.rate.count(op) ? p.cpu.rate.at(op) : 0.0); },
+                        [op](const P& p) { return p.cpu.present() && p.cpu.rate.count(op); }});
+    // [msg]: each key written where it was given (or measured).
+    std::vector<std::string> transports{"none"};
+    for (auto& t : msg_transports()) transports.push_back(t);
+    v.push_back(Field{"msg.send", Kind::Choice, false, transports,
+                      [](P& p, const std::string& s, double) { p.msg.send = s; }, [](const P& p) { return p.msg.send; },
+                      [](const P& p) { return p.msg.send != "none"; }});
+    v.push_back(Field{"msg.put", Kind::Choice, false, transports,
+                      [](P& p, const std::string& s, double) { p.msg.put = s; }, [](const P& p) { return p.msg.put; },
+                      [](const P& p) { return p.msg.put != "none"; }});
+    v.push_back(Field{"msg.copy_seconds", Kind::Number, false, {},
+                      [](P& p, const std::string&, double x) { p.msg.copy_seconds = x; },
+                      [](const P& p) { return num(p.msg.copy_seconds); },
+                      [](const P& p) { return p.msg.copy_seconds > 0 || p.notes.count("msg.copy_seconds"); }});
+    for (const std::string& k : msg_cost_keys()) {
+      auto given = [k](const P& p) { return p.msg.cost.count(k) > 0; };
+      v.push_back(Field{"msg." + k + ".seconds", Kind::Number, false, {},
+                        [k](P& p, const std::string&, double x) { p.msg.cost[k].seconds = x; },
+                        [k](const P& p) { return num(p.msg.of(k.substr(0, k.find('.')), k.substr(k.find('.') + 1)).seconds); },
+                        given});
+      v.push_back(Field{"msg." + k + ".per_byte", Kind::Number, false, {},
+                        [k](P& p, const std::string&, double x) { p.msg.cost[k].per_byte = x; },
+                        [k](const P& p) { return num(p.msg.of(k.substr(0, k.find('.')), k.substr(k.find('.') + 1)).per_byte); },
+                        given});
+    }
     return v;
   }();
   return f;
@@ -139,9 +210,16 @@ const Field* find_field(const std::string& key) {
   return nullptr;
 }
 
+// A field's section: the part before its last dot, except [cpu] and [msg], whose keys have dots
+// of their own (rate.histogram, ucx.put.seconds).
+std::string section_of(const std::string& key) {
+  if (key.rfind("cpu.", 0) == 0 || key.rfind("msg.", 0) == 0) return key.substr(0, 3);
+  return key.substr(0, key.rfind('.'));
+}
+
 std::set<std::string> known_sections() {
   std::set<std::string> s;
-  for (auto& f : fields()) s.insert(f.key.substr(0, f.key.rfind('.')));
+  for (auto& f : fields()) s.insert(section_of(f.key));
   return s;
 }
 
@@ -193,7 +271,7 @@ Profile parse_profile(std::istream& in, const std::string& file) {
       }
       if (!op && !sections.count(section))
         ps.fail("", "", "unknown section [" + section + "] (known: profile, gpu, host, link.h2d, link.d2h, "
-                        "link.p2p, link.nic, topology, op.<model>)");
+                        "link.p2p, link.nic, topology, cpu, msg, op.<model>)");
       continue;
     }
     size_t eq = t.find('=');
@@ -298,9 +376,30 @@ Profile parse_profile(std::istream& in, const std::string& file) {
   for (auto& f : fields())
     if (f.required && !seen.count(f.key)) {
       ps.line = 0;
-      throw InputError(file + ": [" + f.key.substr(0, f.key.rfind('.')) + "] " + f.key.substr(f.key.rfind('.') + 1) +
+      throw InputError(file + ": [" + section_of(f.key) + "] " + f.key.substr(section_of(f.key).size() + 1) +
                        " is missing (required)");
     }
+  // A [cpu] section is whole: the domains, the roof and a per-core rate for every CPU operator.
+  bool any_cpu = false;
+  for (auto& k : seen) any_cpu = any_cpu || k.rfind("cpu.", 0) == 0;
+  if (any_cpu) {
+    std::vector<std::string> need{"cpu.sockets", "cpu.cores", "cpu.mem_bw"};
+    for (auto& op : cpu_op_kinds()) need.push_back("cpu.rate." + op);
+    for (auto& k : need)
+      if (!seen.count(k)) throw InputError(file + ": [cpu] " + k.substr(4) + " is missing (a [cpu] section needs "
+                                                  "sockets, cores, mem_bw and a rate for every CPU operator)");
+  }
+  for (auto& k : msg_cost_keys()) {
+    const bool s = seen.count("msg." + k + ".seconds") > 0, b = seen.count("msg." + k + ".per_byte") > 0;
+    if (s != b) throw InputError(file + ": [msg] " + k + (s ? ".per_byte" : ".seconds") + " is missing (given with " +
+                                 k + (s ? ".seconds" : ".per_byte") + ")");
+  }
+  for (const std::string* t : {&p.msg.send, &p.msg.put}) {
+    const std::string kind = t == &p.msg.send ? "send" : "put";
+    if (*t != "none" && !p.msg.cost.count(*t + "." + kind))
+      throw InputError(file + ": [msg] " + kind + " = " + *t + ": the profile gives no " + *t + "." + kind +
+                       ".seconds / .per_byte to pay");
+  }
   if (p.topology.levels < 1 || p.topology.levels > 3)
     throw InputError(file + ": topology.levels = " + std::to_string(p.topology.levels) + ": must be 1, 2 or 3");
   for (auto& [name, ps_] : pieces) {
@@ -361,9 +460,10 @@ void write_profile(const Profile& p, std::ostream& out) {
   };
   std::string section;
   for (auto& f : fields()) {
-    std::string sec = f.key.substr(0, f.key.rfind('.'));
+    std::string sec = section_of(f.key);
     std::string value = f.get(p);
     if (f.kind == Kind::Text && value.empty()) continue;
+    if (f.has && !f.has(p)) continue;
     if (sec != section) {
       out << (section.empty() ? "" : "\n") << "[" << sec << "]\n";
       section = sec;

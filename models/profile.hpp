@@ -70,6 +70,46 @@ struct HostSpec {
   double phase_seconds = 0;
 };
 
+// The host CPUs ([cpu]): where the operators on host memory run (histogram, partition, pack,
+// the CPU radix join, build, probe, merge, sort, gather, checksum, ...). An operator of b bytes
+// (sample_bytes of its features) using t cores costs b / (t x its per-core rate) of compute and
+// moves its bytes (read + written) through its memory domain, whose bandwidth (the roof) the
+// domain's operators and the NIC / PCIe DMA into host memory share: it takes the longer of the two.
+// A node is `sockets` domains (numa = per_socket: each socket its own memory and cores, ranks
+// spread over them, as a rank owning a NUMA region) or one pooled domain (numa = pooled).
+struct CpuSpec {
+  int sockets = 0;       // per node; 0: no [cpu] section (host operators at host.mem_bw, as before)
+  int cores = 0;         // per socket
+  double mem_bw = 0;     // per socket: bytes read + written per second
+  double clock_ghz = 0;  // information (derived profiles scale per-core rates by clock ratios)
+  bool per_socket = false;  // numa = per_socket
+  std::map<std::string, double> rate;  // per CPU operator kind (cpu_op_kinds()): bytes per second of one core
+  bool present() const { return sockets > 0; }
+};
+// The CPU operator kinds a [cpu] section gives a per-core rate for.
+const std::vector<std::string>& cpu_op_kinds();
+
+// Software cost of a message ([msg]): per message (posting, progress, completion, kernel
+// launch) and per byte (staging copies), beyond the links' latency and bandwidth, per transport
+// and kind ("ucx.put", "nccl.send", ...; msg_cost_keys()). `send` and `put` name the transports
+// whose costs the simulator pays for Rank::send and Rank::put ("none": nothing); copy_seconds is
+// the launch of one copy-engine transfer (host <-> device, peer copies).
+struct MsgCost {
+  double seconds = 0, per_byte = 0;
+};
+struct MsgSpec {
+  std::map<std::string, MsgCost> cost;  // "transport.kind" -> cost (only those given)
+  std::string send = "none", put = "none";
+  double copy_seconds = 0;
+  MsgCost of(const std::string& transport, const std::string& kind) const {
+    auto it = cost.find(transport + "." + kind);
+    return it == cost.end() ? MsgCost{} : it->second;
+  }
+};
+// "transport.kind" pairs a [msg] section may give (send: every transport; put: those with puts).
+const std::vector<std::string>& msg_cost_keys();
+const std::vector<std::string>& msg_transports();
+
 struct Profile {
   std::string name, description, status, source;
   std::string path;  // file it was read from
@@ -77,6 +117,8 @@ struct Profile {
   HostSpec host;
   LinkSpec h2d, d2h, p2p, nic;
   Topology topology;
+  CpuSpec cpu;
+  MsgSpec msg;
   OpModels ops;
   // Comments of the numbers ("section.key" -> text), kept when a profile is written back.
   std::map<std::string, std::string> notes;

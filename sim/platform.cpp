@@ -31,6 +31,13 @@ struct Builder {
 
 }  // namespace
 
+int Platform::ranks_in_domain(int cpu) const {
+  int n = 0;
+  for (int r = cpu / domains_per_node * shape.per_node; r < (cpu / domains_per_node + 1) * shape.per_node; ++r)
+    n += cpu_of(r) == cpu;
+  return n;
+}
+
 std::string Platform::describe() const {
   std::ostringstream d;
   d << shape.nodes << " node" << (shape.nodes == 1 ? "" : "s") << " x " << shape.per_node << " GPU"
@@ -61,10 +68,16 @@ Platform build_platform(const Profile& prof, const ClusterShape& shape, const To
 
   // --- hosts ---
   for (int r = 0; r < n; ++r) p.gpus.push_back(b.zone->create_host("gpu" + std::to_string(r), kWorkPerSecond)->seal());
-  for (int nd = 0; nd < nodes; ++nd) {
-    p.cpus.push_back(b.zone->create_host("cpu" + std::to_string(nd), kWorkPerSecond)->seal());
+  // Memory domains: a profile with [cpu] gives each its cores; without one, host operators run
+  // at host.mem_bw on a one-core host per node (the model before [cpu]).
+  const CpuSpec& cpu = prof.cpu;
+  p.domains_per_node = cpu.present() && cpu.per_socket ? std::min(cpu.sockets, per) : 1;
+  const int domain_cores = !cpu.present() ? 1 : cpu.per_socket ? cpu.cores : cpu.cores * cpu.sockets;
+  const double domain_bw = !cpu.present() ? prof.host.mem_bw : cpu.per_socket ? cpu.mem_bw : cpu.mem_bw * cpu.sockets;
+  for (int d = 0; d < nodes * p.domains_per_node; ++d)
+    p.cpus.push_back(b.zone->create_host("cpu" + std::to_string(d), kWorkPerSecond)->set_core_count(domain_cores)->seal());
+  for (int nd = 0; nd < nodes; ++nd)
     p.nodes.push_back(b.zone->create_host("node" + std::to_string(nd), kWorkPerSecond)->seal());
-  }
 
   p.timer = b.zone->create_host("timer", 1e30)->seal();
 
@@ -106,12 +119,20 @@ Platform build_platform(const Profile& prof, const ClusterShape& shape, const To
     return up;
   };
   for (int r = 0; r < n; ++r) b.zone->add_route(p.gpus[size_t(r)]->get_netpoint(), nullptr, nullptr, nullptr, star_route(r), true);
-  for (int nd = 0; nd < nodes; ++nd)  // host-side traffic leaves through the node's first NIC
-    b.zone->add_route(p.cpus[size_t(nd)]->get_netpoint(), nullptr, nullptr, nullptr, star_route(nd * per), true);
+  for (int d = 0; d < int(p.cpus.size()); ++d) {  // host-side traffic leaves through the domain's first GPU's NIC
+    int first = d / p.domains_per_node * per;
+    while (p.cpu_of(first) != d) ++first;
+    b.zone->add_route(p.cpus[size_t(d)]->get_netpoint(), nullptr, nullptr, nullptr, star_route(first), true);
+  }
 
   // --- inside a node: PCIe to the host, GPU-to-GPU paths ---
-  std::vector<sg4::Link*> h2d(static_cast<size_t>(n)), d2h(static_cast<size_t>(n)), hostmem(static_cast<size_t>(nodes));
-  for (int nd = 0; nd < nodes; ++nd) hostmem[size_t(nd)] = b.link("hostmem" + std::to_string(nd), prof.host.mem_bw, 0);
+  std::vector<sg4::Link*> h2d(static_cast<size_t>(n)), d2h(static_cast<size_t>(n)), hostmem(p.cpus.size());
+  for (size_t d = 0; d < p.cpus.size(); ++d) {
+    hostmem[d] = b.link("hostmem" + std::to_string(d), domain_bw, 0);
+    // A domain's own traffic (CPU operators' bytes, copies inside host memory) crosses its memory.
+    b.zone->add_route(p.cpus[d]->get_netpoint(), p.cpus[d]->get_netpoint(), nullptr, nullptr,
+                      {sg4::LinkInRoute(hostmem[d])}, false);
+  }
   std::vector<sg4::SplitDuplexLink*> nvl(static_cast<size_t>(n), nullptr);
   for (int r = 0; r < n; ++r) {
     h2d[size_t(r)] = b.link("pcie_h2d" + std::to_string(r), prof.h2d.bw, prof.h2d.latency);
@@ -119,9 +140,9 @@ Platform build_platform(const Profile& prof, const ClusterShape& shape, const To
     if (topo.intra == IntraNode::NVSwitch)
       nvl[size_t(r)] = b.duplex("nvl" + std::to_string(r), prof.p2p.bw, prof.p2p.latency / 2);
     auto* g = p.gpus[size_t(r)]->get_netpoint();
-    auto* c = p.cpus[size_t(shape.node_of(r))]->get_netpoint();
-    b.bypass(c, g, {sg4::LinkInRoute(hostmem[size_t(shape.node_of(r))]), sg4::LinkInRoute(h2d[size_t(r)])});
-    b.bypass(g, c, {sg4::LinkInRoute(d2h[size_t(r)]), sg4::LinkInRoute(hostmem[size_t(shape.node_of(r))])});
+    auto* c = p.cpus[size_t(p.cpu_of(r))]->get_netpoint();
+    b.bypass(c, g, {sg4::LinkInRoute(hostmem[size_t(p.cpu_of(r))]), sg4::LinkInRoute(h2d[size_t(r)])});
+    b.bypass(g, c, {sg4::LinkInRoute(d2h[size_t(r)]), sg4::LinkInRoute(hostmem[size_t(p.cpu_of(r))])});
   }
   for (int nd = 0; nd < nodes; ++nd)
     for (int i = 0; i < per; ++i)

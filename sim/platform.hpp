@@ -33,7 +33,15 @@ constexpr double kWorkPerSecond = 1e9;  // host speed: 1 flop = 1 ns of modeled 
 struct Platform {
   ClusterShape shape;
   Topology topo;
+  // cpus: one per memory domain (a node, or each socket of it with cpu.numa = per_socket), a
+  // multicore host (the domain's cores, kWorkPerSecond each) whose route to itself is its
+  // memory link, the roof that its CPU operators and the PCIe DMA into it share.
   std::vector<sg4::Host*> gpus, cpus, nodes;
+  int domains_per_node = 1;
+  int cpu_of(int rank) const {  // the memory domain (index into cpus) of a rank's host memory
+    return shape.node_of(rank) * domains_per_node + shape.local_of(rank) * domains_per_node / shape.per_node;
+  }
+  int ranks_in_domain(int cpu) const;  // ranks whose host memory is domain `cpu`
   sg4::Host* timer = nullptr;  // unlimited speed: bounded executions on it are pure waits
   // Bandwidth of one GPU's path to another (the bottleneck of its route), for rate caps of
   // merged flows.

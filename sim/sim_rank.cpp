@@ -67,6 +67,7 @@ struct Options {
   double precision = 0;
   int trace_ranks = 8;  // operators and transfers of the first node or so; phases are kept for all
   Topology topo;
+  int threads = 0;  // cores a rank's CPU operators use (cluster.threads; 0: its domain's cores over its ranks)
 };
 
 [[noreturn]] void bad_option(const std::string& key, const std::string& value, const std::string& why) {
@@ -98,6 +99,7 @@ double parse_real(const std::string& key, const std::string& v, double lo) {
 Options parse_options(const BackendConfig& cfg, const Profile& prof) {
   Options o;
   o.topo = prof.topology;
+  o.threads = cfg.threads_per_rank;
   std::string flows = "auto";
   for (auto& [key, v] : cfg.options) {
     if (key == "intra") {
@@ -324,6 +326,9 @@ struct SimStream {
   double begin = 0;
   EventPtr last;
   const char* track = "";     // link track of the running transfer (a literal: set per transfer)
+  // Busy in two steps: once `activity` ends, `next` runs (starts the transfer a message's
+  // software cost preceded, or waits for a CPU operator's memory traffic after its compute).
+  std::function<void()> next;
 };
 
 struct Window {
@@ -446,6 +451,15 @@ class SimRank final : public Rank {
   void start_send(SimStream& st);  // the transfer of the running sends (their receiver reached them)
   void start_transfer(SimStream& st, int dst, uint64_t bytes);
   void start_put_transfer(SimStream& st, int peer, uint64_t bytes, bool src_host, bool dst_host);
+  // CPU work of this rank on its memory domain: `bytes` of operator `kind` ([cpu] rates) on its
+  // cores, `traffic` bytes through the domain's memory; without [cpu], traffic at host.mem_bw.
+  void start_cpu_work(SimStream& st, const std::string& kind, double bytes, double traffic);
+  // A message's software cost: `seconds` on the stream (a wait that shares nothing) before
+  // `start` sends it; none: sent at once.
+  void after_software_cost(SimStream& st, double seconds, std::function<void()> start);
+  sg4::Host* cpu_host(int rank) const;  // the multicore host of a rank's memory domain
+  // Once the stream's activity ends, it waits for these too (those not finished yet).
+  void then_wait(SimStream& st, std::vector<sg4::ActivityPtr> rest);
   void check_peer(int peer, const char* what) const;
   void check_range(const Buffer& b, uint64_t off, uint64_t bytes, const char* what) const;
   // gpj's persistent consumer (StreamConsumeOp) on stream `index`, advanced by pump().
@@ -865,6 +879,26 @@ bool on_host(const Op& op) {
 
 
 
+// The [cpu] rate an operator on host memory runs at.
+const char* cpu_op_kind(const Op& op) {
+  return std::visit(
+      [](const auto& o) -> const char* {
+        using T = std::decay_t<decltype(o)>;
+        if constexpr (std::is_same_v<T, GenerateOp> || std::is_same_v<T, GeneratePayloadOp>) return "generate";
+        else if constexpr (std::is_same_v<T, HistogramOp>) return "histogram";
+        else if constexpr (std::is_same_v<T, PartitionOp>) return "partition";
+        else if constexpr (std::is_same_v<T, BuildOp>) return "build";
+        else if constexpr (std::is_same_v<T, ProbeOp>) return "probe";
+        else if constexpr (std::is_same_v<T, PartitionedJoinOp>) return "join";
+        else if constexpr (std::is_same_v<T, SortOp>) return "sort";
+        else if constexpr (std::is_same_v<T, MergeJoinOp>) return "merge";
+        else if constexpr (std::is_same_v<T, GatherOp>) return "gather";
+        else if constexpr (std::is_same_v<T, ChecksumOp>) return "checksum";
+        else return "scan";
+      },
+      op);
+}
+
 // PackChunksOp without data: chunk image i gets, at its first byte, the keys of its rows (the
 // slice of its partition), which its put carries to the receiver's ring slot.
 void evaluate_pack(const PackChunksOp& op, OpResult& r) {
@@ -1094,7 +1128,13 @@ void SimRank::block_until(const std::function<bool()>& pred, const char* what, s
     } else {
       SimStream& st = *streams_[size_t(fired)];
       st.activity = nullptr;
-      finish(st, fired);
+      if (st.next) {
+        auto next = std::move(st.next);
+        st.next = nullptr;
+        next();
+      }
+      // A continuation may leave the stream waiting for a receiver (a rendezvous send).
+      if (!st.activity && !st.transfer && st.state == SimStream::Busy) finish(st, fired);
     }
   }
 }
@@ -1158,21 +1198,104 @@ void SimRank::start_transfer(SimStream& st, int dst, uint64_t bytes) {
 // A put inside a node whose source or window is host memory goes over PCIe (or stays in host
 // memory), not over NVLink; between nodes it leaves through the rank's NIC as any transfer.
 void SimRank::start_put_transfer(SimStream& st, int peer, uint64_t bytes, bool src_host, bool dst_host) {
-  if (host_of(peer) != host_of(id()) || (!src_host && !dst_host)) return start_transfer(st, peer, bytes);
+  if (!src_host && !dst_host) return start_transfer(st, peer, bytes);
+  if (host_of(peer) != host_of(id())) {
+    start_transfer(st, peer, bytes);
+    // The NIC's DMA reads (writes) host memory: with [cpu] and per-pair flows, the bytes also
+    // cross the memory link of each host end, at up to the NIC's rate, so they take their share
+    // of the roof from the CPU operators there (the put ends when the network and they are done).
+    if (!world_.profile.cpu.present() || !st.activity) return;
+    std::vector<sg4::ActivityPtr> dma;
+    for (int end : {src_host ? id() : -1, dst_host ? peer : -1}) {
+      if (end < 0) continue;
+      world_.stats.flows++;
+      sg4::CommPtr m = sg4::Comm::sendto_init();
+      reinterpret_cast<simgrid::kernel::activity::CommImpl*>(m->get_impl())->set_rate(world_.profile.nic.bw);
+      m->set_payload_size(std::max<uint64_t>(bytes, 1));
+      m->set_source(cpu_host(end));
+      m->set_destination(cpu_host(end));  // starts it
+      dma.push_back(m);
+    }
+    return then_wait(st, std::move(dma));
+  }
   const Platform& pf = world_.platform;
   world_.stats.transfers++;
   st.state = SimStream::Busy;
   world_.busy++;
   if (src_host && dst_host) {
     st.track = "link host memory";
-    st.activity = world_.start_exec(pf.cpus[size_t(host_of(id()))], 2.0 * double(bytes) / world_.profile.host.mem_bw);
+    world_.busy--;  // start_cpu_work counts it
+    start_cpu_work(st, "copy", double(bytes), 2.0 * double(bytes));
     return;
   }
   st.track = src_host ? "link pcie h2d" : "link pcie d2h";
   world_.stats.flows++;
-  st.activity = sg4::Comm::sendto_async(src_host ? pf.cpus[size_t(host_of(id()))] : pf.gpus[size_t(id())],
-                                        dst_host ? pf.cpus[size_t(host_of(id()))] : pf.gpus[size_t(peer)],
+  // The host side is the memory domain of the GPU end (the one with a PCIe route to it).
+  st.activity = sg4::Comm::sendto_async(src_host ? cpu_host(peer) : pf.gpus[size_t(id())],
+                                        dst_host ? cpu_host(id()) : pf.gpus[size_t(peer)],
                                         std::max<uint64_t>(bytes, 1));
+}
+
+sg4::Host* SimRank::cpu_host(int rank) const { return world_.platform.cpus[size_t(world_.platform.cpu_of(rank))]; }
+
+void SimRank::after_software_cost(SimStream& st, double seconds, std::function<void()> start) {
+  if (seconds <= 0) return start();
+  st.state = SimStream::Busy;
+  world_.busy++;
+  st.activity = world_.start_timer(seconds);
+  st.next = [this, start = std::move(start)] {
+    world_.busy--;  // the transfer counts itself
+    start();
+  };
+}
+
+// With [cpu]: an execution of the operator's compute (bytes / per-core rate, on `threads` cores of
+// the domain's multicore host, which its concurrent operators share) and, at once, a flow of its
+// memory traffic over the domain's memory link (its route to itself), capped at the rate its
+// compute alone would draw, so that a compute-bound operator spreads its traffic over its whole
+// time; other operators' flows and PCIe DMA share that link (max-min). It ends when both end:
+// max(compute on its cores, traffic over its share of the roof).
+void SimRank::start_cpu_work(SimStream& st, const std::string& kind, double bytes, double traffic) {
+  st.state = SimStream::Busy;
+  world_.busy++;
+  const CpuSpec& cpu = world_.profile.cpu;
+  sg4::Host* host = cpu_host(id());
+  if (!cpu.present()) {
+    st.activity = world_.start_exec(host, traffic / world_.profile.host.mem_bw);
+    return;
+  }
+  const Platform& pf = world_.platform;
+  const int cores = host->get_core_count();
+  const int threads = std::clamp(world_.options.threads > 0 ? world_.options.threads
+                                                            : cores / std::max(1, pf.ranks_in_domain(pf.cpu_of(id()))),
+                                 1, cores);
+  const double core_seconds = bytes / cpu.rate.at(kind);
+  // A threaded execution's amount is each thread's (SimGrid runs thread_count x amount at up to
+  // thread_count cores).
+  auto exec = sg4::Exec::init()
+                  ->set_flops_amount(core_seconds * kWorkPerSecond / threads)
+                  ->set_host(host)
+                  ->set_thread_count(threads);
+  exec->start();
+  world_.stats.flows++;
+  sg4::CommPtr memory = sg4::Comm::sendto_init();
+  reinterpret_cast<simgrid::kernel::activity::CommImpl*>(memory->get_impl())
+      ->set_rate(traffic / (core_seconds / threads));
+  memory->set_payload_size(std::max<uint64_t>(uint64_t(traffic), 1));
+  memory->set_source(host);
+  memory->set_destination(host);  // starts it
+  st.activity = exec;
+  then_wait(st, {memory});
+}
+
+void SimRank::then_wait(SimStream& st, std::vector<sg4::ActivityPtr> rest) {
+  st.next = [this, &st, rest = std::move(rest)]() mutable {
+    while (!rest.empty() && rest.back()->get_state() == sg4::Activity::State::FINISHED) rest.pop_back();
+    if (rest.empty()) return;
+    st.activity = rest.back();
+    rest.pop_back();
+    then_wait(st, std::move(rest));
+  };
 }
 
 void SimRank::start(SimStream& st, int index) {
@@ -1191,13 +1314,17 @@ void SimRank::start(SimStream& st, int index) {
       }
       const KeyAccess access = lookup_access(*it.op);
       const OpSample sample = op_sample(*it.op, *it.result, access.empty() ? nullptr : &access);
-      const bool host = on_host(*it.op);
-      // Host memory bandwidth counts bytes read + written: a partition pass reads and writes its input.
-      const double host_bytes = sample_bytes(sample) * (std::holds_alternative<PartitionOp>(*it.op) ? 2 : 1);
-      const double seconds = host ? host_bytes / world_.profile.host.mem_bw : world_.profile.ops.seconds(sample);
       world_.stats.operators++;
+      if (on_host(*it.op)) {
+        // Host memory bandwidth counts bytes read + written: a partition pass reads and writes its input.
+        const double bytes = sample_bytes(sample);
+        const double traffic = bytes * (std::holds_alternative<PartitionOp>(*it.op) ? 2 : 1);
+        if (traffic <= 0) return finish(st, index);
+        return start_cpu_work(st, cpu_op_kind(*it.op), bytes, traffic);
+      }
+      const double seconds = world_.profile.ops.seconds(sample);
       if (seconds <= 0) return finish(st, index);
-      st.activity = world_.start_exec(host ? pf.cpus[size_t(host_of(id()))] : pf.gpus[size_t(id())], seconds);
+      st.activity = world_.start_exec(pf.gpus[size_t(id())], seconds);
       st.state = SimStream::Busy;
       world_.busy++;
       return;
@@ -1205,20 +1332,31 @@ void SimRank::start(SimStream& st, int index) {
     case Item::Copy: {  // buf = destination, other = source
       st.outgoing = {message_of(it.other, it.other_off, it.bytes)};
       const bool src_dev = it.other->space == MemSpace::Device, dst_dev = it.buf->space == MemSpace::Device;
-      sg4::Host* from = src_dev ? pf.gpus[size_t(it.other->owner)] : pf.cpus[size_t(host_of(it.other->owner))];
-      sg4::Host* to = dst_dev ? pf.gpus[size_t(it.buf->owner)] : pf.cpus[size_t(host_of(it.buf->owner))];
+      // A host side's memory domain: that of the GPU at the other end (its PCIe route), else its owner's.
+      sg4::Host* from = src_dev ? pf.gpus[size_t(it.other->owner)] : cpu_host(dst_dev ? it.buf->owner : it.other->owner);
+      sg4::Host* to = dst_dev ? pf.gpus[size_t(it.buf->owner)] : cpu_host(src_dev ? it.other->owner : it.buf->owner);
       world_.stats.transfers++;
-      if (from == to) {  // inside one memory: the copy reads and writes it
-        st.track = src_dev ? "link device" : "link host memory";
-        const double seconds = src_dev ? world_.profile.ops.seconds(device_copy_sample(it.bytes))
-                                       : 2.0 * double(it.bytes) / world_.profile.host.mem_bw;
+      if (from == to && !src_dev) {  // inside host memory: the CPUs read and write it
+        st.track = "link host memory";
+        if (it.bytes == 0) return finish(st, index);
+        return start_cpu_work(st, "copy", double(it.bytes), 2.0 * double(it.bytes));
+      }
+      if (from == to) {  // inside device memory: the copy reads and writes it
+        st.track = "link device";
+        const double seconds = world_.profile.ops.seconds(device_copy_sample(it.bytes));
         if (seconds <= 0) return finish(st, index);
         st.activity = world_.start_exec(from, seconds);
       } else {
         if (it.bytes == 0) return finish(st, index);
         st.track = !src_dev ? "link pcie h2d" : !dst_dev ? "link pcie d2h" : "link p2p";
-        world_.stats.flows++;
-        st.activity = sg4::Comm::sendto_async(from, to, it.bytes);
+        const uint64_t bytes = it.bytes;
+        // The copy engine's launch (msg.copy_seconds), then the transfer.
+        return after_software_cost(st, world_.profile.msg.copy_seconds, [this, &st, from, to, bytes] {
+          world_.stats.flows++;
+          st.activity = sg4::Comm::sendto_async(from, to, bytes);
+          st.state = SimStream::Busy;
+          world_.busy++;
+        });
       }
       st.state = SimStream::Busy;
       world_.busy++;
@@ -1239,13 +1377,10 @@ void SimRank::start(SimStream& st, int index) {
       // The sender CPUs read the tuples (partitioned or not: partition_by scatters them straight
       // into the images) and write the images: one pass each way over host memory, whose
       // bandwidth the node's ranks share (their executions share its CPU host).
-      const double seconds = 2.0 * double(pack.in.rows) * pack.in.fmt.tuple_bytes() / world_.profile.host.mem_bw;
+      const double bytes = double(pack.in.rows) * pack.in.fmt.tuple_bytes();
       world_.stats.operators++;
-      if (seconds <= 0) return finish(st, index);
-      st.activity = world_.start_exec(pf.cpus[size_t(host_of(id()))], seconds);
-      st.state = SimStream::Busy;
-      world_.busy++;
-      return;
+      if (bytes <= 0) return finish(st, index);
+      return start_cpu_work(st, "pack", bytes, 2.0 * bytes);
     }
     case Item::Send: {
       // Back-to-back sends to one peer leave as one transfer of their sum.
@@ -1261,15 +1396,22 @@ void SimRank::start(SimStream& st, int index) {
         world_.post(id(), s.peer, s.tag, m);
         st.outgoing.push_back(std::move(m));
       }
+      uint64_t total = 0;
+      for (auto& s : st.running) total += s.bytes;
       // Rendezvous: the bytes move once the receiver runs the matching receive (NCCL's
       // send/recv, UCX's and MPI's rendezvous protocol for large messages), so a receiver takes
       // one sender's data at a time on each of its receiving streams.
-      if (peer != id() && !st.outgoing.front()->waiter) {
-        st.outgoing.front()->sender = this;
-        st.state = SimStream::AwaitReceiver;
-        return;
-      }
-      return start_send(st);
+      auto go = [this, &st, peer] {
+        if (peer != id() && !st.outgoing.front()->waiter) {
+          st.outgoing.front()->sender = this;
+          st.state = SimStream::AwaitReceiver;
+          return;
+        }
+        start_send(st);
+      };
+      // Each send's software cost (posting, progress, completion) before the bytes move.
+      const MsgCost c = world_.profile.msg.of(world_.profile.msg.send, "send");
+      return after_software_cost(st, double(st.running.size()) * c.seconds + double(total) * c.per_byte, go);
     }
     case Item::Recv:
       st.incoming = nullptr;
@@ -1303,8 +1445,10 @@ void SimRank::start(SimStream& st, int index) {
       }
       const Buffer& src = st.running.front().buf;
       const Buffer& dst = world_.ranks[size_t(peer)]->windows_[size_t(window)].buf;
-      return start_put_transfer(st, peer, total, !src || src->space != MemSpace::Device,
-                                !dst || dst->space != MemSpace::Device);
+      const bool src_host = !src || src->space != MemSpace::Device, dst_host = !dst || dst->space != MemSpace::Device;
+      auto go = [this, &st, peer, total, src_host, dst_host] { start_put_transfer(st, peer, total, src_host, dst_host); };
+      const MsgCost c = world_.profile.msg.of(world_.profile.msg.put, "put");
+      return after_software_cost(st, double(st.running.size()) * c.seconds + double(total) * c.per_byte, go);
     }
   }
 }
@@ -1710,8 +1854,8 @@ bool SimRank::consume() {
     world_.stats.transfers++;
     world_.stats.flows++;
     c.flush_begin = sg4::Engine::get_clock();
-    c.flush = sg4::Comm::sendto_async(pf.gpus[size_t(id())],
-                                      to == MemSpace::Device ? pf.gpus[size_t(id())] : pf.cpus[size_t(host_of(id()))], bytes);
+    c.flush = sg4::Comm::sendto_async(pf.gpus[size_t(id())], to == MemSpace::Device ? pf.gpus[size_t(id())] : cpu_host(id()),
+                                      bytes);
     world_.busy++;
   };
   start_flush();

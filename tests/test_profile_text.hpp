@@ -1,5 +1,5 @@
 // The machine part of a synthetic profile for tests (round numbers, so closed forms are easy to
-// write down); each test file appends the operator models ([op.*] sections) it needs.
+// write down), and operator models (synthetic_ops) that a test file may append or replace.
 #pragma once
 #include <string>
 
@@ -30,6 +30,44 @@ gpus_per_node = 2    # test value
 intra = nvswitch
 nics = per_gpu
 fabric = star
+)";
+}
+
+// One operator model per operator of the vocabulary, round numbers too.
+inline std::string synthetic_ops() {
+  return R"([op.generate]
+seg = 0 0 1e-12      # test value
+[op.histogram]
+seg = 0 1e-5 1e-12   # test value
+[op.partition]
+seg = 0 1e-5 2e-12   # test value
+[op.build.linear]
+seg = 0 1e-5 4e-12   # test value
+[op.probe.linear]
+seg = 0 1e-5 4e-12 1e-12   # test value
+[op.build.chained]
+seg = 0 1e-5 5e-12   # test value
+[op.probe.chained]
+seg = 0 1e-5 6e-12 1e-12   # test value
+[op.partitioned_join.linear]
+seg = 0 2e-5 3e-12 1e-12   # test value
+[op.partitioned_join.chained]
+seg = 0 2e-5 3.5e-12 1e-12   # test value
+[op.sort.radix]
+seg = 0 1e-5 8e-12   # test value
+seg = 8 1e-5 16e-12  # test value
+[op.sort.merge]
+seg = 0 1e-5 1e-12   # test value
+[op.merge_join]
+seg = 0 1e-5 2e-12 1e-12   # test value
+[op.gather]
+seg = 0 1e-5 3e-12   # test value
+[op.scan]
+seg = 0 1e-5 1e-12   # test value
+[op.checksum]
+seg = 0 1e-5 1e-12   # test value
+[op.copy.device]
+seg = 0 1e-6 2e-12   # test value
 )";
 }
 
