@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""The validation bar of issue 4 from a `joinlab validate --out` table.
+"""Validation per strategy from a `joinlab validate --out` table.
 
     python3 experiments/validate/summarize.py TABLE.csv [--total 0.1] [--phase 0.2]
 
 Per strategy: totals within --total (count, median |error|, worst) and, per phase, phases within
---phase. Exit 0 when every total and every phase meets its bar, 1 otherwise.
+--phase. Exit 0 when every total and every phase is within its threshold, 1 otherwise.
 """
 import argparse
 import csv

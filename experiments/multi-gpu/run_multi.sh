@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The 2-GPU runs of issue 5 on a multi-GPU machine (nvidia-h200-x2 or larger), one command:
-#   experiments/h200/run_multi.sh BIN_DIR OUT_DIR
+# The multi-GPU benchmark on the GPUs of one host (2 or more), one command:
+#   experiments/multi-gpu/run_multi.sh BIN_DIR OUT_DIR
 # BIN_DIR holds joinlab, p2p_bandwidth and (optional) test_cuda_fabric (or tests/test_cuda_fabric) of a device build
 # (-DJOINLAB_CUDA=ON -DJOINLAB_SIMGRID=OFF -DJOINLAB_STATIC_BOOST=ON -DJOINLAB_MPI=ON).
 # Steps (JL_STEPS limits them; default all): 
@@ -11,11 +11,14 @@
 #            over nccl/ucx under mpirun -np 2 (2x1 with cluster.emulate_nodes=true)
 #   gpj      gpj-2gpu.ini: threads (peer, nccl, ucx) and mpirun (nccl, ucx)
 #   crj      crj-2gpu.ini on the CPUs: threads and mpirun -np 2
-#   scale    issue 6: experiments/h200x4/*.ini on 2, 4 and 8 GPUs (as many as the host has)
+#   scale    weak scaling, scaling-*.ini on 2, 4 and 8 GPUs (as many as the host has)
 # Every run has a time limit (JL_RUN_S, default 600 s), its log in OUT_DIR/logs, and a line in
 # OUT_DIR/status.csv; a failed run does not stop the others. At the end OUT_DIR/results.csv holds
 # every run's row (device, date, commit, mode, transport first) and OUT_DIR/summary.csv the
-# all-to-all throughput of each shuffle run next to the measured NVLink bandwidth.
+# all-to-all throughput of each shuffle run next to the measured NVLink bandwidth, and
+# OUT_DIR/alltoall.csv each shuffle run's all-to-all phase per rank (alltoall_trace.py).
+# These go to JL_RESULTS (default experiments/results/<machine>, experiments/machine.sh) as
+# B.csv (the summary), B-runs.csv, B-per-rank.csv and nvlink.csv, B = JL_BENCHMARK (multi-gpu).
 # NCCL_NVLS_ENABLE=0 always (NVLink multicast stays off on these machines).
 set -uo pipefail
 bin=$(cd "${1:?usage: run_multi.sh BIN_DIR OUT_DIR}" && pwd)
@@ -23,6 +26,8 @@ mkdir -p "${2:?usage: run_multi.sh BIN_DIR OUT_DIR}"
 out=$(cd "$2" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
+# shellcheck source=../machine.sh
+. "$here/../machine.sh"
 export NCCL_NVLS_ENABLE=0
 export UCX_WARN_UNUSED_ENV_VARS=n
 steps=${JL_STEPS:-bw tests shuffle gpj crj}
@@ -118,20 +123,20 @@ for s in $steps; do
         joinlab "gpj-$mode-$t" "$mode" "$t" gpj-2gpu.ini
       done
       # gpj-b on the same data: its shuffle and join phases are the "shuffle time" and "join
-      # time" gpj's end-to-end time is compared with (issue 5: <= 1.15 x the larger).
+      # time" gpj's end-to-end time is compared with (thostrup2023 section 6).
       joinlab "gpj-b-threads-${JL_GPJB_TRANSPORT:-peer}" threads "${JL_GPJB_TRANSPORT:-peer}" gpj-2gpu.ini \
         --experiment.strategy=gpj-b ;;
     scale)
-      # Issue 6: weak scaling on every GPU of the host (2, 4, 8), ranks as threads over
+      # Weak scaling on every GPU of the host (2, 4, 8), ranks as threads over
       # JL_SCALE_TRANSPORT (default peer): one- and two-level shuffle, gpj.
       t=${JL_SCALE_TRANSPORT:-peer}
       counts=2; [ "$gpus" -ge 4 ] && counts=2,4; [ "$gpus" -ge 8 ] && counts=2,4,8
-      joinlab "scale-shuffle-l1-$t" threads "$t" ../h200x4/shuffle-1level.ini --sweep.cluster.gpus_per_node="$counts"
+      joinlab "scale-shuffle-l1-$t" threads "$t" scaling-shuffle-1level.ini --sweep.cluster.gpus_per_node="$counts"
       for per in 2 4; do
-        [ $((2 * per)) -le "$gpus" ] && joinlab "scale-shuffle-l2-2x$per-$t" threads "$t" ../h200x4/shuffle-2level.ini \
+        [ $((2 * per)) -le "$gpus" ] && joinlab "scale-shuffle-l2-2x$per-$t" threads "$t" scaling-shuffle-2level.ini \
           --cluster.gpus_per_node="$per"
       done
-      joinlab "scale-gpj-$t" threads "$t" ../h200x4/gpj-4gpu.ini --sweep.cluster.gpus_per_node="$counts" ;;
+      joinlab "scale-gpj-$t" threads "$t" scaling-gpj.ini --sweep.cluster.gpus_per_node="$counts" ;;
     crj)
       joinlab crj-threads threads cpu crj-2gpu.ini
       joinlab crj-mpirun mpirun cpu crj-2gpu.ini --cluster.transport=ucx ;;
@@ -142,6 +147,16 @@ done
 python3 "$here/collect_multi.py" --runs "$out/runs" --status "$out/status.csv" --nvlink "$out/nvlink.csv" \
   --device "$device" --date "$date" --commit "$commit" --csv "$out/results.csv" --summary "$out/summary.csv" \
   2>&1 | tee "$out/logs/collect.txt"
+ls "$out"/runs/*/*.trace.json > /dev/null 2>&1 &&
+  python3 "$here/alltoall_trace.py" "$out"/runs/*/*.trace.json > "$out/alltoall.csv" 2>&1
+results=${JL_RESULTS:-$root/experiments/results/$(machine_name)}
+bench=${JL_BENCHMARK:-multi-gpu}
+mkdir -p "$results"
+cp "$out/summary.csv" "$results/$bench.csv"
+cp "$out/results.csv" "$results/$bench-runs.csv"
+[ -f "$out/alltoall.csv" ] && cp "$out/alltoall.csv" "$results/$bench-per-rank.csv"
+[ -s "$out/nvlink.csv" ] && cp "$out/nvlink.csv" "$results/nvlink.csv"
+echo "run_multi: results in $results ($bench.csv, $bench-runs.csv, $bench-per-rank.csv)"
 echo "run_multi: done; failed runs:"
 awk -F, 'NR > 1 && $4 != 0 {print "  " $1 " (exit " $4 ")"}' "$out/status.csv"
 exit 0

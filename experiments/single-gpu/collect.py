@@ -1,16 +1,10 @@
 #!/usr/bin/env python3
-"""Merges the benchmark CSVs of bench_h100.sh into one results CSV (device, date, commit first)
+"""Merges the benchmark CSVs of bench.sh into one results CSV (device, date, commit first)
 and writes, from each run's Chrome trace, where the time goes: per phase and operator, the
 summed span time and its share of the timed region (the generate and verify phases left out, as
 the runner's total leaves them out)."""
 import argparse, csv, glob, json, os, sys
 from collections import defaultdict
-
-TARGETS = {  # experiment name -> (what, seconds) of issue 3
-    "w1-phj": ("phj W1 <= 8 ms", 8e-3),
-    "w1-phj-8b": ("phj W1 8+8 B <= 13 ms", 13e-3),
-    "w1-smj": ("smj W1 <= 11 ms", 11e-3),
-}
 
 UNTIMED = ("generate", "verify")  # kGeneratePhase, kVerifyPhase (core/strategies/strategy.hpp)
 
@@ -84,18 +78,14 @@ def main():
         f.write("\n".join(out) + "\n")
     print("\n".join(out))
     print()
-    fmt = "{:<14} {:<10} {:>10} {:>10} {:>9}  {}"
-    print(fmt.format("experiment", "strategy", "total ms", "bound ms", "fraction", "target"))
+    fmt = "{:<14} {:<10} {:>10} {:>10} {:>9}"
+    print(fmt.format("experiment", "strategy", "total ms", "bound ms", "fraction"))
     for r in rows:
         name = r.get("experiment", r.get("name", "?"))
         total = float(r.get("total_s", 0) or 0)
         bound = float(r.get("bound_s", 0) or 0)
         frac = r.get("fraction_of_bound", "")
-        tgt = TARGETS.get(name)
-        verdict = ""
-        if tgt:
-            verdict = f"{tgt[0]}: {'MET' if total <= tgt[1] else 'MISSED'}"
-        print(fmt.format(name[:14], r.get("strategy", "?"), f"{total*1e3:.3f}", f"{bound*1e3:.3f}", frac, verdict))
+        print(fmt.format(name[:14], r.get("strategy", "?"), f"{total*1e3:.3f}", f"{bound*1e3:.3f}", frac))
     return 0
 
 if __name__ == "__main__":

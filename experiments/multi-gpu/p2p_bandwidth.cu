@@ -1,4 +1,4 @@
-// GPU a -> GPU b copy bandwidth (the NVLink bar of the 2-GPU shuffle): cudaMemcpyPeerAsync of
+// GPU a -> GPU b copy bandwidth (what the all-to-all rate of a shuffle is compared with): cudaMemcpyPeerAsync of
 // 1 GiB with peer access enabled, best of 5 after a warm-up; one direction alone, then both at
 // once (the all-to-all's case: each GPU sends while it receives).
 //   p2p_bandwidth [a b]   prints: a,b,unidirectional_GBps,bidirectional_per_direction_GBps
