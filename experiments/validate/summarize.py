@@ -41,7 +41,7 @@ def main():
         print("%-8s %-22s %-10s %-8s  %s" % (s, "%d/%d" % (n, len(t)), "%.1f%%" % (100 * statistics.median(t)),
                                              "%.1f%%" % (100 * max(t)), ph))
         ok = ok and n == len(t) and all(e <= a.phase for v in phases[s].values() for e in v)
-    print("bar met" if ok else "bar NOT met")
+    print("all within the thresholds" if ok else "NOT all within the thresholds")
     return 0 if ok else 1
 
 
