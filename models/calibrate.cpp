@@ -116,7 +116,7 @@ RelationSpec relation(const char* name, uint64_t rows, KeyDist dist, uint8_t key
 }
 
 // Skews of the probe side calibrate measures: uniform and Zipf exponents between and around
-// the validation's (experiments/validate/h100-single.ini validates at 0.75 and 1.5, which are
+// the validation's (experiments/validate/single-gpu.ini validates at 0.75 and 1.5, which are
 // not among these, at sizes of 1.5 x a power of two, which calibrate does not measure either).
 std::vector<double> skews(const CalibrationOptions& opt) {
   if (opt.quick) return {0.0, 1.0};

@@ -21,8 +21,8 @@
 // (begin_phase: Rank::sync_all, which also collects the finished operators' events): the
 // simulator charges a phase nothing but its operators, so the operators' models carry it.
 // Transfers, allocations and releases are timed without that synchronization. --warm (and
-// --quick, for CI) leaves the caches as the previous run left them (the protocol of the profiles
-// calibrated before 2026-11-22 s5; for comparison only).
+// --quick, for CI) leaves the caches as the previous run left them (an earlier calibration
+// protocol; for comparison only).
 //
 // --samples FILE keeps every timed run (its time, the closing synchronization's, the device's
 // own time of its operators from the backend's trace, and the phase name that encodes its

@@ -249,14 +249,13 @@ std::vector<uint64_t> counts_of_offsets(const std::vector<uint64_t>& offsets) {
 // again per chunk. A block loads its rows in rounds of 2048 (512 threads x 4 rows, their loads
 // in flight together) to build, then to probe: a round waits for memory once, so an item's time
 // follows its rounds more than its bytes (on the H100, 2^15 items of 3072 rows took as long as
-// 2^15 of 4096: experiments/results/validate and h100-2026-11-22-s2).
+// 2^15 of 4096).
 // The items are listed on the device when every pair is one item and both offsets are in device
 // memory (Partitioned::offsets_copy, which phj sets); otherwise the host lists them and uploads the
 // list before the kernel runs (0.3-1.5 ms for 2^15 items on the H100): `host_items`, and once
 // per run `host_lists` (1 when the host lists them: the list's allocation and upload). In phj's
-// s5 runs on the H100 the host's list took 0.13-0.17 ms for 2^11 items and 3.7-4.4 ms for 2^16,
-// where the device lists them in 0.02 and 0.25 ms (experiments/results/validate/
-// h100-2026-11-22-s5-traces); calibrate's joins on split pairs cost less than that over the same
+// runs on the H100 the host's list took 0.13-0.17 ms for 2^11 items and 3.7-4.4 ms for 2^16,
+// where the device lists them in 0.02 and 0.25 ms; calibrate's joins on split pairs cost less than that over the same
 // joins listed on the device (2^16 items: +1.0..1.9 ms), which this fit cannot see.
 struct JoinWork {
   double items = 0, rounds = 0, r_reload_rows = 0, s_reload_rows = 0, host_items = 0;

@@ -170,7 +170,7 @@ PiecewiseModel fit_model(const ModelSpec& spec, const std::vector<OpSample>& sam
                          const std::vector<double>& breaks, FitReport* report = nullptr, double max_cache = 0);
 // Candidate sizes of a cache level ("near": 8 B .. 16 MiB, "far": 1 MiB .. 1 GiB). Near starts at
 // one row: the merge join's and the chained probe's gain from skew comes from their few hottest
-// keys (on the H100's s5 samples, candidates from 4 KiB up left both at the smallest, 4 KiB;
+// keys (on H100 samples, candidates from 4 KiB up left both at the smallest, 4 KiB;
 // from 8 B the fits take 16 and 32 B, and the merge join's rms error falls from 13.8% to 11.9%).
 std::vector<double> cache_candidates(const std::string& level);
 // Relative errors of a model over samples.

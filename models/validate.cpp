@@ -9,7 +9,7 @@
 //
 // --profile defaults to the experiment's cluster.profile. --max-error (a fraction, e.g. 0.1)
 // makes the command fail (exit 3) when a total is predicted worse than that; --max-phase-error
-// the same for every phase (issue 4's bar: totals within 10%, phases within 20%).
+// the same for every phase (docs/validation.md uses totals within 10%, phases within 20%).
 //
 // With --measured, nothing runs on the hardware: the measurements are the rows of a CSV that
 // `joinlab run FILE` wrote on it (the device machine has no SimGrid). Each row is matched to the

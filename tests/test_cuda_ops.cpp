@@ -177,7 +177,7 @@ TEST(CudaOps, PartitionOneAndTwoPassesMatchCpuPerPartition) {
                   "/" + std::to_string(vb));
 }
 
-// Two passes in one operator (W1's 15 and 16 radix bits): joint histogram (its counts fit shared
+// Two passes in one operator (the 15 and 16 radix bits of phj at 2^27 rows): joint histogram (its counts fit shared
 // memory) or not (16 bits of 16-byte tuples, 4-byte tuples at 16 bits), dense and skewed keys
 // (Zipf 1.5: the hot key's high partition holds ~40% of the rows, hundreds of second-pass blocks
 // that the layout kernel's threads write together).

@@ -576,7 +576,7 @@ TEST(OpModelProfiles, CacheLinesAndLegacyLines) {
 #ifdef JOINLAB_TEST_SIM
 
 // The simulator feeds the probe side's content to the cache terms: the same npj with S Zipf 1.5
-// probes faster than with uniform S, as on the H100 (experiments/results/validate).
+// probes faster than with uniform S, as on the H100 (experiments/results/h100/validation.csv).
 TEST(SimulatedCosts, ZipfProbeSidesProbeFasterInSimulation) {
   register_builtin();
   namespace fs = std::filesystem;

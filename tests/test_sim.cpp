@@ -780,7 +780,7 @@ TEST_F(SimTest, PackChunksCostsOnePassEachWayOverHostMemory) {
 
 TEST_F(SimTest, PipelinedJoinOverlapsItsShuffleAndJoin) {
   // gpj streams the join into the shuffle: its stream phase takes about as long as gpj-b's
-  // shuffle alone (the longer of shuffle and join, issue 5's bar of 1.15 x), while gpj-b adds its
+  // shuffle alone (the longer of shuffle and join: thostrup2023 section 6), while gpj-b adds its
   // local join after the shuffle. Batches of 16 partitions x one full chunk each: no chunk is
   // padded and no ring waits for a credit (a sender puts a partition's chunks in order, so more
   // chunks per partition and batch than slots stall it on the consumer, in simulation as on the

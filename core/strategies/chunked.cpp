@@ -67,7 +67,7 @@ void run_chunked(Rank& rank, const JoinJob& job) {
   auto stream_of = [&](uint64_t i) { return Stream{int(i % uint64_t(cfg.streams))}; };
   // Copies go one at a time (each waits for the previous chunk's): one copy alone runs at the
   // measured H2D rate, two from different streams at once were measured to share it worse
-  // (experiments/h100/NOTES.md, session 3). Probes still overlap the copies.
+  // (docs/benchmarks.md). Probes still overlap the copies.
   Event copied;
   auto copy_chunk = [&](uint64_t i) {
     const Stream st = stream_of(i);

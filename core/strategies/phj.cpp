@@ -125,7 +125,7 @@ OutputSink phj_join(Rank& rank, Stream st, Tuples r, Tuples s, const PhjConfig& 
   // backend runs as two passes with one histogram read, partition.cu): measured on the H100, the
   // merged partitioning saved 0.35 ms of histograms but spent 0.28 ms laying out its second pass,
   // and the join over its partition order took 0.6 ms (8+8 B: 2.8 ms) longer
-  // (experiments/h100/NOTES.md, session 3). A forced passes = 2 stays split.
+  // (docs/benchmarks.md). A forced passes = 2 stays split.
   const bool merged = cfg.merged_passes && cfg.passes == 0;
   RadixPartitioning rp = start_pass1(rank, st, r, plan, merged, space, "phj.R");
   RadixPartitioning sp = start_pass1(rank, st, s, plan, merged, space, "phj.S");

@@ -39,7 +39,7 @@ struct RadixPlan {
 };
 // Partition bytes of R a per-partition join should hold by default: a partition's hash table
 // (at 50% load) then fits a GPU block's 64 KB shared-memory table with two blocks per SM (the
-// H100 benchmarks' setting, W1 -> 2^15 partitions) or a CPU core's L2 share. Backend-neutral
+// H100 benchmarks' setting, 2^27 rows -> 2^15 partitions) or a CPU core's L2 share. Backend-neutral
 // on purpose, so the plan (and the analytic bound) is the same on every backend.
 constexpr uint64_t kDefaultPartitionBudget = 32 << 10;
 // Most radix bits one pass scatters to while its write-combine buffers stay in shared memory /

@@ -17,7 +17,7 @@ void add_smj_options(po::options_description& d) {
   d.add_options()("sort", choice_option("sort", {"radix", "merge"}, "radix"),
                   "sort algorithm: radix (LSD radix sort) or merge (merge-path merge sort, stable)");
   // rui2017 3.3.2 counts the matches, scans and writes; the direct output buffer writes in one
-  // pass (measured 2.5x faster on the H100: experiments/h100/NOTES.md), so it is the default.
+  // pass (measured 2.5x faster on the H100: docs/benchmarks.md), so it is the default.
   add_output_option(d, "direct");
 }
 

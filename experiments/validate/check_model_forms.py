@@ -4,13 +4,13 @@ before a calibration with them exists.
 
     python3 experiments/validate/check_model_forms.py [MEASURED_CSV]
 
-The validation points (experiments/validate/h100-single.ini, 1.5 x 2^k rows, S Zipf 0/0.75/1.5) were
-measured on the H100 on 2026-11-22 (experiments/results/validate/h100-2026-11-22-measured.csv), as
-were the W1 runs at 2^27 rows (experiments/results/h100-2026-11-22*.csv). For each phase the model's
+The validation points (experiments/validate/single-gpu.ini, 1.5 x 2^k rows, S Zipf 0/0.75/1.5) are
+measured on the H100 (default: experiments/results/h100/validation-measured.csv); the points at
+2^27 rows are the single-GPU benchmark's (experiments/single-gpu, written in below). For each phase the model's
 features are computed as op_model.cpp computes them, its coefficients (and cache sizes, on the same
 candidate grid) are fitted to a TRAINING subset that stands in for calibrate's points, and the error is
 reported on the HELD-OUT points:
-  * skew: fit on Zipf 0 and 1.5 (+ the W1 points), predict Zipf 0.75 (calibrate fits 0/0.5/1/1.25);
+  * skew: fit on Zipf 0 and 1.5 (+ the 2^27 points), predict Zipf 0.75 (calibrate fits 0/0.5/1/1.25);
   * size: leave one size out at a time (calibrate fits 2^20..2^28, the validation is at 1.5 x 2^k).
 This says whether a model's FORM can describe the measurements; the coefficients a calibration on
 the device fits may differ (its operators run as the strategies run them, but at other sizes).
@@ -24,7 +24,7 @@ import sys
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MEASURED = os.path.join(HERE, "..", "results", "validate", "h100-2026-11-22-measured.csv")
+MEASURED = os.path.join(HERE, "..", "results", "h100", "validation-measured.csv")
 H2D_BW, H2D_LAT = 5.53744e10, 1.55645e-05  # models/profiles/h100.ini, link.h2d (2026-11-22)
 MI = 1 << 20
 
@@ -171,7 +171,7 @@ def main():
         a = n / (T / tb)
         return [1.0, n * tb, n * tb * 0.5 * a / (1 - a), n * (1 - hit(0, n, T, caches[0]))]
     pts = [dict(n=r["n"], t=r["build"], label="npj %dMi" % (r["n"] // MI)) for r in rows if r["strategy"] == "npj" and r["z"] == 0]
-    pts += [dict(n=1 << 27, t=28.4e-3, label="W1 npj 2^27", show=False), dict(n=1 << 20, t=0.139e-3, label="W1 npj 2^20", show=False)]
+    pts += [dict(n=1 << 27, t=28.4e-3, label="npj 2^27", show=False), dict(n=1 << 20, t=0.139e-3, label="npj 2^20", show=False)]
     pred = np.zeros(len(pts))
     for held in sizes:  # leave one size out
         best = fit_predict(pts, build_features, lambda p: p["n"] != held, grid(FAR))
@@ -186,8 +186,8 @@ def main():
         T = table_bytes(n)
         return [1.0, s * 20.0, s * (1 - hit(p["z"], n, T, caches[0])), s * (1 - hit(p["z"], n, T, caches[1]))]
     pts = [dict(n=r["n"], z=r["z"], t=r["probe"], label="npj %dMi z=%.2f" % (r["n"] // MI, r["z"])) for r in rows if r["strategy"] == "npj"]
-    pts += [dict(n=1 << 27, z=0.0, t=14.7e-3, label="W1 npj 2^27", show=False),
-            dict(n=1 << 20, s=1 << 27, z=0.0, t=4.78e-3, label="W1 npj 2^20 x 2^27", show=False)]
+    pts += [dict(n=1 << 27, z=0.0, t=14.7e-3, label="npj 2^27", show=False),
+            dict(n=1 << 20, s=1 << 27, z=0.0, t=4.78e-3, label="npj 2^20 x 2^27", show=False)]
     best = fit_predict(pts, probe_features, lambda p: p["z"] != 0.75, grid(NEAR, FAR))
     summary["npj probe"] = report("npj probe: 1, bytes, near_misses, far_misses (Zipf 0.75 predicted from 0 and 1.5)",
                                   pts, best[3], lambda p: p["z"] == 0.75,
@@ -244,8 +244,8 @@ def main():
                 float(np.sum(nr * (slices - 1))) * tb, float(np.sum(ns * (chunks - 1))) * tb]
     jpts = [dict(n=r["n"], z=r["z"], t=r["join"], label="phj %dMi z=%.2f" % (r["n"] // MI, r["z"]),
                  x=join_work(r["n"], r["z"])) for r in rows if r["strategy"] == "phj"]
-    jpts += [dict(n=1 << 27, z=0.0, t=2.47e-3, label="W1 phj 2^27", show=False, x=join_work(1 << 27, 0)),
-             dict(n=1 << 27, z=1.0, t=2.835e-3, label="W1 phj 2^27 z=1", show=False, x=join_work(1 << 27, 1.0))]
+    jpts += [dict(n=1 << 27, z=0.0, t=2.47e-3, label="phj 2^27", show=False, x=join_work(1 << 27, 0)),
+             dict(n=1 << 27, z=1.0, t=2.835e-3, label="phj 2^27 z=1", show=False, x=join_work(1 << 27, 1.0))]
     pred = np.zeros(len(jpts))
     for held in sizes:
         best = fit_predict(jpts, lambda p, c: p["x"], lambda p: p["n"] != held, [()])
@@ -260,7 +260,7 @@ def main():
         n = p["n"]
         return [1.0, n * 28.0, n * (1 - hit(p["z"], n, n * 8, caches[0]))]
     pts = [dict(n=r["n"], z=r["z"], t=r["merge_join"], label="smj %dMi z=%.2f" % (r["n"] // MI, r["z"])) for r in rows if r["strategy"] == "smj"]
-    pts += [dict(n=1 << 27, z=0.0, t=2.586e-3, label="W1 smj 2^27", show=False)]
+    pts += [dict(n=1 << 27, z=0.0, t=2.586e-3, label="smj 2^27", show=False)]
     best = fit_predict(pts, mj_features, lambda p: p["z"] != 0.75, grid(NEAR))
     summary["smj merge_join"] = report("smj merge_join: 1, bytes, near_misses (Zipf 0.75 predicted from 0 and 1.5)",
                                        pts, best[3], lambda p: p["z"] == 0.75, "; near cache %.0f KB" % (best[1][0] / 1e3))

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Issue 4 item 4, the half that needs SimGrid (no GPU): after run_calibrate_device.sh brought back
-# OUT_DIR (h100.ini, samples.tar.xz, validate/h100-single.csv), simulate every measured point with
-# the calibrated profile, print the bar per strategy, and with --install make it the repository's
-# h100 profile and re-derive the profiles scaled from it.
+# The half of a calibration that needs SimGrid (no GPU): after run_calibrate_device.sh brought back
+# OUT_DIR (h100.ini, samples.tar.xz, validate/single-gpu.csv), simulate every measured point with
+# the calibrated profile, print the errors per strategy, and with --install make it the repository's
+# profile (h100: re-derive the profiles scaled from it) and its results the current ones:
+# experiments/results/<profile>/ calibration.ini, calibration-samples.tar.xz, calibration.log,
+# validation.csv (the table), validation-measured.csv, validation-phases.csv,
+# validation-phases-measured.csv, validation-traces.tar.xz.
 #   experiments/validate/fit_and_validate.sh OUT_DIR [--install] [--refit]
 # --refit fits the profile again from OUT_DIR's samples file (joinlab calibrate --fit: after a
 # change of the fit or of a model form, no GPU needed) into OUT_DIR/h100-refit.ini and validates
@@ -36,20 +39,33 @@ if [ $refit = 1 ]; then
 fi
 # The per-phase host time ([host] phase_seconds) from the strategy runs at calibrate's sizes
 # (run_calibrate_device.sh step phases), where there are some.
-if [ -f "$out/phases/h100-phases.csv" ]; then
-  phases_table=$out/phases/h100-phases-validate.csv
-  "$joinlab" validate "$root/experiments/validate/h100-phases.ini" --measured "$out/phases/h100-phases.csv" \
-    --profile "$profile" --out "$phases_table" > "$out/phases/h100-phases-validate.log" 2>&1 || [ $? = 3 ]
+if [ -f "$out/phases/phases.csv" ]; then
+  phases_table=$out/phases/phases-validate.csv
+  "$joinlab" validate "$root/experiments/validate/phases.ini" --measured "$out/phases/phases.csv" \
+    --profile "$profile" --out "$phases_table" > "$out/phases/phases-validate.log" 2>&1 || [ $? = 3 ]
   python3 "$root/experiments/validate/fit_phase_seconds.py" "$phases_table" "$profile"
 fi
-table=$out/validate/h100-single-validate.csv
+table=$out/validate/single-gpu-validate.csv
 # Exit 3 is the bar missed: the table is written either way.
-"$joinlab" validate "$root/experiments/validate/h100-single.ini" --measured "$out/validate/h100-single.csv" \
-  --profile "$profile" --out "$table" --max-error 0.1 --max-phase-error 0.2 > "$out/validate/h100-single-validate.log" 2>&1 ||
+"$joinlab" validate "$root/experiments/validate/single-gpu.ini" --measured "$out/validate/single-gpu.csv" \
+  --profile "$profile" --out "$table" --max-error 0.1 --max-phase-error 0.2 > "$out/validate/single-gpu-validate.log" 2>&1 ||
   [ $? = 3 ]
-tail -3 "$out/validate/h100-single-validate.log"
+tail -3 "$out/validate/single-gpu-validate.log"
 python3 "$root/experiments/validate/summarize.py" "$table" || true
 if [ $install = 1 ]; then
   cp "$profile" "$root/models/profiles/$name.ini"
   if [ "$name" = h100 ]; then python3 "$root/models/derive_profiles.py"; fi  # the derived profiles scale the H100's
+  results=$root/experiments/results/$name
+  mkdir -p "$results"
+  cp "$profile" "$results/calibration.ini"
+  cp "$table" "$results/validation.csv"
+  cp "$out/validate/single-gpu.csv" "$results/validation-measured.csv"
+  [ -f "$out/samples.tar.xz" ] && cp "$out/samples.tar.xz" "$results/calibration-samples.tar.xz"
+  [ -f "$out/calibrate.log" ] && cp "$out/calibrate.log" "$results/calibration.log"
+  [ -f "$out/traces.tar.xz" ] && cp "$out/traces.tar.xz" "$results/validation-traces.tar.xz"
+  if [ -n "${phases_table:-}" ]; then
+    cp "$phases_table" "$results/validation-phases.csv"
+    cp "$out/phases/phases.csv" "$results/validation-phases-measured.csv"
+  fi
+  echo "installed models/profiles/$name.ini; results in $results"
 fi

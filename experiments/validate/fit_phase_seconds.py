@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Fits a profile's per-phase host time ([host] phase_seconds, issue 4) to strategy runs at
-calibrate's sizes (experiments/validate/h100-phases.ini).
+"""Fits a profile's per-phase host time ([host] phase_seconds) to strategy runs at
+calibrate's sizes (experiments/validate/phases.ini).
 
     fit_phase_seconds.py VALIDATE.csv PROFILE.ini
 
-VALIDATE.csv is `joinlab validate h100-phases.ini --measured ... --profile PROFILE.ini --out ...`:
+VALIDATE.csv is `joinlab validate phases.ini --measured ... --profile PROFILE.ini --out ...`:
 measured and simulated time of every timed phase. The simulator charges a phase its operators'
 models (and PROFILE's phase_seconds); what a measured phase holds beyond that is the host time
 outside its operators (the first launch, the closing synchronization of every stream, the
@@ -49,7 +49,7 @@ def main():
     median = statistics.median(residual)
     value = max(0.0, before + median)
     note = ("median of (measured - simulated) over %d timed phases of npj/phj/smj/chunked at calibrate's sizes "
-            "(experiments/validate/h100-phases.ini), added to %.4g, fitted %s" %
+            "(experiments/validate/phases.ini), added to %.4g, fitted %s" %
             (len(residual), before, datetime.date.today().isoformat()))
     line = "%-39s # %s" % ("phase_seconds = %.4g" % value, note)
     if old:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Issue 4 item 4 on the H100, one device call: calibrate a candidate h100 profile (models/calibrate.hpp
+# Calibration and validation measurements on one GPU, one device call: calibrate a candidate profile (models/calibrate.hpp
 # says how a sample is timed: cold caches, closing synchronization), then measure the validation
-# points (experiments/validate/h100-single.ini: 1.5 x 2^k rows, Zipf 0/0.75/1.5, none of which
+# points (experiments/validate/single-gpu.ini: 1.5 x 2^k rows, Zipf 0/0.75/1.5, none of which
 # calibrate measures), each step under a time limit. Re-calibrating after a kernel change is this
 # one command, then fit_and_validate.sh where SimGrid is.
 #   experiments/validate/run_calibrate_device.sh BIN_DIR OUT_DIR [calibrate|warm|probe6|measure ...]
@@ -16,9 +16,9 @@
 #   probe6     DIAGNOSTIC ONLY, never fitted: calibrate's operators at 6Mi and 12Mi rows (validation
 #              sizes), cold and warm -> OUT_DIR/samples/diagnostic-6Mi-{cold,warm}-samples.txt, to
 #              compare calibrate's timing of an operator with the same operator inside a real run
-#   phases     joinlab run h100-phases.ini (npj/phj/smj/chunked at calibrate's sizes 2^20..2^22) ->
-#              OUT_DIR/phases/h100-phases.csv: what fit_and_validate.sh fits [host] phase_seconds to
-#   measure    joinlab run h100-single.ini -> OUT_DIR/validate/h100-single.csv (+ its log), the
+#   phases     joinlab run phases.ini (npj/phj/smj/chunked at calibrate's sizes 2^20..2^22) ->
+#              OUT_DIR/phases/phases.csv: what fit_and_validate.sh fits [host] phase_seconds to
+#   measure    joinlab run single-gpu.ini -> OUT_DIR/validate/single-gpu.csv (+ its log), the
 #              Chrome traces of every point packed in OUT_DIR/traces.tar.xz
 # OUT_DIR/status.txt: one line per step (exit code, seconds); OUT_DIR/samples is packed into
 # OUT_DIR/samples.tar.xz at the end (the device tool returns at most 8 files).
@@ -70,18 +70,18 @@ for s in $steps; do
       ;;
     measure)
       # shellcheck disable=SC2086
-      step measure "${JL_MEASURE_S:-300}" "$out/validate/h100-single.log" \
-        "$bin/joinlab" run "$here/h100-single.ini" --experiment.output_dir="$out/validate" --quiet ${JL_MEASURE_ARGS:-}
-      tail -3 "$out/validate/h100-single.log"
+      step measure "${JL_MEASURE_S:-300}" "$out/validate/single-gpu.log" \
+        "$bin/joinlab" run "$here/single-gpu.ini" --experiment.output_dir="$out/validate" --quiet ${JL_MEASURE_ARGS:-}
+      tail -3 "$out/validate/single-gpu.log"
       (cd "$out/validate" && ls ./*.trace.json > /dev/null 2>&1 && tar cJf "$out/traces.tar.xz" ./*.trace.json &&
         rm -f ./*.trace.json)
       ;;
     phases)
       # shellcheck disable=SC2086
       mkdir -p "$out/phases"
-      step phases "${JL_MEASURE_S:-300}" "$out/phases/h100-phases.log" \
-        "$bin/joinlab" run "$here/h100-phases.ini" --experiment.output_dir="$out/phases" --quiet ${JL_MEASURE_ARGS:-}
-      tail -3 "$out/phases/h100-phases.log"
+      step phases "${JL_MEASURE_S:-300}" "$out/phases/phases.log" \
+        "$bin/joinlab" run "$here/phases.ini" --experiment.output_dir="$out/phases" --quiet ${JL_MEASURE_ARGS:-}
+      tail -3 "$out/phases/phases.log"
       (cd "$out/phases" && ls ./*.trace.json > /dev/null 2>&1 && tar cJf "$out/phases-traces.tar.xz" ./*.trace.json &&
         rm -f ./*.trace.json)
       ;;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 4 on the device machine, one command: calibrate the GPU's profile, then run the validation
+# Calibration and validation runs on the device machine, one command: calibrate the GPU's profile, then run the validation
 # experiments (their measurements), every step under a time limit (about 6 minutes in all on an H100).
 #   experiments/validate/run_device.sh BIN_DIR OUT_DIR
 # BIN_DIR holds joinlab from a device build (-DJOINLAB_CUDA=ON -DJOINLAB_SIMGRID=OFF
@@ -12,11 +12,11 @@
 #   status.txt               one line per step: name, exit code, seconds
 # Environment: JL_PROFILE (default h100, or h200 when GPU 0 is an H200), JL_CALIBRATE_S (240),
 # JL_VALIDATE_S (150 per experiment), JL_VALIDATE (experiment names; default by profile:
-# h100-single on h100; h200-2gpu h200-2gpu-gpj on h200 with 2 GPUs), JL_CALIBRATE_ARGS (extra
+# single-gpu on h100; shuffle-2gpu gpj-2gpu on h200 with 2 GPUs), JL_CALIBRATE_ARGS (extra
 # calibrate options, e.g. --repeat 5).
 # Then, where SimGrid is (e.g. the CI machine), for each experiment:
-#   joinlab validate experiments/validate/h100-single.ini --measured OUT_DIR/validate/h100-single.csv \
-#       --profile OUT_DIR/h100.ini --out OUT_DIR/validate/h100-single-validate.csv --max-error 0.1
+#   joinlab validate experiments/validate/single-gpu.ini --measured OUT_DIR/validate/single-gpu.csv \
+#       --profile OUT_DIR/h100.ini --out OUT_DIR/validate/single-gpu-validate.csv --max-error 0.1
 set -uo pipefail
 bin=$(cd "${1:?usage: run_device.sh BIN_DIR OUT_DIR}" && pwd)
 mkdir -p "${2:?usage: run_device.sh BIN_DIR OUT_DIR}/validate"
@@ -28,10 +28,10 @@ nvidia-smi > "$out/nvidia-smi.txt" 2>&1
 case "$gpu" in *H200*) default_profile=h200 ;; *) default_profile=h100 ;; esac
 profile=${JL_PROFILE:-$default_profile}
 if [ "$profile" = h200 ]; then
-  default_runs="h200-2gpu h200-2gpu-gpj"
+  default_runs="shuffle-2gpu gpj-2gpu"
   [ "$gpus" -lt 2 ] && default_runs=""
 else
-  default_runs="h100-single"
+  default_runs="single-gpu"
 fi
 : > "$out/status.txt"
 step() {  # step NAME LIMIT_S LOG command...

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""The validation bar of issue 4 from a `joinlab validate --out` table.
+"""Validation per strategy from a `joinlab validate --out` table.
 
     python3 experiments/validate/summarize.py TABLE.csv [--total 0.1] [--phase 0.2]
 
 Per strategy: totals within --total (count, median |error|, worst) and, per phase, phases within
---phase. Exit 0 when every total and every phase meets its bar, 1 otherwise.
+--phase. Exit 0 when every total and every phase is within its threshold, 1 otherwise.
 """
 import argparse
 import csv
@@ -41,7 +41,7 @@ def main():
         print("%-8s %-22s %-10s %-8s  %s" % (s, "%d/%d" % (n, len(t)), "%.1f%%" % (100 * statistics.median(t)),
                                              "%.1f%%" % (100 * max(t)), ph))
         ok = ok and n == len(t) and all(e <= a.phase for v in phases[s].values() for e in v)
-    print("bar met" if ok else "bar NOT met")
+    print("all within the thresholds" if ok else "NOT all within the thresholds")
     return 0 if ok else 1
 
 

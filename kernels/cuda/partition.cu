@@ -10,8 +10,8 @@
 // until later tiles complete it (software write-combining, lutz2022's Shared partitioner, with
 // the fill done block-synchronously per tile instead of per warp). So every global write is a
 // whole aligned window, except the first and last window of each (block, partition) region.
-// Measured on the H100 (experiments/h100/NOTES.md), this beats writing each tile's runs directly
-// (CUB onesweep's scatter, kept as cluster option scatter=direct) by 1.5x on W1.
+// Measured on the H100 (docs/benchmarks.md), this beats writing each tile's runs directly
+// (CUB onesweep's scatter, kept as cluster option scatter=direct) by 1.5x on the single-GPU benchmark's 2^27 rows.
 // The fanout one pass can do is bounded by the carry buffers in shared memory (227 KB per block
 // on Hopper, two blocks per SM): 2^9 for 8-byte tuples, 2^8 for wider ones; larger fanouts run as
 // two passes, high bits then low bits.
@@ -92,7 +92,7 @@ __global__ void __launch_bounds__(kPartThreads) partition_histogram_kernel(const
 // scatter=direct) each staged row is written straight to its partition's region: runs of a
 // partition are contiguous but not aligned (CUB onesweep's scatter), with less work per tile.
 // kClamp: fn.clamps() (an MSD sort's partitioning); the others skip its compare in the hot loop
-// (W1 smj's four 4+4-byte scatters took 0.19 ms longer with it).
+// (the single-GPU benchmark's smj: its four 4+4-byte scatters took 0.19 ms longer with it).
 template <class K, class V, bool kAligned, bool kClamp, int kThreads = scatter_threads(sizeof(K), sizeof(V))>
 __global__ void __launch_bounds__(kThreads, 2) partition_scatter_kernel(const K* in_k, const V* in_v,
                                                                         const PartBlock* blocks, PartitionFn fn,
@@ -516,7 +516,7 @@ void scan_and_scatter(KernelContext& ctx, const K* in_k, const V* in_v, const Pa
 
 // How a segment of `rows` rows is cut into blocks of about rows_per_block rows: equal blocks of
 // `per` rows (whole tiles, the last one less), at least one. Cut at rows_per_block instead, the
-// 2^19-row segments of phj's second pass on W1 8+8 made three full blocks and one of 2 K rows,
+// 2^19-row segments of phj's second pass on 2^27 rows of 8+8 B made three full blocks and one of 2 K rows,
 // which paid a block's partial windows for a sliver of rows.
 struct SegmentCut {
   uint64_t per;

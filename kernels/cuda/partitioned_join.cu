@@ -13,8 +13,8 @@ namespace {
 constexpr int kPjThreads = 512;
 // Rows per thread per round (their loads are in flight together) and the output staging rows:
 // one round's, so that the table (64 KB) and the staging area of two blocks share an SM. VT 4
-// instead of 2 (with two rounds staged) took the W1 join kernel from 2.96 to 2.39 ms on the H100
-// (experiments/h100/NOTES.md).
+// instead of 2 (with two rounds staged) took the join kernel at 2^27 rows from 2.96 to 2.39 ms on the H100
+// (docs/benchmarks.md).
 constexpr int kPjVT = 4;
 constexpr uint32_t kPjRound = kPjThreads * kPjVT;
 constexpr uint32_t kPjStage = kPjRound;
@@ -232,7 +232,7 @@ void partitioned_join_impl(KernelContext& ctx, const K* rk, const VR* rv, const 
   // Every pair one item, if none needs splitting and the offsets are on the device: the items
   // and the largest partitions are found there, so the kernel does not wait for the host to read
   // 2^16 offsets per relation (0.16 ms of idle H100 with 8+8-byte tuples) and to list and upload
-  // items (0.5 ms, W1). The host reads two words.
+  // items (0.5 ms at 2^27 rows). The host reads two words.
   if (r_dev && s_dev && parts <= uint64_t(INT32_MAX)) {
     JoinItem* list = ctx.scratch_array<JoinItem>(parts);
     unsigned long long* d_largest = ctx.scratch_array<unsigned long long>(2);

@@ -46,7 +46,7 @@ struct KeyMax {
 // A block of 256 threads sorts up to 5120 rows (20 per thread) on up to 13 low bits; the MSD
 // partitioning aims at ~4 Ki rows per partition, so that a uniform partition (4096 +- 64 rows)
 // never overflows, and 3 blocks of 8-byte tuples (40 KB of rows + 16 KB of counters) share an SM
-// (one block's load, sort and store phases overlap the others'). Measured on the H100 (W1 smj,
+// (one block's load, sort and store phases overlap the others'). Measured on the H100 (smj at 2^27 rows,
 // 2026-11-22): 512 threads x 10 rows +0.55 ms, 2 Ki-row partitions (256 x 12 or 512 x 6) +1.0
 // and +1.3 ms (a second partition pass grows, the local sorts do not shrink as much).
 using msd_sort::kLocalCapacity;
@@ -392,9 +392,9 @@ void sort_pairs(KernelContext& ctx, const K* in_k, const V* in_v, uint64_t rows,
     const uint64_t sampled = max_key_of(ctx, in_k, rows, false);
     const int end_bit = msd_sort::bit_width(sampled);
     const uint64_t limit = msd_sort::largest_of_bits(end_bit);  // a K: end_bit is at most its bits
-    // The partition sizes are planned for a range 1/16 above the sample's (planned_max_key; W1's
+    // The partition sizes are planned for a range 1/16 above the sample's (planned_max_key; the benchmark's
     // random S keys left the top sample 2.4 sampling steps below the largest key in one H100 run).
-    // W1's 1..2^27 then makes 2^15 partitions of 4096 rows, not 2^16 of 2048, and a partition at
+    // keys 1..2^27 then makes 2^15 partitions of 4096 rows, not 2^16 of 2048, and a partition at
     // most 1/16 below the target is still far from a block's capacity (5120).
     const uint64_t samples = std::min(rows, kMaxSamples);
     const uint64_t planned = samples == rows ? sampled : msd_sort::planned_max_key(sampled);

@@ -69,7 +69,7 @@ __device__ __forceinline__ uint64_t now_ns() {
 // with the puts' DMA reads of the senders' chunk images. With each of 264 blocks reading it every
 // 64 polls, the puts into the 2x H200 receivers ran at 15-17 GB/s; reading it once per millisecond,
 // at 23-25 GB/s, and gpj at 2^28 rows per GPU took 0.58 s instead of 0.66-0.75 s
-// (experiments/results/h200x2-2026-11-22-s8). A cancel may take that long to stop the kernel;
+// (docs/benchmarks.md, 2x H200). A cancel may take that long to stop the kernel;
 // errors found on the device stop every block at once through the stop word.
 constexpr uint64_t kCancelPollNs = 1000000;
 // True at most once per kCancelPollNs per caller (`next`: when the caller may read it again).

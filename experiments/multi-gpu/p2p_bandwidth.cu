@@ -1,0 +1,152 @@
+// GPU a -> GPU b copy bandwidth (what the all-to-all rate of a shuffle is compared with): cudaMemcpyPeerAsync of
+// 1 GiB with peer access enabled, best of 5 after a warm-up; one direction alone, then both at
+// once (the all-to-all's case: each GPU sends while it receives).
+//   p2p_bandwidth [a b]   prints: a,b,unidirectional_GBps,bidirectional_per_direction_GBps
+// With several peers at once (the 4- and 8-GPU all-to-all's case: does a GPU's throughput over
+// NVLink/NVSwitch stay at one pair's when its copies go to several peers together?):
+//   p2p_bandwidth --peers N   GPUs 0..N-1; 1 GiB per copy, one stream per (source, destination),
+//   every copy issued on its source GPU (a push), best of 5 after a warm-up; prints
+//   N,fan_out_GBps,fan_in_GBps,all_to_all_per_gpu_GBps: GPU 0 to the N-1 others at once (its bytes
+//   out over the time), the N-1 others to GPU 0 at once (bytes in), every GPU to every other at once
+//   (one GPU's bytes out over the time of the slowest copy).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#define CHECK(call)                                                                          \
+  do {                                                                                       \
+    cudaError_t e_ = (call);                                                                 \
+    if (e_ != cudaSuccess) {                                                                 \
+      std::fprintf(stderr, "%s failed: %s (%s:%d)\n", #call, cudaGetErrorString(e_), __FILE__, __LINE__); \
+      std::exit(1);                                                                          \
+    }                                                                                        \
+  } while (0)
+
+// GPUs 0..n-1 copying to each other at once, every copy its own stream on its source GPU.
+int peers(int n) {
+  int have = 0;
+  CHECK(cudaGetDeviceCount(&have));
+  if (n < 2 || n > have) {
+    std::fprintf(stderr, "p2p_bandwidth: --peers %d needs that many GPUs (this machine has %d)\n", n, have);
+    return 1;
+  }
+  const size_t bytes = size_t(1) << 30;
+  std::vector<void*> src(size_t(n) * n, nullptr), dst(size_t(n) * n, nullptr);
+  std::vector<cudaStream_t> st(size_t(n) * n);
+  for (int i = 0; i < n; ++i) {
+    CHECK(cudaSetDevice(i));
+    for (int j = 0; j < n; ++j) {
+      if (i == j) continue;
+      int can = 0;
+      CHECK(cudaDeviceCanAccessPeer(&can, i, j));
+      if (can) {
+        cudaError_t e = cudaDeviceEnablePeerAccess(j, 0);
+        if (e != cudaErrorPeerAccessAlreadyEnabled) CHECK(e);
+        cudaGetLastError();
+      }
+    }
+  }
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) {
+      if (i == j) continue;
+      const size_t k = size_t(i) * n + j;  // i -> j
+      CHECK(cudaSetDevice(j));
+      CHECK(cudaMalloc(&dst[k], bytes));
+      CHECK(cudaSetDevice(i));
+      CHECK(cudaMalloc(&src[k], bytes));
+      CHECK(cudaMemset(src[k], i + 1, bytes));
+      CHECK(cudaStreamCreateWithFlags(&st[k], cudaStreamNonBlocking));
+    }
+  // The copies (i -> j) for which pick(i, j) holds, all at once: seconds of the best repeat from
+  // the first issue to the last end, by the host's clock (events of different GPUs cannot be
+  // compared; issuing 12 copies takes tens of microseconds against milliseconds of copying).
+  auto run = [&](auto pick) {
+    double best = 1e30;
+    for (int rep = 0; rep < 6; ++rep) {
+      for (int i = 0; i < n; ++i) {
+        CHECK(cudaSetDevice(i));
+        CHECK(cudaDeviceSynchronize());
+      }
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < n; ++i)
+        for (int j = 0; j < n; ++j)
+          if (i != j && pick(i, j)) {
+            const size_t k = size_t(i) * n + j;
+            CHECK(cudaSetDevice(i));
+            CHECK(cudaMemcpyPeerAsync(dst[k], j, src[k], i, bytes, st[k]));
+          }
+      for (int i = 0; i < n; ++i)
+        for (int j = 0; j < n; ++j)
+          if (i != j && pick(i, j)) CHECK(cudaStreamSynchronize(st[size_t(i) * n + j]));
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (rep > 0) best = std::min(best, s);  // the first is a warm-up
+    }
+    return best;
+  };
+  const double fan_out = double(n - 1) * bytes / run([](int i, int) { return i == 0; }) / 1e9;
+  const double fan_in = double(n - 1) * bytes / run([](int, int j) { return j == 0; }) / 1e9;
+  const double all = double(n - 1) * bytes / run([](int, int) { return true; }) / 1e9;
+  std::printf("%d,%.1f,%.1f,%.1f\n", n, fan_out, fan_in, all);
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  if (argc > 2 && std::string(argv[1]) == "--peers") return peers(std::atoi(argv[2]));
+  const int a = argc > 2 ? std::atoi(argv[1]) : 0, b = argc > 2 ? std::atoi(argv[2]) : 1;
+  int n = 0;
+  CHECK(cudaGetDeviceCount(&n));
+  if (n < 2 || a >= n || b >= n || a == b) {
+    std::fprintf(stderr, "p2p_bandwidth: needs two distinct GPUs (this machine has %d)\n", n);
+    return 1;
+  }
+  const size_t bytes = size_t(1) << 30;
+  void *src[2], *dst[2];
+  cudaStream_t st[2];
+  cudaEvent_t e0[2], e1[2];
+  const int dev[2] = {a, b};
+  for (int i = 0; i < 2; ++i) {
+    CHECK(cudaSetDevice(dev[i]));
+    int can = 0;
+    CHECK(cudaDeviceCanAccessPeer(&can, dev[i], dev[1 - i]));
+    if (can) {
+      cudaError_t e = cudaDeviceEnablePeerAccess(dev[1 - i], 0);
+      if (e != cudaErrorPeerAccessAlreadyEnabled) CHECK(e);
+      cudaGetLastError();
+    }
+    CHECK(cudaMalloc(&src[i], bytes));
+    CHECK(cudaMalloc(&dst[i], bytes));
+    CHECK(cudaMemset(src[i], i + 1, bytes));
+    CHECK(cudaStreamCreateWithFlags(&st[i], cudaStreamNonBlocking));
+    CHECK(cudaEventCreate(&e0[i]));
+    CHECK(cudaEventCreate(&e1[i]));
+  }
+  // i sends to 1 - i: src[i] on dev[i] -> dst[1 - i] on dev[1 - i].
+  auto run = [&](int directions) {
+    float best = 1e30f;
+    for (int rep = 0; rep < 6; ++rep) {
+      for (int i = 0; i < directions; ++i) {
+        CHECK(cudaSetDevice(dev[i]));
+        CHECK(cudaEventRecord(e0[i], st[i]));
+        CHECK(cudaMemcpyPeerAsync(dst[1 - i], dev[1 - i], src[i], dev[i], bytes, st[i]));
+        CHECK(cudaEventRecord(e1[i], st[i]));
+      }
+      float worst = 0;
+      for (int i = 0; i < directions; ++i) {
+        CHECK(cudaEventSynchronize(e1[i]));
+        float ms = 0;
+        CHECK(cudaEventElapsedTime(&ms, e0[i], e1[i]));
+        worst = std::max(worst, ms);
+      }
+      if (rep > 0) best = std::min(best, worst);  // the first is a warm-up
+    }
+    return double(bytes) / (double(best) * 1e-3) / 1e9;
+  };
+  const double uni = run(1), bi = run(2);
+  std::printf("%d,%d,%.1f,%.1f\n", a, b, uni, bi);
+  return 0;
+}
