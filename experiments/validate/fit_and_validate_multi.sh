@@ -2,20 +2,17 @@
 # Multi-GPU validation, the half that needs SimGrid (no GPU): simulate every run that
 # run_multi_gpu_validation.sh measured and print the bar (total within 10%, every phase within 20%).
 #   experiments/validate/fit_and_validate_multi.sh OUT_DIR [--profile P] [--markdown]
-#   experiments/validate/fit_and_validate_multi.sh --past [--profile P] [--markdown]
 # OUT_DIR: what run_multi_gpu_validation.sh brought back (measured.csv, and h100.ini or h200.ini when
 # its calibrate step ran). The profile: --profile P (a name or a path), else OUT_DIR's calibrated
 # profile, else the installed profile of the GPU named in measured.csv (h100 / h200). The tables go
 # to OUT_DIR/validate (a temporary folder if OUT_DIR is read-only, as the device tool's copies are).
-# --past: the multi-GPU runs measured before this script existed (2 and 4 H200s, in
-# experiments/results), each against the experiment file it ran, ranks as threads over the peer
-# transport; rows of another transport are left out (the simulator has no model of NCCL's).
+# The stored multi-GPU results under experiments/results are validated by validate_multi_gpu.sh.
 # JOINLAB: a joinlab built with SimGrid (default build-cpu/joinlab, then build-models/joinlab).
 # Exit 0 when the bar is met, 1 when it is not, 2 on bad input.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 here=$root/experiments/validate
-usage="usage: fit_and_validate_multi.sh OUT_DIR|--past [--profile P] [--markdown]"
+usage="usage: fit_and_validate_multi.sh OUT_DIR [--profile P] [--markdown]"
 src=${1:?$usage}
 shift
 profile="" table_args=()
@@ -34,24 +31,7 @@ done
 
 # Each validation: LABEL|INI|CSV|FILTER (column=value or -)|overrides...
 jobs=()
-if [ "$src" = --past ]; then
-  x4=experiments/results/h200x4-2026-11-22/results.csv  # 4 x H200, commit 7e43d2a
-  s8=experiments/results/h200x2-2026-11-22-s8           # 2 x H200, commit 0121388 (gpj's current consumer)
-  jobs=(
-    "4xH200 shuffle L1|experiments/h200x4/shuffle-1level.ini|$x4|transport=peer"
-    "4xH200 shuffle L2 2x2|experiments/h200x4/shuffle-2level.ini|$x4|transport=peer|--cluster.emulate_nodes=true"
-    "4xH200 shuffle 2^28/GPU|experiments/h200/shuffle-2gpu.ini|$x4|transport=peer"
-    "2xH200 gpj 2^27/GPU|experiments/h200x4/gpj-4gpu.ini|$s8/call1/results.csv|strategy=gpj|--sweep.cluster.gpus_per_node=2"
-    "2xH200 gpj 2^27/GPU (2nd call)|experiments/h200x4/gpj-4gpu.ini|$s8/call2/results.csv|strategy=gpj|--sweep.cluster.gpus_per_node=2"
-    "2xH200 gpj 2^28/GPU|experiments/h200/gpj-2gpu.ini|$s8/call1/results.csv|transport=peer"
-    "2xH200 gpj-b 2^27/GPU|experiments/h200x4/gpj-4gpu.ini|$s8/call1/results.csv|strategy=gpj-b|--sweep.cluster.gpus_per_node=2|--experiment.strategy=gpj-b"
-    "2xH200 gpj-b 2^28/GPU|experiments/h200/gpj-2gpu.ini|$s8/call1/results.csv|strategy=gpj-b|--experiment.strategy=gpj-b"
-    "2xH200 crj 2^28/rank|experiments/h200/crj-2gpu.ini|$s8/call1/results.csv|run=crj-28"
-    "2xH200 crj 2^27/rank|experiments/h200/crj-2gpu.ini|$s8/call1/results.csv|run=crj-27|--workload.rows=2^28"
-  )
-  out=$(mktemp -d /tmp/jl-multi-validate.XXXXXX)
-  [ -z "$profile" ] && profile=h200
-else
+{
   dir=$(cd "$src" && pwd) || exit 2
   [ -f "$dir/measured.csv" ] || { echo "fit_and_validate_multi.sh: $dir/measured.csv missing" >&2; exit 2; }
   if [ -z "$profile" ]; then
@@ -65,7 +45,7 @@ else
   done
   out=$dir/validate
   mkdir -p "$out" 2> /dev/null && [ -w "$out" ] || out=$(mktemp -d /tmp/jl-multi-validate.XXXXXX)
-fi
+}
 echo "profile: $profile; tables in $out"
 tables=()
 for j in "${jobs[@]}"; do

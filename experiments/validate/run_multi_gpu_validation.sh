@@ -180,7 +180,7 @@ traces=$(find "$work/runs" -name '*.trace.json' | sort)
 if [ -n "$traces" ]; then
   mapfile -t all <<< "$traces"
   mapfile -t shuffles < <(grep shuffle <<< "$traces")
-  python3 "$root/experiments/h200/alltoall_trace.py" "${shuffles[@]}" > "$out/alltoall.csv" 2> "$work/logs/alltoall.err"
+  python3 "$root/experiments/multi-gpu/alltoall_trace.py" "${shuffles[@]}" > "$out/alltoall.csv" 2> "$work/logs/alltoall.err"
   python3 "$here/op_breakdown.py" "${all[@]}" > "$out/ops.csv" 2> "$work/logs/ops.err"
 fi
 (cd "$work" && tar cJf "$out/logs.tar.xz" logs runs && tar cJf "$out/samples.tar.xz" samples) && rm -rf "$work"
