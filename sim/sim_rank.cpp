@@ -174,6 +174,7 @@ struct Piece {
   ContentPtr content;
   PieceRef partition;  // or, unbuilt, one partition of a partitioned buffer (sends only)
   uint32_t key_bytes = 0;
+  std::vector<RegionMap::Span> spans;  // or, for a put, the annotated ranges where they lie
 };
 
 struct Message;
@@ -186,23 +187,23 @@ struct Message {
   MessagePtr next;            // the next one posted on its channel
 };
 
-// The piece of `bytes` from `buf` at byte `off`, carrying the key content annotated there
-// (gaps_unknown: see RegionMap::read). No buffer: a content-free piece.
-Piece piece_of(const Buffer& buf, uint64_t off, uint64_t bytes, bool gaps_unknown = true, bool unbuilt = false) {
+// The piece of `bytes` from `buf` at byte `off`, carrying the key content annotated there. No
+// buffer: a content-free piece.
+Piece piece_of(const Buffer& buf, uint64_t off, uint64_t bytes, bool unbuilt = false) {
   Piece p;
   p.bytes = bytes;
   if (!buf) return p;
   const RegionMap& regions = sim_buffer(buf).regions;
   if (unbuilt) p.partition = regions.read_piece(off, off + bytes, &p.key_bytes);
-  if (!p.partition) p.content = regions.read(off, off + bytes, &p.key_bytes, gaps_unknown);
+  if (!p.partition) p.content = regions.read(off, off + bytes, &p.key_bytes);
   return p;
 }
 
 // A message of one piece (a copy, a put), or of the ranges of a (vectored) send.
-MessagePtr message_of(const Buffer& buf, uint64_t off, uint64_t bytes, bool gaps_unknown = true) {
+MessagePtr message_of(const Buffer& buf, uint64_t off, uint64_t bytes) {
   auto m = std::make_shared<Message>();
   m->bytes = bytes;
-  m->pieces.push_back(piece_of(buf, off, bytes, gaps_unknown));
+  m->pieces.push_back(piece_of(buf, off, bytes));
   return m;
 }
 template <class Ranges>
@@ -210,7 +211,7 @@ MessagePtr message_of(const Ranges& ranges) {
   auto m = std::make_shared<Message>();
   m->pieces.reserve(ranges.size());
   for (const BufferRange& r : ranges) {
-    m->pieces.push_back(piece_of(r.buf, r.off, r.bytes, true, true));
+    m->pieces.push_back(piece_of(r.buf, r.off, r.bytes, true));
     m->bytes += r.bytes;
   }
   return m;
@@ -415,7 +416,7 @@ class SimRank final : public Rank {
   // Another actor made progress possible here (a message arrived, a put landed, a merged flow
   // ended): wake this rank if it is blocked.
   void ring();
-  void land_put(int window, uint64_t remote_off, const ContentPtr& content, uint32_t key_bytes, uint32_t flag,
+  void land_put(int window, uint64_t remote_off, uint64_t bytes, const std::vector<RegionMap::Span>& spans, uint32_t flag,
                 uint64_t value);
   bool traced() const;
   void span(const std::string& track, OpParams p, double begin, double end);
@@ -1262,7 +1263,11 @@ void SimRank::start(SimStream& st, int index) {
       uint64_t total = 0;
       st.outgoing.clear();
       for (auto& p : st.running) {
-        st.outgoing.push_back(message_of(p.bytes ? p.buf : Buffer(), p.off, p.bytes, false));  // flag-only: no content
+        auto m = std::make_shared<Message>();  // flag-only puts: no content
+        m->bytes = p.bytes;
+        m->pieces.emplace_back().bytes = p.bytes;
+        if (p.bytes && p.buf) m->pieces.back().spans = sim_buffer(p.buf).regions.spans(p.off, p.off + p.bytes);
+        st.outgoing.push_back(std::move(m));
         total += p.bytes;
       }
       const Buffer& src = st.running.front().buf;
@@ -1356,7 +1361,7 @@ void SimRank::finish(SimStream& st, int index) {
       for (size_t i = 0; i < st.running.size(); ++i) {
         const Item& x = st.running[i];
         const Piece& m = st.outgoing[i]->pieces.front();
-        world_.ranks[size_t(x.peer)]->land_put(x.window, x.other_off, m.content, m.key_bytes, x.flag, x.value);
+        world_.ranks[size_t(x.peer)]->land_put(x.window, x.other_off, x.bytes, m.spans, x.flag, x.value);
         if (trace) {
           OpParams p;
           p.kind = OpKind::Put;
@@ -1547,8 +1552,8 @@ Event SimRank::put(Stream s, int peer, int window, uint64_t remote_off, const Bu
   return enqueue(s.id, std::move(it));
 }
 
-void SimRank::land_put(int window, uint64_t remote_off, const ContentPtr& content, uint32_t key_bytes, uint32_t flag,
-                       uint64_t value) {
+void SimRank::land_put(int window, uint64_t remote_off, uint64_t bytes, const std::vector<RegionMap::Span>& spans,
+                       uint32_t flag, uint64_t value) {
   Window& win = windows_[size_t(window)];
   if (flag >= win.flags.size())
     throw RuntimeError("put sets flag " + std::to_string(flag) + " of rank " + std::to_string(id()) + "'s window " +
@@ -1556,7 +1561,7 @@ void SimRank::land_put(int window, uint64_t remote_off, const ContentPtr& conten
   if (remote_off > win.buf->bytes)
     throw RuntimeError("put lands at byte " + std::to_string(remote_off) + " past rank " + std::to_string(id()) +
                        "'s window of " + std::to_string(win.buf->bytes) + " bytes");
-  if (content) sim_buffer(win.buf).regions.write(remote_off, key_bytes, content);
+  if (bytes) sim_buffer(win.buf).regions.land(remote_off, bytes, spans);
   win.flags[flag] = value;
   if (consumer_ && window == consumer_->window && flag < consumer_->rings) consumer_->list(flag);
   ring();
