@@ -61,7 +61,7 @@ ContentPtr SplitLayout::read(uint64_t first_row, uint64_t end_row) const {
     const uint64_t lo = std::max(first_row, offsets[i]), hi = std::min(end_row, offsets[i + 1]);
     if (hi > lo) {
       ContentPtr p = piece(i);
-      add(hi - lo == offsets[i + 1] - offsets[i] ? p : scale_content(p, hi - lo));
+      add(hi - lo == offsets[i + 1] - offsets[i] ? p : slice_content(p, lo - offsets[i], hi - offsets[i]));
     }
     ++i;
   }
@@ -74,7 +74,7 @@ ContentPtr RegionMap::Region::read_rows(uint64_t begin, uint64_t first_row, uint
   if (split) return split->read(first_row, end_row);
   const uint64_t n = rows(begin);
   if (first_row == 0 && end_row >= n) return content;
-  return scale_content(content, std::min(end_row, n) - first_row);
+  return slice_content(content, first_row, std::min(end_row, n));
 }
 
 void RegionMap::clear_range(uint64_t first, uint64_t end) {
