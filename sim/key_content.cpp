@@ -472,6 +472,17 @@ ContentPtr ContentSplit::piece(uint32_t p) const {
   return out;
 }
 
+uint64_t ContentSplit::rows(uint32_t p) const {
+  uint64_t n = 0;
+  for (const Share& s : shares_) {
+    if (!s.light.empty()) n += s.light[p];
+    auto heavy = std::equal_range(s.heavy.begin(), s.heavy.end(), std::make_pair(p, std::make_pair(uint64_t(0), uint64_t(0))),
+                                  [](auto& a, auto& b) { return a.first < b.first; });
+    for (auto h = heavy.first; h != heavy.second; ++h) n += h->second.second;
+  }
+  return n;
+}
+
 bool ContentSplit::absorb_piece(ContentPtr& into, uint32_t p) const {
   // Piece p is one component of light rows only (one share with rows there, none heavy)...
   const Share* only = nullptr;

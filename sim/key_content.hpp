@@ -81,6 +81,8 @@ class ContentSplit {
  public:
   ContentSplit(const KeyContent& c, const PartitionFn& fn);
   ContentPtr piece(uint32_t p) const;  // split_content(c, fn)[p]
+  uint64_t rows(uint32_t p) const;     // split_counts(c, fn)[p]
+  uint32_t fanout() const { return fn_.fanout(); }
   // absorb_uniform(into, *piece(p)), without building piece p.
   bool absorb_piece(ContentPtr& into, uint32_t p) const;
 

@@ -853,30 +853,33 @@ void evaluate_pack(const PackChunksOp& op, OpResult& r) {
   const size_t fanout = op.rows.size();
   const uint64_t slot = chunk_slot_bytes(op.in.fmt, op.slot_rows);
   // partition_by: the rows of partition p are its pieces of the input's split (of each slice's,
-  // with in_slices: slice s's rows of p, s = 0, 1, ...), as PartitionOp would write them; the
-  // images are cut from that.
-  std::shared_ptr<SplitLayout> split;
-  std::vector<uint64_t> slices{0, op.in.rows};
+  // with in_slices), as PartitionOp would write them: one content per partition, the slices'
+  // pieces together (each slice split once: a split per partition and slice would cost fanout^2
+  // apportionments per batch), which the images are cut from.
+  std::vector<ContentPtr> partitions;
   if (op.partition_by) {
+    std::vector<uint64_t> slices{0, op.in.rows};
     if (!op.in_slices.empty()) slices = op.in_slices;
     const size_t k = slices.size() - 1;
-    split = std::make_shared<SplitLayout>();
-    split->fn = *op.partition_by;
-    split->offsets.push_back(0);
+    partitions.resize(fanout);
     std::vector<uint64_t> totals(fanout, 0);
     for (size_t sl = 0; sl < k; ++sl) {
-      split->parents.push_back(content_or_unknown(op.in.slice(slices[sl], slices[sl + 1] - slices[sl])));
-      const std::vector<uint64_t> counts = split_counts(*split->parents.back(), split->fn);
-      if (counts.size() != fanout)
+      const ContentSplit split(*content_or_unknown(op.in.slice(slices[sl], slices[sl + 1] - slices[sl])),
+                               *op.partition_by);
+      if (split.fanout() != fanout)
         throw RuntimeError("pack_chunks: " + std::to_string(fanout) + " row counts for a fanout of " +
-                           std::to_string(counts.size()));
+                           std::to_string(split.fanout()));
       for (size_t p = 0; p < fanout; ++p) {
-        if (!op.in_slices.empty() && counts[p] != op.slice_rows[sl * fanout + p])
-          throw RuntimeError("pack_chunks: slice " + std::to_string(sl) + " has " + std::to_string(counts[p]) +
+        const uint64_t n = split.rows(uint32_t(p));
+        if (!op.in_slices.empty() && n != op.slice_rows[sl * fanout + p])
+          throw RuntimeError("pack_chunks: slice " + std::to_string(sl) + " has " + std::to_string(n) +
                              " rows of partition " + std::to_string(p) + ", its counts say " +
                              std::to_string(op.slice_rows[sl * fanout + p]));
-        split->offsets.push_back(split->offsets.back() + counts[p]);
-        totals[p] += counts[p];
+        totals[p] += n;
+        if (n == 0) continue;
+        ContentPtr& into = partitions[p];
+        if (!into) into = split.piece(uint32_t(p));
+        else if (!split.absorb_piece(into, uint32_t(p))) into = merge_contents({into, split.piece(uint32_t(p))});
       }
     }
     r.values.assign(1, 0);
@@ -887,18 +890,6 @@ void evaluate_pack(const PackChunksOp& op, OpResult& r) {
       r.values.push_back(r.values.back() + totals[p]);
     }
   }
-  // Rows [first, first + n) of partition p: the pieces of the slices that hold them.
-  auto partition_rows = [&](size_t p, uint64_t first, uint64_t n) {
-    std::vector<ContentPtr> parts;
-    uint64_t at = 0;  // position in p of the current slice's first row of p
-    for (size_t sl = 0; sl + 1 < slices.size() && at < first + n; ++sl) {
-      const uint64_t piece = sl * fanout + p, rows = split->offsets[piece + 1] - split->offsets[piece];
-      const uint64_t lo = std::max(first, at), hi = std::min(first + n, at + rows);
-      if (lo < hi) parts.push_back(split->read(split->offsets[piece] + (lo - at), split->offsets[piece] + (hi - at)));
-      at += rows;
-    }
-    return parts.size() == 1 ? parts.front() : merge_contents(parts);
-  };
   uint64_t image = 0;
   for (size_t p = 0; p < fanout; ++p) {
     for (uint64_t first = 0; first < op.rows[p]; first += op.slot_rows, ++image) {
@@ -908,7 +899,7 @@ void evaluate_pack(const PackChunksOp& op, OpResult& r) {
         throw RuntimeError("pack_chunks: chunk image " + std::to_string(image) + " does not fit buffer '" +
                            (op.out ? op.out->tag : "null") + "' of " + std::to_string(op.out ? op.out->bytes : 0) +
                            " bytes");
-      ContentPtr keys = split ? partition_rows(p, first, n)
+      ContentPtr keys = op.partition_by ? slice_content(partitions[p], first, first + n)
                         : op.in.keys ? read_keys(op.in.slice(op.begin[p] + first, n)) : nullptr;
       sim_buffer(op.out).regions.write(at, op.in.fmt.key_bytes, keys ? keys : unknown_content(n));
     }

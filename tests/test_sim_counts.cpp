@@ -4,12 +4,16 @@
 // default in simulation: the count, there being no data to checksum).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "core/builtin.hpp"
 #include "core/common/error.hpp"
 #include "core/experiment/runner.hpp"
+#include "core/experiment/trace_writer.hpp"
 #include "core/verify/expected.hpp"
 #include "tests/test_workloads.hpp"
 
@@ -143,6 +147,42 @@ TEST_F(SimCounts, TooLargeToCheckIsSaid) {
   const RunOutcome o = run_point(point("npj", w, {1, 1}, {{"output", "count_only"}}));
   EXPECT_EQ(o.checked, "too large");
   EXPECT_NE(o.verified.find("count not checked: too large"), std::string::npos) << o.verified;
+}
+
+TEST_F(SimCounts, TracesAreCappedAndSayWhatWasLeftOut) {
+  const RunOutcome o = run_point(point("gpj", pk_fk(3 << 12, 1 << 15, 4, 0.3), {2, 2}, kSmallChunks));
+  ASSERT_GT(o.trace.size(), 100u);
+  std::ostringstream whole;
+  const TraceWritten all = write_chrome_trace(whole, o, "whole", 0);
+  EXPECT_EQ(all.spans, o.trace.size());
+  EXPECT_EQ(all.left_out, 0u);
+  EXPECT_EQ(whole.str().find("trace_truncated"), std::string::npos);
+  const uint64_t cap = whole.str().size() / 3;
+  std::ostringstream capped;
+  const TraceWritten some = write_chrome_trace(capped, o, "capped", cap);
+  EXPECT_LE(capped.str().size(), cap);
+  EXPECT_GT(some.spans, 0u);
+  EXPECT_GT(some.left_out, 0u);
+  EXPECT_EQ(some.spans + some.left_out, o.trace.size());
+  EXPECT_NE(capped.str().find("\"trace_truncated\""), std::string::npos);
+  EXPECT_NE(capped.str().find("\"spans_left_out\":" + std::to_string(some.left_out)), std::string::npos);
+  EXPECT_NE(capped.str().find("experiment.trace_max_bytes"), std::string::npos);
+  // Kept: every span that began before the cut, on every rank; left out: every one after it.
+  double t0 = 1e300;
+  for (auto& phases : o.rank_phases)
+    for (auto& ph : phases) t0 = std::min(t0, ph.begin);
+  for (auto& s : o.trace) t0 = std::min(t0, s.begin);
+  size_t before = 0;
+  std::set<int> ranks;
+  for (auto& s : o.trace)
+    if (s.begin - t0 < some.cut_s) {
+      ++before;
+      ranks.insert(s.rank);
+    }
+  EXPECT_EQ(before, some.spans);
+  EXPECT_EQ(ranks.size(), 4u);
+  // The default cap is 64 MiB.
+  EXPECT_EQ(RunPoint{}.trace_max_bytes, uint64_t(64) << 20);
 }
 
 }  // namespace

@@ -141,6 +141,10 @@ const std::vector<KeyDef>& key_defs() {
                  [](PointBuilder&, const std::string&) {}});
     d.push_back({"experiment.verify", "bool", "true", "check every run's count and checksum against the expected result (the count alone without a checksum: sim, output = count_only)",
                  [](PointBuilder& b, const std::string& v) { b.verify = parse_bool(v) ? 1 : 0; }});
+    d.push_back({"experiment.trace_max_bytes", "size (0 allowed)", "64Mi",
+                 "bytes a point's trace file may hold: past it the latest spans are left out, which the trace "
+                 "(a trace_truncated event) and a line on stderr say; 0: no limit",
+                 [](PointBuilder& b, const std::string& v) { b.run.trace_max_bytes = parse_size(v, true); }});
     d.push_back({"cluster.nodes", "positive integer", "1", "nodes",
                  [](PointBuilder& b, const std::string& v) { b.run.cluster.shape.nodes = parse_positive_int(v); }});
     d.push_back({"cluster.gpus_per_node", "positive integer", "1", "ranks per node (GPUs, or CPU workers)",

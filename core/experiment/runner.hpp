@@ -26,6 +26,7 @@ struct RunPoint {
   Workload workload;
   std::map<std::string, std::string> strategy_options;  // raw [strategy] keys, parsed by the strategy
   int repeat = 1;          // runs of the point; phase and total times are the median
+  uint64_t trace_max_bytes = uint64_t(64) << 20;  // of its trace file; 0: no limit (trace_writer.hpp)
   bool verify = true;      // count and checksum; the count alone where there is no checksum (simulation, count_only)
 };
 
