@@ -295,7 +295,8 @@ ContentPtr unknown_content(uint64_t rows) {
 
 ContentPtr generated_content(const RelationSpec& spec, const RelationSpec* referenced, uint64_t first_row,
                              uint64_t rows) {
-  (void)first_row;  // every slice of a generated relation has the same distribution
+  // Every slice of a generated relation has the same distribution; only a foreign key's hits
+  // are counted row by row (first_row).
   const KeyGen g = make_keygen(spec, referenced);
   Component c;
   switch (spec.dist) {
@@ -303,6 +304,7 @@ ContentPtr generated_content(const RelationSpec& spec, const RelationSpec* refer
     case KeyDist::UniqueSparse:
       c.universe = unique_universe(spec);
       c.light = rows;
+      c.cover = rows;
       return single(std::move(c));
     case KeyDist::Uniform: {
       const uint64_t span = spec.range_hi - spec.range_lo + 1;
@@ -324,7 +326,7 @@ ContentPtr generated_content(const RelationSpec& spec, const RelationSpec* refer
     }
     case KeyDist::ForeignKey: {
       const RelationSpec& ref = *referenced;
-      const uint64_t hits = spec.match_rate >= 1.0 ? rows : apportion({spec.match_rate, 1.0 - spec.match_rate}, rows)[0];
+      const uint64_t hits = g.hits(first_row, rows);  // exact: the count of a PK-FK join is the hits
       auto out = std::make_shared<KeyContent>();
       UniversePtr ru = unique_universe(ref);
       Component h;
@@ -422,11 +424,14 @@ bool absorb_rows(ContentPtr& into, const Component& y, const std::vector<Constra
                   [](const Constraint& p, const Constraint& q) { return same_fn(p.fn, q.fn) && p.part == q.part; }))
     return false;
   if (into.use_count() == 1) {  // ours alone (made non-const by single()): no copy per message
-    const_cast<KeyContent&>(*into).parts.front().light += y.light;
+    Component& m = const_cast<KeyContent&>(*into).parts.front();
+    m.light += y.light;
+    m.cover += y.cover;
     return true;
   }
   Component c = x;
   c.light += y.light;
+  c.cover += y.cover;
   into = single(std::move(c));
   return true;
 }
@@ -467,6 +472,17 @@ ContentPtr ContentSplit::piece(uint32_t p) const {
   return out;
 }
 
+uint64_t ContentSplit::rows(uint32_t p) const {
+  uint64_t n = 0;
+  for (const Share& s : shares_) {
+    if (!s.light.empty()) n += s.light[p];
+    auto heavy = std::equal_range(s.heavy.begin(), s.heavy.end(), std::make_pair(p, std::make_pair(uint64_t(0), uint64_t(0))),
+                                  [](auto& a, auto& b) { return a.first < b.first; });
+    for (auto h = heavy.first; h != heavy.second; ++h) n += h->second.second;
+  }
+  return n;
+}
+
 bool ContentSplit::absorb_piece(ContentPtr& into, uint32_t p) const {
   // Piece p is one component of light rows only (one share with rows there, none heavy)...
   const Share* only = nullptr;
@@ -494,28 +510,64 @@ std::vector<ContentPtr> split_content(const KeyContent& c, const PartitionFn& fn
   return out;
 }
 
-ContentPtr scale_content(const ContentPtr& c, uint64_t rows) {
+std::vector<uint64_t> dhondt(const std::vector<uint64_t>& w, uint64_t x) {
+  unsigned __int128 sum = 0;
+  for (uint64_t v : w) sum += v;
+  std::vector<uint64_t> a(w.size(), 0);
+  if (sum == 0 || x == 0) return a;
+  uint64_t given = 0;
+  for (size_t k = 0; k < w.size(); ++k) {  // lower quota: D'Hondt gives at least this
+    a[k] = uint64_t((unsigned __int128)x * w[k] / sum);
+    given += a[k];
+  }
+  // Fewer than w.size() seats left: each to the largest w / (a + 1), compared exactly.
+  for (; given < x; ++given) {
+    size_t best = w.size();
+    for (size_t k = 0; k < w.size(); ++k) {
+      if (a[k] >= w[k]) continue;
+      if (best == w.size() ||
+          (unsigned __int128)w[k] * (a[best] + 1) > (unsigned __int128)w[best] * (a[k] + 1))
+        best = k;
+    }
+    a[best]++;
+  }
+  return a;
+}
+
+ContentPtr slice_content(const ContentPtr& c, uint64_t first, uint64_t end) {
   const uint64_t total = c->rows();
-  if (rows >= total) return c;
+  end = std::min(end, total);
+  if (first == 0 && end >= total) return c;
   auto out = std::make_shared<KeyContent>();
-  if (rows == 0) return out;
-  std::vector<double> w;
-  for (auto& comp : c->parts) w.push_back(double(comp.rows()));
-  auto per = apportion(w, rows);
+  if (end <= first) return out;
+  // Heavy and light rows of each component: 2 weights per component.
+  std::vector<uint64_t> w;
+  w.reserve(2 * c->parts.size());
+  for (auto& comp : c->parts) {
+    w.push_back(comp.rows() - comp.light);
+    w.push_back(comp.light);
+  }
+  const std::vector<uint64_t> lo = dhondt(w, first), hi = dhondt(w, end);
   for (size_t i = 0; i < c->parts.size(); ++i) {
-    if (per[i] == 0) continue;
+    const uint64_t heavy = hi[2 * i] - lo[2 * i], light = hi[2 * i + 1] - lo[2 * i + 1];
+    if (heavy + light == 0) continue;
     const Component& comp = c->parts[i];
-    std::vector<double> cw;
-    for (auto& h : comp.heavy) cw.push_back(double(h.second));
-    cw.push_back(double(comp.light));
-    auto n = apportion(cw, per[i]);
     Component s;
     s.universe = comp.universe;
     s.constraints = comp.constraints;
     s.light_zipf = comp.light_zipf;
-    for (size_t k = 0; k < comp.heavy.size(); ++k)
-      if (n[k]) s.heavy.push_back({comp.heavy[k].first, n[k]});
-    s.light = n.back();
+    s.light = light;
+    if (comp.cover && comp.light) {  // the same share of the cover, cut where the rows are
+      auto at = [&](uint64_t row) { return uint64_t((unsigned __int128)comp.cover * row / comp.light); };
+      s.cover = at(hi[2 * i + 1]) - at(lo[2 * i + 1]);
+    }
+    if (heavy) {
+      std::vector<double> hw;
+      for (auto& h : comp.heavy) hw.push_back(double(h.second));
+      auto n = apportion(hw, heavy);
+      for (size_t k = 0; k < comp.heavy.size(); ++k)
+        if (n[k]) s.heavy.push_back({comp.heavy[k].first, n[k]});
+    }
     out->parts.push_back(std::move(s));
   }
   return out;
@@ -540,6 +592,7 @@ ContentPtr merge_contents(const std::vector<ContentPtr>& parts) {
         continue;
       }
       into->light += comp.light;
+      into->cover += comp.cover;
       if (comp.heavy.empty()) continue;
       std::vector<std::pair<uint64_t, uint64_t>> merged;
       merged.reserve(into->heavy.size() + comp.heavy.size());
@@ -568,10 +621,15 @@ bool absorb_uniform(ContentPtr& into, const KeyContent& b) {
 
 double expected_matches(const KeyContent& r, const KeyContent& s) {
   // Light-row densities of each component, once.
+  // A relation's unique keys: their share of the relation (exactly 1 for a whole partition).
   auto densities = [](const KeyContent& c) {
     std::vector<double> d;
     d.reserve(c.parts.size());
     for (auto& x : c.parts) {
+      if (x.cover && x.universe->size > 0) {
+        d.push_back(double(x.cover) / x.universe->size);
+        continue;
+      }
       const double n = universe_count(*x.universe, x.constraints);
       d.push_back(n > 0 ? double(x.light) / n : 0);
     }
@@ -586,7 +644,17 @@ double expected_matches(const KeyContent& r, const KeyContent& s) {
     std::vector<Constraint> both = a.constraints;
     bool consistent = true;
     for (auto& c : b.constraints) consistent = add_constraint(both, c) && consistent;
-    if (consistent && da > 0 && db > 0) total += da * db * intersection_count(*a.universe, *b.universe, both);
+    if (consistent && da > 0 && db > 0) {
+      // Same keys, and one side's constraints are all of them: every row of that side lies in
+      // the intersection, so it meets the other's density without the estimate of the
+      // intersection's size (a PK-FK join counts exactly the rows of its hits).
+      if (same_universe(*a.universe, *b.universe) && a.cover && both.size() == b.constraints.size())
+        total += da * double(b.light);
+      else if (same_universe(*a.universe, *b.universe) && b.cover && both.size() == a.constraints.size())
+        total += db * double(a.light);
+      else
+        total += da * db * intersection_count(*a.universe, *b.universe, both);
+    }
     for (auto& [key, n] : a.heavy)
       if (db > 0 && satisfies(key, b.constraints)) total += double(n) * db * member_weight(*b.universe, key);
     for (auto& [key, n] : b.heavy)

@@ -49,6 +49,12 @@ struct Component {
   UniversePtr universe;
   std::vector<Constraint> constraints;             // canonical order
   uint64_t light = 0;                              // rows spread over universe ∩ constraints
+  // Light rows of a relation's unique keys: how many of the relation's rows they were taken from
+  // (0: not such rows). Its keys are that share of every partition's keys (cover / universe
+  // size), whatever the partitionings: the pieces of a partition from every rank's slice add up
+  // to the whole relation, so a join with a complete partition counts each probe row of its
+  // keys exactly once, not by the densities of two expected row counts.
+  uint64_t cover = 0;
   double light_zipf = 0;  // cost models only: the light rows follow Zipf(light_zipf) by rank, after the heavy keys
   std::vector<std::pair<uint64_t, uint64_t>> heavy;  // (key, rows), sorted by key
   uint64_t rows() const;
@@ -75,6 +81,8 @@ class ContentSplit {
  public:
   ContentSplit(const KeyContent& c, const PartitionFn& fn);
   ContentPtr piece(uint32_t p) const;  // split_content(c, fn)[p]
+  uint64_t rows(uint32_t p) const;     // split_counts(c, fn)[p]
+  uint32_t fanout() const { return fn_.fanout(); }
   // absorb_uniform(into, *piece(p)), without building piece p.
   bool absorb_piece(ContentPtr& into, uint32_t p) const;
 
@@ -99,8 +107,12 @@ struct PieceRef {
 };
 // Only the row counts of split_content (the same numbers, without building contents).
 std::vector<uint64_t> split_counts(const KeyContent& c, const PartitionFn& fn);
-// `rows` of c's rows (rows <= c.rows()), every component and key in proportion.
-ContentPtr scale_content(const ContentPtr& c, uint64_t rows);
+// Rows [first, end) of c's rows (end <= c.rows()), every component in proportion, and the rows
+// of the components (heavy and light rows of each) in consecutive ranges add up to c's exactly:
+// a component's rows among the first x rows are a house-monotone apportionment of x (D'Hondt),
+// so those of [first, end) are the difference of two. Heavy keys share their part by largest
+// remainder.
+ContentPtr slice_content(const ContentPtr& c, uint64_t first, uint64_t end);
 // The union of contents (components over the same keys and constraints are combined).
 ContentPtr merge_contents(const std::vector<ContentPtr>& parts);
 // Adds b's rows to `into` when both are light rows only, of one universe under the same
@@ -117,6 +129,11 @@ KeyAccess key_access(const KeyContent& c);
 // Largest-remainder rounding of non-negative weights to integers summing to `total`, ties
 // going to the lower index. The one rounding rule used everywhere, so counts stay consistent.
 std::vector<uint64_t> apportion(const std::vector<double>& weights, uint64_t total);
+
+// D'Hondt's apportionment of x seats (x <= the sum of w) to integer weights w: floor(x w / sum)
+// each, then the next seat to the largest w / (seats + 1), ties to the lower index. At x = sum
+// it gives w; each count grows with x, so counts of [x, y) are differences of two.
+std::vector<uint64_t> dhondt(const std::vector<uint64_t>& w, uint64_t x);
 
 // Zipf(z) probability of rank k (1-based) over n ranks.
 double zipf_pmf(double z, uint64_t n, uint64_t k);

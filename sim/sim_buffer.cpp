@@ -61,7 +61,7 @@ ContentPtr SplitLayout::read(uint64_t first_row, uint64_t end_row) const {
     const uint64_t lo = std::max(first_row, offsets[i]), hi = std::min(end_row, offsets[i + 1]);
     if (hi > lo) {
       ContentPtr p = piece(i);
-      add(hi - lo == offsets[i + 1] - offsets[i] ? p : scale_content(p, hi - lo));
+      add(hi - lo == offsets[i + 1] - offsets[i] ? p : slice_content(p, lo - offsets[i], hi - offsets[i]));
     }
     ++i;
   }
@@ -74,7 +74,7 @@ ContentPtr RegionMap::Region::read_rows(uint64_t begin, uint64_t first_row, uint
   if (split) return split->read(first_row, end_row);
   const uint64_t n = rows(begin);
   if (first_row == 0 && end_row >= n) return content;
-  return scale_content(content, std::min(end_row, n) - first_row);
+  return slice_content(content, first_row, std::min(end_row, n));
 }
 
 void RegionMap::clear_range(uint64_t first, uint64_t end) {
@@ -159,7 +159,7 @@ void RegionMap::write_split(uint64_t first_byte, uint32_t key_bytes, std::shared
   regions_[first_byte] = Region{end, key_bytes, nullptr, std::move(layout)};
 }
 
-ContentPtr RegionMap::read(uint64_t first_byte, uint64_t end_byte, uint32_t* key_bytes, bool gaps_unknown) const {
+ContentPtr RegionMap::read(uint64_t first_byte, uint64_t end_byte, uint32_t* key_bytes) const {
   if (regions_.empty() || end_byte <= first_byte) return nullptr;
   auto it = regions_.upper_bound(first_byte);
   if (it != regions_.begin()) --it;
@@ -178,12 +178,12 @@ ContentPtr RegionMap::read(uint64_t first_byte, uint64_t end_byte, uint32_t* key
     const uint64_t b = it->first;
     const Region& r = it->second;
     kb = r.key_bytes;
-    if (b > at && gaps_unknown) parts.push_back(unknown_content((b - at) / kb));
+    if (b > at) parts.push_back(unknown_content((b - at) / kb));
     const uint64_t lo = std::max(first_byte, b), hi = std::min(end_byte, r.end);
     parts.push_back(r.read_rows(b, (lo - b) / kb, (hi - b) / kb));
     at = hi;
   }
-  if (at < end_byte && gaps_unknown) parts.push_back(unknown_content((end_byte - at) / kb));
+  if (at < end_byte) parts.push_back(unknown_content((end_byte - at) / kb));
   if (key_bytes) *key_bytes = kb;
   if (parts.empty()) return nullptr;
   return parts.size() == 1 ? parts.front() : merge_contents(parts);
@@ -200,6 +200,31 @@ PieceRef RegionMap::read_piece(uint64_t first_byte, uint64_t end_byte, uint32_t*
   PieceRef p = r.split->exact_piece((first_byte - it->first) / r.key_bytes, (end_byte - it->first) / r.key_bytes);
   if (p && key_bytes) *key_bytes = r.key_bytes;
   return p;
+}
+
+std::vector<RegionMap::Span> RegionMap::spans(uint64_t first_byte, uint64_t end_byte) const {
+  std::vector<Span> out;
+  if (regions_.empty() || end_byte <= first_byte) return out;
+  auto it = regions_.upper_bound(first_byte);
+  if (it != regions_.begin()) --it;
+  for (; it != regions_.end() && it->first < end_byte; ++it) {
+    const uint64_t b = it->first;
+    const Region& r = it->second;
+    if (r.end <= first_byte) continue;
+    const uint64_t lo = std::max(first_byte, b), hi = std::min(end_byte, r.end);
+    const uint64_t kb = r.key_bytes;
+    // Whole rows only: a range that cuts a row in two holds neither half's key.
+    const uint64_t first_row = (lo - b + kb - 1) / kb, end_row = (hi - b) / kb;
+    if (end_row <= first_row) continue;
+    out.push_back({b + first_row * kb - first_byte, r.key_bytes, r.read_rows(b, first_row, end_row)});
+  }
+  return out;
+}
+
+void RegionMap::land(uint64_t first_byte, uint64_t bytes, const std::vector<Span>& spans) {
+  clear_range(first_byte, first_byte + bytes);
+  for (const Span& s : spans)
+    if (s.content && s.content->rows()) regions_[first_byte + s.offset] = Region{first_byte + s.offset + s.content->rows() * s.key_bytes, s.key_bytes, s.content, nullptr};
 }
 
 ContentPtr RegionMap::at(uint64_t first_byte) const {

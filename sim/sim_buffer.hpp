@@ -37,6 +37,12 @@ struct SplitLayout {
 
 class RegionMap {
  public:
+  // One annotated range, relative to the start of a range read by spans().
+  struct Span {
+    uint64_t offset = 0;  // bytes from the range's first byte
+    uint32_t key_bytes = 4;
+    ContentPtr content;
+  };
   // Rows [first_row, first_row + content rows) of elements of key_bytes now hold `content`.
   void write(uint64_t first_byte, uint32_t key_bytes, ContentPtr content);
   // write, and a region it continues (or that continues it) of the same uniform rows
@@ -47,12 +53,18 @@ class RegionMap {
   void write_split(uint64_t first_byte, uint32_t key_bytes, std::shared_ptr<const SplitLayout> layout);
   // Content of bytes [first, end): null when nothing in the range was ever annotated (not a key
   // column); gaps between annotated regions read as unknown keys.
-  // key_bytes, if given, receives the element width of the annotated rows. With gaps_unknown =
-  // false, only the annotated rows count (a chunk image: header and values around its keys).
-  ContentPtr read(uint64_t first_byte, uint64_t end_byte, uint32_t* key_bytes = nullptr, bool gaps_unknown = true) const;
+  // key_bytes, if given, receives the element width of the annotated rows.
+  ContentPtr read(uint64_t first_byte, uint64_t end_byte, uint32_t* key_bytes = nullptr) const;
   // read(first_byte, end_byte) unbuilt, when the bytes are exactly one piece of a partition
   // operator's output (else null).
   PieceRef read_piece(uint64_t first_byte, uint64_t end_byte, uint32_t* key_bytes) const;
+  // The annotated ranges of bytes [first, end), each cut to the range, in order: what a put of
+  // those bytes carries, so that the receiver sees each chunk image's keys where they were (one
+  // content for the whole range would put every chunk's keys at the first one's slot).
+  std::vector<Span> spans(uint64_t first_byte, uint64_t end_byte) const;
+  // Bytes [first_byte, first_byte + bytes) now hold what spans() read elsewhere: everything
+  // annotated there before is gone (a put overwrites every byte it covers).
+  void land(uint64_t first_byte, uint64_t bytes, const std::vector<Span>& spans);
   // The whole content of the region that starts exactly at first_byte (null if none does): what
   // one put wrote there, even where an older, longer region left a tail behind it.
   ContentPtr at(uint64_t first_byte) const;

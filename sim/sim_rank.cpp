@@ -182,6 +182,7 @@ struct Piece {
   ContentPtr content;
   PieceRef partition;  // or, unbuilt, one partition of a partitioned buffer (sends only)
   uint32_t key_bytes = 0;
+  std::vector<RegionMap::Span> spans;  // or, for a put, the annotated ranges where they lie
 };
 
 struct Message;
@@ -195,23 +196,23 @@ struct Message {
   MessagePtr next;            // the next one posted on its channel
 };
 
-// The piece of `bytes` from `buf` at byte `off`, carrying the key content annotated there
-// (gaps_unknown: see RegionMap::read). No buffer: a content-free piece.
-Piece piece_of(const Buffer& buf, uint64_t off, uint64_t bytes, bool gaps_unknown = true, bool unbuilt = false) {
+// The piece of `bytes` from `buf` at byte `off`, carrying the key content annotated there. No
+// buffer: a content-free piece.
+Piece piece_of(const Buffer& buf, uint64_t off, uint64_t bytes, bool unbuilt = false) {
   Piece p;
   p.bytes = bytes;
   if (!buf) return p;
   const RegionMap& regions = sim_buffer(buf).regions;
   if (unbuilt) p.partition = regions.read_piece(off, off + bytes, &p.key_bytes);
-  if (!p.partition) p.content = regions.read(off, off + bytes, &p.key_bytes, gaps_unknown);
+  if (!p.partition) p.content = regions.read(off, off + bytes, &p.key_bytes);
   return p;
 }
 
 // A message of one piece (a copy, a put), or of the ranges of a (vectored) send.
-MessagePtr message_of(const Buffer& buf, uint64_t off, uint64_t bytes, bool gaps_unknown = true) {
+MessagePtr message_of(const Buffer& buf, uint64_t off, uint64_t bytes) {
   auto m = std::make_shared<Message>();
   m->bytes = bytes;
-  m->pieces.push_back(piece_of(buf, off, bytes, gaps_unknown));
+  m->pieces.push_back(piece_of(buf, off, bytes));
   return m;
 }
 template <class Ranges>
@@ -219,7 +220,7 @@ MessagePtr message_of(const Ranges& ranges) {
   auto m = std::make_shared<Message>();
   m->pieces.reserve(ranges.size());
   for (const BufferRange& r : ranges) {
-    m->pieces.push_back(piece_of(r.buf, r.off, r.bytes, true, true));
+    m->pieces.push_back(piece_of(r.buf, r.off, r.bytes, true));
     m->bytes += r.bytes;
   }
   return m;
@@ -429,7 +430,7 @@ class SimRank final : public Rank {
   // Another actor made progress possible here (a message arrived, a put landed, a merged flow
   // ended): wake this rank if it is blocked.
   void ring();
-  void land_put(int window, uint64_t remote_off, const ContentPtr& content, uint32_t key_bytes, uint32_t flag,
+  void land_put(int window, uint64_t remote_off, uint64_t bytes, const std::vector<RegionMap::Span>& spans, uint32_t flag,
                 uint64_t value);
   bool traced() const;
   void span(const std::string& track, OpParams p, double begin, double end);
@@ -906,30 +907,33 @@ void evaluate_pack(const PackChunksOp& op, OpResult& r) {
   const size_t fanout = op.rows.size();
   const uint64_t slot = chunk_slot_bytes(op.in.fmt, op.slot_rows);
   // partition_by: the rows of partition p are its pieces of the input's split (of each slice's,
-  // with in_slices: slice s's rows of p, s = 0, 1, ...), as PartitionOp would write them; the
-  // images are cut from that.
-  std::shared_ptr<SplitLayout> split;
-  std::vector<uint64_t> slices{0, op.in.rows};
+  // with in_slices), as PartitionOp would write them: one content per partition, the slices'
+  // pieces together (each slice split once: a split per partition and slice would cost fanout^2
+  // apportionments per batch), which the images are cut from.
+  std::vector<ContentPtr> partitions;
   if (op.partition_by) {
+    std::vector<uint64_t> slices{0, op.in.rows};
     if (!op.in_slices.empty()) slices = op.in_slices;
     const size_t k = slices.size() - 1;
-    split = std::make_shared<SplitLayout>();
-    split->fn = *op.partition_by;
-    split->offsets.push_back(0);
+    partitions.resize(fanout);
     std::vector<uint64_t> totals(fanout, 0);
     for (size_t sl = 0; sl < k; ++sl) {
-      split->parents.push_back(content_or_unknown(op.in.slice(slices[sl], slices[sl + 1] - slices[sl])));
-      const std::vector<uint64_t> counts = split_counts(*split->parents.back(), split->fn);
-      if (counts.size() != fanout)
+      const ContentSplit split(*content_or_unknown(op.in.slice(slices[sl], slices[sl + 1] - slices[sl])),
+                               *op.partition_by);
+      if (split.fanout() != fanout)
         throw RuntimeError("pack_chunks: " + std::to_string(fanout) + " row counts for a fanout of " +
-                           std::to_string(counts.size()));
+                           std::to_string(split.fanout()));
       for (size_t p = 0; p < fanout; ++p) {
-        if (!op.in_slices.empty() && counts[p] != op.slice_rows[sl * fanout + p])
-          throw RuntimeError("pack_chunks: slice " + std::to_string(sl) + " has " + std::to_string(counts[p]) +
+        const uint64_t n = split.rows(uint32_t(p));
+        if (!op.in_slices.empty() && n != op.slice_rows[sl * fanout + p])
+          throw RuntimeError("pack_chunks: slice " + std::to_string(sl) + " has " + std::to_string(n) +
                              " rows of partition " + std::to_string(p) + ", its counts say " +
                              std::to_string(op.slice_rows[sl * fanout + p]));
-        split->offsets.push_back(split->offsets.back() + counts[p]);
-        totals[p] += counts[p];
+        totals[p] += n;
+        if (n == 0) continue;
+        ContentPtr& into = partitions[p];
+        if (!into) into = split.piece(uint32_t(p));
+        else if (!split.absorb_piece(into, uint32_t(p))) into = merge_contents({into, split.piece(uint32_t(p))});
       }
     }
     r.values.assign(1, 0);
@@ -940,18 +944,6 @@ void evaluate_pack(const PackChunksOp& op, OpResult& r) {
       r.values.push_back(r.values.back() + totals[p]);
     }
   }
-  // Rows [first, first + n) of partition p: the pieces of the slices that hold them.
-  auto partition_rows = [&](size_t p, uint64_t first, uint64_t n) {
-    std::vector<ContentPtr> parts;
-    uint64_t at = 0;  // position in p of the current slice's first row of p
-    for (size_t sl = 0; sl + 1 < slices.size() && at < first + n; ++sl) {
-      const uint64_t piece = sl * fanout + p, rows = split->offsets[piece + 1] - split->offsets[piece];
-      const uint64_t lo = std::max(first, at), hi = std::min(first + n, at + rows);
-      if (lo < hi) parts.push_back(split->read(split->offsets[piece] + (lo - at), split->offsets[piece] + (hi - at)));
-      at += rows;
-    }
-    return parts.size() == 1 ? parts.front() : merge_contents(parts);
-  };
   uint64_t image = 0;
   for (size_t p = 0; p < fanout; ++p) {
     for (uint64_t first = 0; first < op.rows[p]; first += op.slot_rows, ++image) {
@@ -961,7 +953,7 @@ void evaluate_pack(const PackChunksOp& op, OpResult& r) {
         throw RuntimeError("pack_chunks: chunk image " + std::to_string(image) + " does not fit buffer '" +
                            (op.out ? op.out->tag : "null") + "' of " + std::to_string(op.out ? op.out->bytes : 0) +
                            " bytes");
-      ContentPtr keys = split ? partition_rows(p, first, n)
+      ContentPtr keys = op.partition_by ? slice_content(partitions[p], first, first + n)
                         : op.in.keys ? read_keys(op.in.slice(op.begin[p] + first, n)) : nullptr;
       sim_buffer(op.out).regions.write(at, op.in.fmt.key_bytes, keys ? keys : unknown_content(n));
     }
@@ -1440,7 +1432,11 @@ void SimRank::start(SimStream& st, int index) {
       uint64_t total = 0;
       st.outgoing.clear();
       for (auto& p : st.running) {
-        st.outgoing.push_back(message_of(p.bytes ? p.buf : Buffer(), p.off, p.bytes, false));  // flag-only: no content
+        auto m = std::make_shared<Message>();  // flag-only puts: no content
+        m->bytes = p.bytes;
+        m->pieces.emplace_back().bytes = p.bytes;
+        if (p.bytes && p.buf) m->pieces.back().spans = sim_buffer(p.buf).regions.spans(p.off, p.off + p.bytes);
+        st.outgoing.push_back(std::move(m));
         total += p.bytes;
       }
       const Buffer& src = st.running.front().buf;
@@ -1536,7 +1532,7 @@ void SimRank::finish(SimStream& st, int index) {
       for (size_t i = 0; i < st.running.size(); ++i) {
         const Item& x = st.running[i];
         const Piece& m = st.outgoing[i]->pieces.front();
-        world_.ranks[size_t(x.peer)]->land_put(x.window, x.other_off, m.content, m.key_bytes, x.flag, x.value);
+        world_.ranks[size_t(x.peer)]->land_put(x.window, x.other_off, x.bytes, m.spans, x.flag, x.value);
         if (trace) {
           OpParams p;
           p.kind = OpKind::Put;
@@ -1727,8 +1723,8 @@ Event SimRank::put(Stream s, int peer, int window, uint64_t remote_off, const Bu
   return enqueue(s.id, std::move(it));
 }
 
-void SimRank::land_put(int window, uint64_t remote_off, const ContentPtr& content, uint32_t key_bytes, uint32_t flag,
-                       uint64_t value) {
+void SimRank::land_put(int window, uint64_t remote_off, uint64_t bytes, const std::vector<RegionMap::Span>& spans,
+                       uint32_t flag, uint64_t value) {
   Window& win = windows_[size_t(window)];
   if (flag >= win.flags.size())
     throw RuntimeError("put sets flag " + std::to_string(flag) + " of rank " + std::to_string(id()) + "'s window " +
@@ -1736,7 +1732,7 @@ void SimRank::land_put(int window, uint64_t remote_off, const ContentPtr& conten
   if (remote_off > win.buf->bytes)
     throw RuntimeError("put lands at byte " + std::to_string(remote_off) + " past rank " + std::to_string(id()) +
                        "'s window of " + std::to_string(win.buf->bytes) + " bytes");
-  if (content) sim_buffer(win.buf).regions.write(remote_off, key_bytes, content);
+  if (bytes) sim_buffer(win.buf).regions.land(remote_off, bytes, spans);
   win.flags[flag] = value;
   if (consumer_ && window == consumer_->window && flag < consumer_->rings) consumer_->list(flag);
   ring();

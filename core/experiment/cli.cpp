@@ -149,8 +149,17 @@ int run_command(const std::vector<std::string>& args) {
     row.date = utc_timestamp();
     row.git_commit = commit;
     row.trace_file = n == 1 ? base + ".trace.json" : base + "-" + std::to_string(i + 1) + ".trace.json";
-    if (reporting)
-      write_chrome_trace_file(row.trace_file, row.outcome, plan.name + (row.swept.empty() ? "" : " " + row.swept));
+    if (reporting) {
+      const TraceWritten w = write_chrome_trace_file(row.trace_file, row.outcome,
+                                                     plan.name + (row.swept.empty() ? "" : " " + row.swept),
+                                                     pp.run.trace_max_bytes);
+      if (w.left_out) {
+        std::lock_guard<std::mutex> g(console_mutex());
+        std::cerr << "joinlab: " << row.trace_file << ": " << w.left_out << " of " << (w.spans + w.left_out)
+                  << " spans left out (those from " << w.cut_s * 1e3 << " ms on), to stay within "
+                  << "experiment.trace_max_bytes = " << pp.run.trace_max_bytes << " (0: no limit)\n";
+      }
+    }
     row.outcome.trace.clear();  // written; the CSV does not need it
     row.outcome.trace.shrink_to_fit();
     {

@@ -57,7 +57,7 @@ std::string phase_column(const std::string& name) {
   return c + "_s";
 }
 
-const char* verified_word(const RunOutcome& o) { return o.point.verify ? "yes" : "no"; }
+const std::string& verified_word(const RunOutcome& o) { return o.checked; }
 
 struct Column {
   const char* title;
@@ -67,7 +67,7 @@ struct Column {
 const Column kTableColumns[] = {
     {"strategy", 9, true}, {"backend", 7, true}, {"ranks", 5}, {"|R|", 9}, {"|S|", 9},
     {"total ms", 10}, {"M tuples/s", 11}, {"bound ms", 9}, {"of bound", 8}, {"matches", 12},
-    {"verified", 8}};
+    {"verified", 9}};
 
 }  // namespace
 

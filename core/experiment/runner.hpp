@@ -13,6 +13,11 @@
 
 namespace joinlab {
 
+// Largest closed-form walk (rows of S read one word each, or keys inverted) a simulated run's
+// count check does; bigger ones say "count not checked: too large" (a PK-FK join whose S rows all
+// match is O(1) at any size).
+constexpr uint64_t kSimCountMaxRows = uint64_t(1) << 32;
+
 struct RunPoint {
   std::string name;        // experiment name (for tables and files)
   std::string strategy = "npj";
@@ -21,7 +26,8 @@ struct RunPoint {
   Workload workload;
   std::map<std::string, std::string> strategy_options;  // raw [strategy] keys, parsed by the strategy
   int repeat = 1;          // runs of the point; phase and total times are the median
-  bool verify = true;      // false only for simulation (no data)
+  uint64_t trace_max_bytes = uint64_t(64) << 20;  // of its trace file; 0: no limit (trace_writer.hpp)
+  bool verify = true;      // count and checksum; the count alone where there is no checksum (simulation, count_only)
 };
 
 struct PhaseTime {
@@ -33,7 +39,8 @@ struct RunOutcome {
   RunPoint point;
   JoinDigest digest;        // summed over ranks
   bool has_checksum = true;
-  std::string verified;     // how it was verified ("closed form ...") or why not ("simulated")
+  std::string verified;     // what was checked and against what ("count (no data to checksum): closed form ..."), or why not
+  std::string checked = "no";  // the same in a word for the table: yes (count and checksum), count, no, too large
   double total_seconds = 0; // median over repeats: first phase begin to last phase end, over
                             // ranks, leaving out the generate and verify phases (timed_phase, strategy.hpp)
   std::vector<double> repeat_seconds;

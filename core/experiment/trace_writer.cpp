@@ -75,7 +75,8 @@ bool is_transfer(OpKind k) { return k == OpKind::Copy || k == OpKind::Send || k 
 
 }  // namespace
 
-void write_chrome_trace(std::ostream& out, const RunOutcome& run, const std::string& title) {
+TraceWritten write_chrome_trace(std::ostream& out, const RunOutcome& run, const std::string& title,
+                                uint64_t max_bytes) {
   const ClusterShape& shape = run.point.cluster.shape;
   double t0 = 1e300;
   for (auto& phases : run.rank_phases)
@@ -94,8 +95,10 @@ void write_chrome_trace(std::ostream& out, const RunOutcome& run, const std::str
   }
 
   bool first = true;
+  uint64_t written = 0;
   auto event = [&](const std::string& json) {
     out << (first ? "\n" : ",\n") << json;
+    written += json.size() + 2;
     first = false;
   };
   out << "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"title\":" << json_string(title)
@@ -123,20 +126,59 @@ void write_chrome_trace(std::ostream& out, const RunOutcome& run, const std::str
       event("{\"ph\":\"X\",\"cat\":\"phase\",\"name\":" + json_string(ph.name) + ",\"pid\":" + std::to_string(r) +
             ",\"tid\":0,\"ts\":" + micros(ph.begin - t0) + ",\"dur\":" + micros(std::max(0.0, ph.end - ph.begin)) +
             "}");
-  for (auto& s : run.trace) {
-    std::string name = to_string(s.params.kind);
-    event("{\"ph\":\"X\",\"cat\":" + json_string(is_transfer(s.params.kind) ? "transfer" : "op") +
-          ",\"name\":" + json_string(name) + ",\"pid\":" + std::to_string(s.rank) +
-          ",\"tid\":" + std::to_string(tid[{s.rank, s.track}]) + ",\"ts\":" + micros(s.begin - t0) +
-          ",\"dur\":" + micros(std::max(0.0, s.end - s.begin)) + ",\"args\":" + op_args(s.params) + "}");
+  auto span_event = [&](const TraceSpan& s) {
+    return "{\"ph\":\"X\",\"cat\":" + json_string(is_transfer(s.params.kind) ? "transfer" : "op") +
+           ",\"name\":" + json_string(to_string(s.params.kind)) + ",\"pid\":" + std::to_string(s.rank) +
+           ",\"tid\":" + std::to_string(tid[{s.rank, s.track}]) + ",\"ts\":" + micros(s.begin - t0) +
+           ",\"dur\":" + micros(std::max(0.0, s.end - s.begin)) + ",\"args\":" + op_args(s.params) + "}";
+  };
+  TraceWritten w;
+  constexpr uint64_t kNoteBytes = 512;  // room for the trace_truncated event
+  uint64_t all = written;
+  for (auto& s : run.trace) all += span_event(s).size() + 2;
+  if (max_bytes == 0 || all + 8 <= max_bytes) {
+    for (auto& s : run.trace) event(span_event(s));
+    w.spans = run.trace.size();
+  } else {
+    // The spans that began first, over all ranks, while they fit (in time order; ties in the
+    // order recorded), then the rest left out: the trace shows the whole cluster up to a time.
+    std::vector<size_t> order(run.trace.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return run.trace[a].begin < run.trace[b].begin; });
+    uint64_t budget = max_bytes > written + kNoteBytes ? max_bytes - written - kNoteBytes : 0;
+    size_t kept = 0;
+    for (; kept < order.size(); ++kept) {
+      const uint64_t bytes = span_event(run.trace[order[kept]]).size() + 2;
+      if (bytes > budget) break;
+      budget -= bytes;
+    }
+    // Everything that began before the first span left out (so no track has a gap).
+    w.cut_s = kept < order.size() ? run.trace[order[kept]].begin - t0 : 1e300;
+    while (kept > 0 && run.trace[order[kept - 1]].begin - t0 >= w.cut_s) --kept;
+    std::vector<char> keep(run.trace.size(), 0);
+    for (size_t i = 0; i < kept; ++i) keep[order[i]] = 1;
+    for (size_t i = 0; i < run.trace.size(); ++i)
+      if (keep[i]) event(span_event(run.trace[i]));
+    w.spans = kept;
+    w.left_out = run.trace.size() - kept;
+    event("{\"ph\":\"M\",\"name\":\"trace_truncated\",\"pid\":0,\"args\":{\"spans_kept\":" + std::to_string(w.spans) +
+          ",\"spans_left_out\":" + std::to_string(w.left_out) + ",\"left_out_from_us\":" + micros(w.cut_s) +
+          ",\"max_bytes\":" + std::to_string(max_bytes) +
+          ",\"why\":\"spans that began at or after left_out_from_us are not in this file: set "
+          "experiment.trace_max_bytes (0: no limit) for all\"}}");
   }
   out << "\n]}\n";
+  return w;
 }
 
-void write_chrome_trace_file(const std::string& path, const RunOutcome& run, const std::string& title) {
+TraceWritten write_chrome_trace_file(const std::string& path, const RunOutcome& run, const std::string& title,
+                                     uint64_t max_bytes) {
   std::ofstream out(path, std::ios::trunc);
-  if (out) write_chrome_trace(out, run, title);
+  TraceWritten w;
+  if (out) w = write_chrome_trace(out, run, title, max_bytes);
   if (!out) throw RuntimeError("cannot write the trace '" + path + "': " + std::strerror(errno));
+  return w;
 }
 
 }  // namespace joinlab

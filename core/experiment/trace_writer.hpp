@@ -11,8 +11,18 @@
 
 namespace joinlab {
 
-void write_chrome_trace(std::ostream& out, const RunOutcome& run, const std::string& title);
+// What a trace holds of the run's spans. Within max_bytes (0: no limit) it holds every phase and
+// the spans that began first, over all ranks and tracks (the whole cluster up to a time); the
+// others are left out, and a metadata event "trace_truncated" says how many, from when on, and
+// the key that sets the limit.
+struct TraceWritten {
+  size_t spans = 0, left_out = 0;
+  double cut_s = 0;  // spans that began at or after this (seconds from the start) are left out
+};
+TraceWritten write_chrome_trace(std::ostream& out, const RunOutcome& run, const std::string& title,
+                                uint64_t max_bytes = 0);
 // Throws RuntimeError naming the path if it cannot be written.
-void write_chrome_trace_file(const std::string& path, const RunOutcome& run, const std::string& title);
+TraceWritten write_chrome_trace_file(const std::string& path, const RunOutcome& run, const std::string& title,
+                                     uint64_t max_bytes = 0);
 
 }  // namespace joinlab

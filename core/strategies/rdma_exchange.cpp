@@ -474,16 +474,22 @@ class Exchange {
         }
       }
       rank_.stream_wait(kPuts, rank_.record(kCompute));
-      uint64_t image = 0;
-      for (uint64_t q = 0; q < fanout; ++q) {
+      // The images hold the streamed partitions' chunks in partition order.
+      std::vector<uint64_t> first_image(fanout + 1, 0);
+      for (uint64_t q = 0; q < fanout; ++q)
+        first_image[q + 1] = first_image[q] + (streamed_[q] ? (offsets[q + 1] - offsets[q] + slot_rows_ - 1) / slot_rows_ : 0);
+      // Every sender starts with the partitions of the next receiver after itself and goes round:
+      // walked in the same order by all, every sender would put into one receiver at a time
+      // (incast on its link, the others idle).
+      const uint64_t start = parts_.first_of((me_ + 1) % n_);
+      for (uint64_t step = 0; step < fanout; ++step) {
+        const uint64_t q = (start + step) % fanout;
         const uint64_t rows = offsets[q + 1] - offsets[q];
         if (!rows) continue;
         const int j = parts_.receiver_of(q);
         if (streamed_[q]) {
-          put_chunks(j, q, sent[q], bb.images, image, rows, t.fmt, consumer);
-          const uint64_t chunks = (rows + slot_rows_ - 1) / slot_rows_;
-          sent[q] += chunks;
-          image += chunks;
+          put_chunks(j, q, sent[q], bb.images, first_image[q], rows, t.fmt, consumer);
+          sent[q] += first_image[q + 1] - first_image[q];
         } else {
           put_rows(j, q, batch.relation, part.out.slice(offsets[q], rows), mat_rows, mat_bytes);
         }

@@ -97,6 +97,35 @@ ExpectedResult expected_result(const Workload& w, int threads) {
   return {reference_from_generators(w), "reference hash join"};
 }
 
+uint64_t expected_count_work(const Workload& w) {
+  if (w.s.dist == KeyDist::ForeignKey) return w.s.match_rate >= 1.0 ? 0 : w.s.rows;
+  if (w.r.unique_keys()) return w.s.rows;
+  if (w.s.unique_keys()) return w.r.rows;
+  return w.r.rows + w.s.rows;
+}
+
+ExpectedResult expected_count(const Workload& w, int threads) {
+  if (w.s.dist != KeyDist::ForeignKey) {
+    ExpectedResult e = expected_result(w, threads);
+    e.digest.checksum = 0;
+    return e;
+  }
+  const KeyGen g = make_keygen(w.s, &w.r);  // S references R, whose keys are unique
+  if (g.match_all) return {{w.s.rows, 0}, "closed form (every S key in R)"};
+  if (threads <= 0) threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<uint64_t> part(size_t(threads), 0);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      const RowRange rr = rank_slice(w.s.rows, t, threads);
+      part[size_t(t)] = g.hits(rr.begin, rr.end - rr.begin);
+    });
+  for (auto& th : pool) th.join();
+  uint64_t count = 0;
+  for (uint64_t c : part) count += c;
+  return {{count, 0}, "closed form (S's foreign keys that hit R)"};
+}
+
 JoinDigest reference_join(const std::vector<uint64_t>& r_keys, const std::vector<uint64_t>& r_vals,
                           const std::vector<uint64_t>& s_keys, const std::vector<uint64_t>& s_vals) {
   std::unordered_multimap<uint64_t, uint64_t> table;

@@ -28,6 +28,14 @@ bool can_verify(const Workload& w);
 // Throws InputError when the workload cannot be verified (neither side unique and too large).
 ExpectedResult expected_result(const Workload& w, int threads = 0);
 
+// The match count alone (digest.checksum 0), for runs without a checksum (count-only output,
+// simulation): by the cheapest exact form. S foreign keys into R: |S| when every row matches,
+// else the rows whose match word hits (KeyGen::hits, one word per row, no key); otherwise the
+// count of expected_result. Throws InputError as expected_result does.
+ExpectedResult expected_count(const Workload& w, int threads = 0);
+// Rows expected_count reads: 0 for a closed form in O(1), else the rows it walks.
+uint64_t expected_count_work(const Workload& w);
+
 // Reference join of explicit tuples (tests): every (r, s) pair with equal keys.
 JoinDigest reference_join(const std::vector<uint64_t>& r_keys, const std::vector<uint64_t>& r_vals,
                           const std::vector<uint64_t>& s_keys, const std::vector<uint64_t>& s_vals);

@@ -166,6 +166,15 @@ struct KeyGen {
       }
     }
   }
+  // ForeignKey: how many of rows [first, first + n) reference a row of the referenced relation
+  // (the others hold keys absent from it). One word per row, no key: the exact match count of a
+  // join with the unique referenced side, for verification and the simulator alike.
+  uint64_t hits(uint64_t first, uint64_t n) const {
+    if (match_all) return n;
+    uint64_t h = 0;
+    for (uint64_t i = first; i < first + n; ++i) h += random_word(seed, 1, i) < match_threshold;
+    return h;
+  }
   // For unique relations: the row holding `key`, or ~0 if no row does.
   JL_HD uint64_t row_of_key(uint64_t key) const {
     if (dist == 0) {

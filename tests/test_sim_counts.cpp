@@ -1,0 +1,189 @@
+// Simulated match counts are exact and verified: every strategy on the sim backend at 1, 2, 4 and
+// 10 ranks, over PK-FK joins with a match rate, Zipf-skewed references and both, counts exactly
+// the workload's closed form (core/verify/expected.*), which run_point checks (verify is on by
+// default in simulation: the count, there being no data to checksum).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/builtin.hpp"
+#include "core/common/error.hpp"
+#include "core/experiment/runner.hpp"
+#include "core/experiment/trace_writer.hpp"
+#include "core/verify/expected.hpp"
+#include "tests/test_workloads.hpp"
+
+namespace joinlab {
+namespace {
+
+using test::pk_fk;
+using Options = std::map<std::string, std::string>;
+
+class SimCounts : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { register_builtin(); }
+
+  static RunPoint point(const std::string& strategy, const Workload& w, ClusterShape shape, Options options = {}) {
+    RunPoint p;
+    p.name = "sim-counts";
+    p.strategy = strategy;
+    p.backend = "sim";
+    p.cluster.shape = shape;
+    p.cluster.profile = "h100";
+    p.cluster.profile_dir = std::string(JOINLAB_SOURCE_DIR) + "/models/profiles";
+    p.workload = w;
+    p.strategy_options = std::move(options);
+    return p;
+  }
+
+  // Runs p (run_point throws VerificationError on a count that is not the closed form's) and
+  // checks the count and what the outcome says was checked.
+  static void expect_exact(const RunPoint& p) {
+    const uint64_t want = expected_count(p.workload).digest.count;
+    RunOutcome o;
+    ASSERT_NO_THROW(o = run_point(p));
+    EXPECT_EQ(o.digest.count, want);
+    EXPECT_EQ(o.checked, "count");
+    EXPECT_NE(o.verified.find("closed form"), std::string::npos) << o.verified;
+  }
+
+  // PK-FK with a match rate of 0.3; references Zipf(1); both. Small: the suite runs in seconds.
+  static std::vector<std::pair<std::string, Workload>> workloads() {
+    return {{"match 0.3", pk_fk(3 << 12, 1 << 15, 4, 0.3)},
+            {"zipf 1", pk_fk(3 << 12, 1 << 15, 4, 1.0, 1.0)},
+            {"zipf 1, match 0.3", pk_fk(3 << 12, 1 << 15, 8, 0.3, 1.0)}};
+  }
+};
+
+// Small chunks, batches and rings, so that every partition's stream has several chunks, puts of
+// several chunks and ring slots reused.
+const Options kSmallChunks = {{"chunk_bytes", "1024"}, {"batch_rows", "4096"}, {"parts_per_receiver", "4"}};
+
+TEST_F(SimCounts, SingleRankStrategiesCountExactly) {
+  for (auto& [what, w] : workloads())
+    for (const char* s : {"npj", "phj", "smj", "chunked"}) {
+      SCOPED_TRACE(std::string(s) + ", " + what);
+      expect_exact(point(s, w, {1, 1}, std::string(s) == "chunked" ? Options{{"chunk_rows", "5000"}} : Options{}));
+    }
+}
+
+TEST_F(SimCounts, DistributedStrategiesCountExactlyAt1To10Ranks) {
+  // 10 ranks as 10 nodes x 1 GPU and as 5 x 2.
+  const std::vector<ClusterShape> shapes = {{1, 1}, {2, 1}, {2, 2}, {10, 1}, {5, 2}};
+  for (auto& [what, w] : workloads())
+    for (const ClusterShape& shape : shapes) {
+      const std::string where = what + ", " + std::to_string(shape.nodes) + " x " + std::to_string(shape.per_node);
+      for (const char* level : {"1", "2"}) {
+        SCOPED_TRACE(std::string("shuffle levels ") + level + ", " + where);
+        expect_exact(point("shuffle", w, shape, {{"levels", level}}));
+      }
+      for (const char* s : {"gpj", "gpj-b", "gpj-h", "crj"}) {
+        SCOPED_TRACE(std::string(s) + ", " + where);
+        Options o = kSmallChunks;
+        if (std::string(s) != "gpj-b" && std::string(s) != "crj") o["output"] = "count_only";
+        expect_exact(point(s, w, shape, o));
+      }
+    }
+}
+
+TEST_F(SimCounts, GpjCountsEachChunkOnceWhateverSlotItsPutStartsAt) {
+  // 2 x 1 GPU, 8 partitions, 128-row chunks (8-byte tuples), 4 slots, puts of up to 2 chunks.
+  // Each sender's R: two batches of 2048 rows (2 chunks per partition each) and one of 640 rows
+  // (1 chunk): 5 R chunks per ring, so the S chunks start at slot 1 and their first put covers
+  // slots 1 and 2, where an R put had started. A put's keys landed as one content at its first
+  // slot then, and slot 2 kept that R put's keys: 1.5 x |S| matches.
+  const Workload w = pk_fk(2 * (2 * 2048 + 640), 1 << 16, 4, 1.0);
+  for (const char* output : {"count_only", "direct"}) {
+    SCOPED_TRACE(output);
+    expect_exact(point("gpj", w, {2, 1},
+                       {{"chunk_bytes", "1024"}, {"batch_rows", "2048"}, {"parts_per_receiver", "4"},
+                        {"slots", "4"}, {"chunks_per_put", "2"}, {"output", output}}));
+  }
+}
+
+TEST_F(SimCounts, AWrongCountFailsVerification) {
+  // The check run_point makes on a simulated count (exit code 3 in the CLI): a count one off the
+  // closed form's is a VerificationError naming both.
+  const Workload w = pk_fk(3 << 12, 1 << 15, 4, 0.3);
+  RunPoint p = point("gpj", w, {2, 1}, kSmallChunks);
+  const RunOutcome o = run_point(p);
+  const ExpectedResult want = expected_count(w);
+  ASSERT_EQ(o.digest.count, want.digest.count);
+  try {
+    check_result({o.digest.count + 1, 0}, want, "gpj on sim");
+    ADD_FAILURE() << "a wrong count passed";
+  } catch (const VerificationError& e) {
+    EXPECT_NE(std::string(e.what()).find("match count " + std::to_string(o.digest.count + 1) + " but expected " +
+                                         std::to_string(want.digest.count)),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_F(SimCounts, ClosedFormCountIsTheGeneratorsHits) {
+  // expected_count's one-word-per-row form against the full closed form (keys inverted).
+  for (auto& [what, w] : workloads()) {
+    SCOPED_TRACE(what);
+    EXPECT_EQ(expected_count(w).digest.count, expected_result(w).digest.count);
+  }
+  // Every S row matches: O(1), at any size.
+  const Workload big = pk_fk(uint64_t(3) << 30, uint64_t(12) << 30, 8, 1.0, 1.0);
+  EXPECT_EQ(expected_count_work(big), 0u);
+  EXPECT_EQ(expected_count(big).digest.count, big.s.rows);
+}
+
+TEST_F(SimCounts, TooLargeToCheckIsSaid) {
+  // Neither side unique and past the reference join: the simulation runs and says why its count
+  // was not checked (a real backend refuses such a point before any work).
+  Workload w = pk_fk(1 << 14, 1 << 14);
+  w.r.dist = w.s.dist = KeyDist::Uniform;
+  w.r.range_lo = w.s.range_lo = 1;
+  w.r.range_hi = w.s.range_hi = 1 << 20;
+  w.r.rows = w.s.rows = kReferenceJoinMaxRows;
+  const RunOutcome o = run_point(point("npj", w, {1, 1}, {{"output", "count_only"}}));
+  EXPECT_EQ(o.checked, "too large");
+  EXPECT_NE(o.verified.find("count not checked: too large"), std::string::npos) << o.verified;
+}
+
+TEST_F(SimCounts, TracesAreCappedAndSayWhatWasLeftOut) {
+  const RunOutcome o = run_point(point("gpj", pk_fk(3 << 12, 1 << 15, 4, 0.3), {2, 2}, kSmallChunks));
+  ASSERT_GT(o.trace.size(), 100u);
+  std::ostringstream whole;
+  const TraceWritten all = write_chrome_trace(whole, o, "whole", 0);
+  EXPECT_EQ(all.spans, o.trace.size());
+  EXPECT_EQ(all.left_out, 0u);
+  EXPECT_EQ(whole.str().find("trace_truncated"), std::string::npos);
+  const uint64_t cap = whole.str().size() / 3;
+  std::ostringstream capped;
+  const TraceWritten some = write_chrome_trace(capped, o, "capped", cap);
+  EXPECT_LE(capped.str().size(), cap);
+  EXPECT_GT(some.spans, 0u);
+  EXPECT_GT(some.left_out, 0u);
+  EXPECT_EQ(some.spans + some.left_out, o.trace.size());
+  EXPECT_NE(capped.str().find("\"trace_truncated\""), std::string::npos);
+  EXPECT_NE(capped.str().find("\"spans_left_out\":" + std::to_string(some.left_out)), std::string::npos);
+  EXPECT_NE(capped.str().find("experiment.trace_max_bytes"), std::string::npos);
+  // Kept: every span that began before the cut, on every rank; left out: every one after it.
+  double t0 = 1e300;
+  for (auto& phases : o.rank_phases)
+    for (auto& ph : phases) t0 = std::min(t0, ph.begin);
+  for (auto& s : o.trace) t0 = std::min(t0, s.begin);
+  size_t before = 0;
+  std::set<int> ranks;
+  for (auto& s : o.trace)
+    if (s.begin - t0 < some.cut_s) {
+      ++before;
+      ranks.insert(s.rank);
+    }
+  EXPECT_EQ(before, some.spans);
+  EXPECT_EQ(ranks.size(), 4u);
+  // The default cap is 64 MiB.
+  EXPECT_EQ(RunPoint{}.trace_max_bytes, uint64_t(64) << 20);
+}
+
+}  // namespace
+}  // namespace joinlab
