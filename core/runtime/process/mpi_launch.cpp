@@ -15,11 +15,6 @@ namespace joinlab {
 
 namespace {
 
-const char* env(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v ? v : nullptr;
-}
-
 void check_mpi(int rc, const std::string& call) {
   if (rc == MPI_SUCCESS) return;
   char text[MPI_MAX_ERROR_STRING];
@@ -142,16 +137,6 @@ class MpiControlPlane final : public ControlPlane {
 };
 
 }  // namespace
-
-bool launched_by_mpi() {
-  return env("OMPI_COMM_WORLD_SIZE") || env("PMIX_RANK") || env("PMI_RANK") || env("PMI_SIZE");
-}
-
-int launched_rank() {
-  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
-    if (const char* v = env(name)) return std::atoi(v);
-  return -1;
-}
 
 int LaunchInfo::ranks_on_node(int node) const {
   return int(std::count(node_of_rank.begin(), node_of_rank.end(), node));
