@@ -10,6 +10,7 @@
 
 #include "core/common/error.hpp"
 #include "core/runtime/polling.hpp"
+#include "core/runtime/process/launch_guard.hpp"
 
 namespace joinlab {
 
@@ -30,7 +31,11 @@ MPI_Comm g_comm = MPI_COMM_NULL;
 void finalize_at_exit() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (finalized || g_job_failed.load()) return;  // a failed job's peers may never reach finalize
+  if (finalized) return;
+  if (g_job_failed.load()) {  // a failed job's peers may never reach finalize
+    end_failed_job();
+    return;
+  }
   MPI_Finalize();
 }
 
@@ -158,6 +163,9 @@ const LaunchInfo& mpi_launch() {
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized) {
+      inject_startup_fault("startup");
+      startup_stage("in MPI_Init_thread");
+      inject_startup_fault("mpi_init");
       // The control plane calls MPI from the rank's thread only; the MPI data plane (transport =
       // mpi) from every stream thread, so it needs MPI_THREAD_MULTIPLE.
       if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &g_thread_level) != MPI_SUCCESS)
@@ -166,6 +174,7 @@ const LaunchInfo& mpi_launch() {
     } else {
       MPI_Query_thread(&g_thread_level);
     }
+    startup_stage("learning the placement (MPI_Comm_dup, MPI_Allgather of host names)");
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &g_comm), "MPI_Comm_dup");
     MPI_Comm_set_errhandler(g_comm, MPI_ERRORS_RETURN);
