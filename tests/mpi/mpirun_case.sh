@@ -21,6 +21,9 @@
 #   wireup_stall            rank 2 stops before the UCX wireup (plain mpirun)
 #                           start-up cases: timeout_s = 10, so the start-up bound is 5 s; the job
 #                           must fail naming rank 2 within 20 s
+#   mpi_transport_faults    rank 2 killed, then stopped, mid-run over the MPI data plane under
+#                           --enable-recovery (the plane looks for the job's gone or stopped
+#                           processes on its host): each run fails naming rank 2 within 20 s
 #   corrupt_chunk           one chunk of gpj arrives corrupted: the checksum catches it
 # Every failure case also checks that no process of the job is left (a marker in the environment
 # of every process it started).
@@ -147,6 +150,13 @@ case "$case_name" in
   mpi_init_stall) startup_fault stall:rank=2:at=mpi_init --enable-recovery ;;
   wireup_kill) startup_fault kill:rank=2:at=wireup --enable-recovery ;;
   wireup_stall) startup_fault stall:rank=2:at=wireup ;;
+  mpi_transport_faults)
+    for fault in kill:rank=2:op=2 stall:rank=2:op=2; do
+      JOINLAB_FAULT=$fault run 4 --enable-recovery -x JOINLAB_FAULT -- --experiment.strategy=gpj --cluster.transport=mpi \
+        "${small_chunks[@]}" --cluster.timeout_s=10
+      failed_cleanly 20
+      grep -q "rank 2 \(has no process any more\|(pid [0-9]*) is stopped\)" "$out" || fail "no message names rank 2"
+    done ;;
   corrupt_chunk)
     JOINLAB_FAULT=corrupt:rank=1:op=3 run 4 -x JOINLAB_FAULT -- --experiment.strategy=gpj "${small_chunks[@]}" \
       --strategy.chunk_timeout_s=2
