@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -76,13 +77,13 @@ std::atomic<bool> g_ended{false};
 
 }  // namespace
 
-std::string local_peer_faults(bool kill_stopped) {
+// This job's processes on this host: rank -> (pid, state).
+std::map<int, std::pair<std::string, char>> scan_job() {
+  std::map<int, std::pair<std::string, char>> found;
   const std::string job = job_id();
-  if (job.empty()) return "";
+  if (job.empty()) return found;
   const auto eq = job.find('=');
   const std::string var = job.substr(0, eq), value = job.substr(eq + 1);
-  const int me = launched_rank(), size = launched_size();
-  std::map<int, std::pair<std::string, char>> found;  // rank -> pid, state
   if (DIR* d = ::opendir("/proc")) {
     while (dirent* e = ::readdir(d)) {
       const std::string pid = e->d_name;
@@ -101,6 +102,13 @@ std::string local_peer_faults(bool kill_stopped) {
     }
     ::closedir(d);
   }
+  return found;
+}
+
+std::string local_peer_faults(bool kill_stopped) {
+  if (job_id().empty()) return "";
+  const int me = launched_rank(), size = launched_size();
+  const auto found = scan_job();
   std::ostringstream out;
   for (auto& [rank, what] : found) {
     if (rank == me) continue;
@@ -152,17 +160,50 @@ void arm_startup_watchdog(double limit_s, const std::string& stage) {
   }
   std::thread([limit_s] {
     Watchdog& w = watchdog();
-    std::unique_lock<std::mutex> g(w.mu);
-    if (w.cv.wait_for(g, std::chrono::duration<double>(limit_s), [&] { return w.done; })) return;
-    const std::string stage = w.stage;
-    g.unlock();
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(limit_s));
+    std::map<int, std::string> seen;  // ranks of this host seen running: rank -> pid
+    std::string why;
+    const int me = launched_rank();
+    // Looks 4 times a second (a /proc scan costs milliseconds; start-up is short), the first at once.
+    for (bool first = true;; first = false) {
+      if (!first) {
+        std::unique_lock<std::mutex> g(w.mu);
+        const auto next = std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(250));
+        if (w.cv.wait_until(g, next, [&] { return w.done; })) return;
+        if (std::chrono::steady_clock::now() >= deadline) {
+          why = "did not finish within " + seconds_text(limit_s) + " (" + w.stage + ")";
+          break;
+        }
+      }
+      // A peer of this host that ran and is gone (or a zombie) has died: no need to wait for the
+      // bound. One that is stopped may yet go on: the bound judges it, as a heartbeat would.
+      const auto found = scan_job();
+      std::string dead;
+      for (auto& [rank, pid] : seen) {
+        if (rank == me) continue;
+        auto it = found.find(rank);
+        if (it == found.end() || it->second.second == 'Z')
+          dead += (dead.empty() ? "" : "; ") + ("rank " + std::to_string(rank) + " (pid " + pid + ") has died");
+      }
+      if (!dead.empty()) {
+        std::lock_guard<std::mutex> g(w.mu);
+        if (w.done) return;
+        why = "failed (" + w.stage + "): " + dead;
+        local_peer_faults(true);  // a stopped peer would keep the job (and mpirun) alive
+        std::cerr << "joinlab: error: rank " + std::to_string(me) + ": start-up " + why + "\n" << std::flush;
+        end_failed_job();
+        std::_Exit(1);
+      }
+      for (auto& [rank, what] : found)
+        if (what.second != 'Z') seen[rank] = what.first;
+    }
     const std::string faults = local_peer_faults(true);
-    std::cerr << "joinlab: error: rank " + std::to_string(launched_rank()) + ": start-up did not finish within " +
-                     seconds_text(limit_s) + " (" + stage + "): " +
+    std::cerr << "joinlab: error: rank " + std::to_string(me) + ": start-up " + why + ": " +
                      (faults.empty() ? std::string("every rank on this host runs: a rank on another host died or "
                                                    "hangs, or the network between the hosts fails")
                                      : faults) +
-                     " (the bound is cluster.timeout_s / 2)\n"
+                     " (start-up is bounded by cluster.timeout_s / 2)\n"
               << std::flush;
     end_failed_job();
     std::_Exit(1);  // MPI may hold locks this thread would need: no MPI call, no exit handlers

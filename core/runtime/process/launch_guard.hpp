@@ -22,6 +22,13 @@ void startup_stage(const std::string& stage);
 // Start-up is over (the first barrier of the run passed): the data plane's own failure detection
 // (endpoint errors, heartbeats) takes over.
 void startup_done();
+// Start-up is over when the scope ends at the latest (it failed: this process reports that).
+struct StartupScope {
+  StartupScope(double limit_s, const std::string& stage) { arm_startup_watchdog(limit_s, stage); }
+  ~StartupScope() { startup_done(); }
+  StartupScope(const StartupScope&) = delete;
+  StartupScope& operator=(const StartupScope&) = delete;
+};
 
 // This process is ending with an error after its job failed: under --enable-recovery, tell the
 // launcher to end the job (see above). Idempotent; nothing without an MPI launcher.

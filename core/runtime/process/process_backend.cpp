@@ -274,7 +274,7 @@ class Host final : public ProcessHost {
     if (how.host_transport != "ucx" && how.host_transport != "mpi")
       throw InputError("process ranks: host data plane '" + how.host_transport + "': expected ucx or mpi");
     // Start-up blocks in MPI or waits without knowing who is missing: bounded as a stall is.
-    arm_startup_watchdog(how.timeout_s / 2, "in MPI_Init_thread");
+    const StartupScope startup(how.timeout_s / 2, "in MPI_Init_thread");
     const LaunchInfo& L = mpi_launch();
     check_launch(cfg, L);
     auto control = make_mpi_control_plane(how.timeout_s);
@@ -350,7 +350,7 @@ void run_process_rank(const BackendConfig& cfg, const std::function<void(Rank&)>
                      (transport == "inproc" ? " (inproc is for ranks as threads of one process)" : ""));
   if (cfg.threads_per_rank < 0)
     throw InputError("backend cpu: threads_per_rank = " + std::to_string(cfg.threads_per_rank) + " is negative");
-  arm_startup_watchdog(cpu_rank_setup(cfg, 1).timeout_s / 2, "in MPI_Init_thread");  // as Host::run does
+  const StartupScope startup(cpu_rank_setup(cfg, 1).timeout_s / 2, "in MPI_Init_thread");  // as Host::run does
   const LaunchInfo& L = mpi_launch();
   CpuRankSetup setup = cpu_rank_setup(cfg, L.ranks_on_node(L.node()));
   ProcessRun how;
