@@ -2,6 +2,14 @@
 
 namespace joinlab {
 
+bool built_with_process_ranks() {
+#ifdef JOINLAB_HAVE_MPI
+  return true;
+#else
+  return false;
+#endif
+}
+
 void register_builtin() {
   static bool done = false;
   if (done) return;

@@ -5,6 +5,7 @@
 namespace joinlab {
 
 void register_builtin();  // all of the below that this build has
+bool built_with_process_ranks();  // JOINLAB_HAVE_MPI: this build can run under mpirun
 
 void register_cpu_backend();       // core/runtime/cpu_rank.cpp
 void register_cuda_backend();      // kernels/cuda/cuda_backend.cu (JOINLAB_HAVE_CUDA)

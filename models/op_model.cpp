@@ -596,9 +596,49 @@ Design design_of(const std::vector<OpSample>& samples, const std::vector<double>
   return d;
 }
 
+// The rows of a piece as the solver sees them: each scaled by 1 / seconds (relative error), each
+// column of `cols` scaled to norm 1 (`scale` gets the norms).
+Eigen::MatrixXd weighted_columns(const Design& d, const std::vector<size_t>& rows, const std::vector<size_t>& cols,
+                                 Eigen::VectorXd& scale) {
+  Eigen::MatrixXd a(rows.size(), cols.size());
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const double w = 1.0 / std::max(d.seconds[rows[r]], 1e-12);
+    for (size_t c = 0; c < cols.size(); ++c) a(Eigen::Index(r), Eigen::Index(c)) = d.x[rows[r]][cols[c]] * w;
+  }
+  // Column scaling keeps the solve well conditioned when features differ by 1e9.
+  scale.resize(Eigen::Index(cols.size()));
+  for (size_t c = 0; c < cols.size(); ++c) {
+    double n = a.col(Eigen::Index(c)).norm();
+    scale(Eigen::Index(c)) = n > 0 ? n : 1.0;
+    a.col(Eigen::Index(c)) /= scale(Eigen::Index(c));
+  }
+  return a;
+}
+
+// Deactivates every active feature that lies in the span of the active features before it:
+// a QR without pivoting, in feature order, leaves on R's diagonal the part of each (unit) column
+// that the earlier columns do not explain.
+void drop_dependent_features(const Design& d, const std::vector<size_t>& rows, std::vector<bool>& active) {
+  std::vector<size_t> cols;
+  for (size_t j = 0; j < active.size(); ++j)
+    if (active[j]) cols.push_back(j);
+  if (cols.size() < 2) return;
+  Eigen::VectorXd scale;
+  const Eigen::MatrixXd a = weighted_columns(d, rows, cols, scale);
+  const Eigen::HouseholderQR<Eigen::MatrixXd> qr(a);
+  const Eigen::MatrixXd& r = qr.matrixQR();
+  for (size_t c = 0; c < cols.size() && Eigen::Index(c) < r.rows(); ++c)
+    if (std::fabs(r(Eigen::Index(c), Eigen::Index(c))) < 1e-9) active[cols[c]] = false;
+  for (size_t c = size_t(r.rows()); c < cols.size(); ++c) active[cols[c]] = false;  // fewer rows than features
+}
+
 // Non-negative least squares by active set elimination: solve, drop the most negative
 // coefficient, repeat. Rows are pre-scaled by 1 / seconds (relative error). A feature that is
-// 0 in every row gets 0.
+// 0 in every row gets 0, and so does one that is a linear combination of earlier features in
+// every row of the piece (a piece of one fanout has one partition count: that feature is the
+// constant's twin; a sort's passes and blocks may follow its bytes). Left to the pivoting solver,
+// such features split their weight by the rounding of the samples' last digits (which moves with
+// as little as the simulated clock's offset), and the model's extrapolation with it.
 std::vector<double> fit_piece(const Design& d, const std::vector<size_t>& rows, size_t nfeat) {
   std::vector<bool> active(nfeat, true);
   for (size_t j = 0; j < nfeat; ++j) {
@@ -606,25 +646,16 @@ std::vector<double> fit_piece(const Design& d, const std::vector<size_t>& rows, 
     for (size_t i : rows) any = any || d.x[i][j] != 0;
     active[j] = any;
   }
+  drop_dependent_features(d, rows, active);
   std::vector<double> coef(nfeat, 0.0);
   for (size_t round = 0; round < nfeat; ++round) {
     std::vector<size_t> cols;
     for (size_t j = 0; j < nfeat; ++j)
       if (active[j]) cols.push_back(j);
     if (cols.empty()) break;
-    Eigen::MatrixXd a(rows.size(), cols.size());
-    Eigen::VectorXd b = Eigen::VectorXd::Ones(Eigen::Index(rows.size()));
-    for (size_t r = 0; r < rows.size(); ++r) {
-      const double w = 1.0 / std::max(d.seconds[rows[r]], 1e-12);
-      for (size_t c = 0; c < cols.size(); ++c) a(Eigen::Index(r), Eigen::Index(c)) = d.x[rows[r]][cols[c]] * w;
-    }
-    // Column scaling keeps the solve well conditioned when features differ by 1e9.
-    Eigen::VectorXd scale(cols.size());
-    for (size_t c = 0; c < cols.size(); ++c) {
-      double n = a.col(Eigen::Index(c)).norm();
-      scale(Eigen::Index(c)) = n > 0 ? n : 1.0;
-      a.col(Eigen::Index(c)) /= scale(Eigen::Index(c));
-    }
+    Eigen::VectorXd scale;
+    const Eigen::MatrixXd a = weighted_columns(d, rows, cols, scale);
+    const Eigen::VectorXd b = Eigen::VectorXd::Ones(Eigen::Index(rows.size()));
     Eigen::VectorXd sol = a.colPivHouseholderQr().solve(b);
     std::fill(coef.begin(), coef.end(), 0.0);
     size_t worst = nfeat;

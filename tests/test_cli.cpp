@@ -12,6 +12,7 @@
 #include <boost/property_tree/ptree.hpp>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -24,6 +25,7 @@
 #include "core/experiment/report.hpp"
 #include "core/experiment/trace_writer.hpp"
 #include "core/experiment/values.hpp"
+#include "core/runtime/launcher.hpp"
 
 namespace joinlab {
 namespace {
@@ -238,6 +240,59 @@ TEST(Values, ListsGroupWithParentheses) {
   EXPECT_EQ(format_count(1u << 24), "2^24");
   EXPECT_EQ(format_count(16000000), "16M");
   EXPECT_EQ(format_count(1000), "1000");
+}
+
+// --- launched by mpirun: what the environment says (every build reads it) ----------------------
+
+// The launcher's variables of one test, removed again afterwards (this process may itself run
+// under a launcher: its own values come back).
+class LaunchEnv {
+ public:
+  LaunchEnv(std::initializer_list<std::pair<const char*, const char*>> vars) {
+    for (const char* name : {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_UNIVERSE_SIZE", "PMIX_RANK",
+                             "PMI_RANK", "PMI_SIZE"}) {
+      const char* v = std::getenv(name);
+      saved_.emplace_back(name, v ? std::optional<std::string>(v) : std::nullopt);
+      ::unsetenv(name);
+    }
+    for (auto& [name, value] : vars) ::setenv(name, value, 1);
+  }
+  ~LaunchEnv() {
+    for (auto& [name, value] : saved_) value ? (void)::setenv(name.c_str(), value->c_str(), 1) : (void)::unsetenv(name.c_str());
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+TEST(Launcher, ABuildWithoutMpiRefusesToBeOneOfSeveralProcesses) {
+  {
+    LaunchEnv none({});
+    EXPECT_FALSE(launched_by_mpi());
+    EXPECT_EQ(launched_size(), 1);
+    EXPECT_NO_THROW(refuse_launch_without_mpi());
+  }
+  {
+    LaunchEnv alone({{"OMPI_COMM_WORLD_SIZE", "1"}, {"OMPI_COMM_WORLD_RANK", "0"}});
+    EXPECT_TRUE(launched_by_mpi());
+    EXPECT_NO_THROW(refuse_launch_without_mpi());  // mpirun -np 1: one process runs the job, as without it
+  }
+  for (auto vars : {std::vector<std::pair<const char*, const char*>>{{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "2"}},
+                    std::vector<std::pair<const char*, const char*>>{{"PMI_SIZE", "3"}, {"PMI_RANK", "0"}},
+                    std::vector<std::pair<const char*, const char*>>{{"PMIX_RANK", "1"}}}) {
+    LaunchEnv launched({});
+    for (auto& [name, value] : vars) ::setenv(name, value, 1);
+    EXPECT_TRUE(launched_by_mpi());
+    try {
+      refuse_launch_without_mpi();
+      ADD_FAILURE() << "a launch of several processes was accepted: " << vars.front().first;
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("built without MPI"), std::string::npos) << what;
+      EXPECT_NE(what.find("scripts/install-deps.sh"), std::string::npos) << what;
+      EXPECT_NE(what.find(std::string(vars.front().first) + "=" + vars.front().second), std::string::npos) << what;
+    }
+  }
 }
 
 // --- planning: keys, sweeps, overrides ---------------------------------------------------------

@@ -20,6 +20,7 @@
 #include "core/experiment/report.hpp"
 #include "core/experiment/trace_writer.hpp"
 #include "core/experiment/values.hpp"
+#include "core/runtime/launcher.hpp"
 
 namespace joinlab {
 
@@ -336,6 +337,10 @@ RunArgs parse_run_args(const std::vector<std::string>& args) {
 int cli_main(int argc, char** argv) {
   std::vector<std::string> args(argv + (argc > 0 ? 1 : 0), argv + argc);
   return guarded([&] {
+    if (!built_with_process_ranks()) {
+      if (launched_by_mpi()) set_reporting_process(launched_rank() <= 0);  // one error line, not one per process
+      refuse_launch_without_mpi();
+    }
     register_builtin();
     if (args.empty()) {
       print_usage(std::cerr);

@@ -6,12 +6,27 @@
 #   mpi_transport           gpj and shuffle over the MPI data plane, verified
 #   shape_mismatch          3 processes for a 4-rank experiment: exit 2 naming both shapes
 #   kill_rank               rank 2 kills itself (SIGKILL) after its second data-plane operation;
-#                           mpirun --enable-recovery lets the others run on: each must exit with
-#                           an error naming rank 2 within 30 s
+#                           mpirun --enable-recovery lets the others run on: they must name
+#                           rank 2 and end the job with a failure within 30 s (the first to fail
+#                           ends it: the others may be ended before they print)
 #   kill_rank_plain_mpirun  the same under plain mpirun (which aborts the job itself): the job
 #                           ends with a failure within 30 s
 #   stall_rank              rank 2 stops (SIGSTOP): the others name it within 30 s
+#   stall_rank_recovery     the same under mpirun --enable-recovery (which would wait for the
+#                           stopped rank forever)
+#   startup_kill            rank 2 dies before MPI_Init_thread (--enable-recovery)
+#   mpi_init_kill           rank 2 dies inside MPI_Init_thread (plain mpirun)
+#   mpi_init_stall          rank 2 stops inside MPI_Init_thread (--enable-recovery)
+#   wireup_kill             rank 2 dies before the UCX wireup (--enable-recovery)
+#   wireup_stall            rank 2 stops before the UCX wireup (plain mpirun)
+#                           start-up cases: timeout_s = 10, so the start-up bound is 5 s; the job
+#                           must fail naming rank 2 within 20 s
+#   mpi_transport_faults    rank 2 killed, then stopped, mid-run over the MPI data plane under
+#                           --enable-recovery (the plane looks for the job's gone or stopped
+#                           processes on its host): each run fails naming rank 2 within 20 s
 #   corrupt_chunk           one chunk of gpj arrives corrupted: the checksum catches it
+# Every failure case also checks that no process of the job is left (a marker in the environment
+# of every process it started).
 set -uo pipefail
 joinlab="$1"
 case_name="$2"
@@ -36,16 +51,43 @@ run() {  # run NPROCS [mpirun options] -- [joinlab options]
   while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do pre+=("$1"); shift; done
   shift
   local start=$SECONDS
-  timeout 120 mpirun "${mpirun_args[@]}" "${pre[@]}" -np "$np" "$joinlab" run "$here/small.ini" --quiet "$@" >"$rows" 2>"$work/err.txt"
+  # The marker is in the environment of mpirun and of every process it starts, not of this script.
+  env JOINLAB_TEST_MARK="$mark" timeout 120 mpirun "${mpirun_args[@]}" -x JOINLAB_TEST_MARK "${pre[@]}" -np "$np" \
+    "$joinlab" run "$here/small.ini" --quiet "$@" >"$rows" 2>"$work/err.txt"
   status=$?
   cat "$rows" "$work/err.txt" >"$out"
   elapsed=$((SECONDS - start))
   echo "--- mpirun -np $np ${pre[*]} joinlab run small.ini $*: exit $status after ${elapsed} s"
   cat "$out"
 }
+mark="mpirun-case-$$-$RANDOM"
 fail() {
   echo "FAILED: $*"
   exit 1
+}
+leftovers() {  # pids of processes that carry this test's marker
+  grep -lsa "JOINLAB_TEST_MARK=$mark" /proc/[0-9]*/environ | cut -d/ -f3 | tr '\n' ' '
+}
+# The job failed (non-zero exit) within $1 s and left no process behind.
+failed_cleanly() {
+  [ "$status" -ne 0 ] || fail "the job exited 0 although a rank failed"
+  [ "$status" -ne 124 ] || fail "mpirun did not end (timeout)"
+  [ "$elapsed" -le "$1" ] || fail "took ${elapsed} s (more than $1)"
+  sleep 1
+  local left
+  left=$(leftovers)
+  if [ -n "$left" ]; then
+    ps -o pid,stat,args -p "${left// /,}" 2>/dev/null
+    kill -9 $left 2>/dev/null
+    fail "processes left behind: $left"
+  fi
+}
+startup_fault() {  # startup_fault FAULT [mpirun options]: a start-up fault of rank 2
+  local fault="$1"
+  shift
+  JOINLAB_FAULT="$fault" run 4 "$@" -x JOINLAB_FAULT -- --experiment.strategy=gpj "${small_chunks[@]}" --cluster.timeout_s=10
+  failed_cleanly 20
+  grep -q "rank 2 " "$out" || fail "no message names rank 2"
 }
 verified() {  # the strategy's row says "yes" in the verified column
   [ "$status" -eq 0 ] || fail "exit status $status"
@@ -87,16 +129,34 @@ case "$case_name" in
   kill_rank)
     JOINLAB_FAULT=kill:rank=2:op=2 run 4 --enable-recovery -x JOINLAB_FAULT -- --experiment.strategy=gpj \
       "${small_chunks[@]}" --cluster.timeout_s=20
-    errors_naming 2 3 ;;
+    errors_naming 2 1
+    failed_cleanly 30 ;;
   kill_rank_plain_mpirun)
     JOINLAB_FAULT=kill:rank=2:op=2 run 4 -x JOINLAB_FAULT -- --experiment.strategy=shuffle --cluster.timeout_s=20
-    [ "$status" -ne 0 ] || fail "the job succeeded although rank 2 died"
-    [ "$elapsed" -le 30 ] || fail "took ${elapsed} s (more than 30)" ;;
+    failed_cleanly 30 ;;
   stall_rank)
     JOINLAB_FAULT=stall:rank=2:op=2 run 4 -x JOINLAB_FAULT -- --experiment.strategy=crj --cluster.timeout_s=20
-    [ "$status" -ne 0 ] || fail "the job succeeded although rank 2 stopped"
+    failed_cleanly 30
     errors_naming 2 1
     grep -q "rank 2 stopped responding" "$out" || fail "no rank names rank 2 as stopped" ;;
+  stall_rank_recovery)
+    JOINLAB_FAULT=stall:rank=2:op=2 run 4 --enable-recovery -x JOINLAB_FAULT -- --experiment.strategy=crj \
+      --cluster.timeout_s=20
+    failed_cleanly 30
+    errors_naming 2 1
+    grep -q "rank 2 stopped responding" "$out" || fail "no rank names rank 2 as stopped" ;;
+  startup_kill) startup_fault kill:rank=2:at=startup --enable-recovery ;;
+  mpi_init_kill) startup_fault kill:rank=2:at=mpi_init ;;
+  mpi_init_stall) startup_fault stall:rank=2:at=mpi_init --enable-recovery ;;
+  wireup_kill) startup_fault kill:rank=2:at=wireup --enable-recovery ;;
+  wireup_stall) startup_fault stall:rank=2:at=wireup ;;
+  mpi_transport_faults)
+    for fault in kill:rank=2:op=2 stall:rank=2:op=2; do
+      JOINLAB_FAULT=$fault run 4 --enable-recovery -x JOINLAB_FAULT -- --experiment.strategy=gpj --cluster.transport=mpi \
+        "${small_chunks[@]}" --cluster.timeout_s=10
+      failed_cleanly 20
+      grep -q "rank 2 \(has no process any more\|(pid [0-9]*) is stopped\)" "$out" || fail "no message names rank 2"
+    done ;;
   corrupt_chunk)
     JOINLAB_FAULT=corrupt:rank=1:op=3 run 4 -x JOINLAB_FAULT -- --experiment.strategy=gpj "${small_chunks[@]}" \
       --strategy.chunk_timeout_s=2

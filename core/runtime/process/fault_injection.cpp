@@ -1,22 +1,28 @@
 // Test-only fault injection into the data plane of one rank, from the environment:
 //
-//   JOINLAB_FAULT=<action>:rank=<r>:op=<n>
+//   JOINLAB_FAULT=<action>:rank=<r>:op=<n>      during the run
+//   JOINLAB_FAULT=<action>:rank=<r>:at=<point>  during start-up (kill or stall)
 //
-// counts rank r's data-plane operations that move bytes (sends and puts with data, 1-based) and
-// at the n-th one:
+// The first counts rank r's data-plane operations that move bytes (sends and puts with data,
+// 1-based) and at the n-th one:
 //   kill     the process kills itself (SIGKILL): a rank that dies mid-run;
 //   stall    the process stops itself (SIGSTOP): a rank that hangs;
 //   corrupt  the put (or send) carries a copy of its bytes with one byte flipped: a chunk
 //            corrupted in flight, which a checksum must catch.
+// The second acts at a point of rank r's start-up: startup (before MPI_Init_thread), mpi_init
+// (5 ms into it, from another thread), wireup (before the data plane's wireup).
 // Nothing is injected without the variable; a malformed value is an error naming it.
 #include <csignal>
 #include <cstdlib>
 #include <mutex>
 #include <regex>
+#include <thread>
 #include <vector>
 
 #include "core/common/error.hpp"
+#include "core/runtime/launcher.hpp"
 #include "core/runtime/process/data_plane.hpp"
+#include "core/runtime/process/launch_guard.hpp"
 
 namespace joinlab {
 
@@ -27,19 +33,23 @@ enum class FaultAction { Kill, Stall, Corrupt };
 struct FaultPlan {
   FaultAction action = FaultAction::Kill;
   int rank = -1;
-  uint64_t op = 1;
+  uint64_t op = 0;    // the n-th data-plane operation, or 0 ...
+  std::string point;  // ... a start-up point
 };
 
 bool parse_fault(const char* text, FaultPlan& plan) {
   if (!text || !*text) return false;
-  static const std::regex form("(kill|stall|corrupt):rank=([0-9]+):op=([0-9]+)");
+  static const std::regex form("(kill|stall|corrupt):rank=([0-9]+):(op=([0-9]+)|at=(startup|mpi_init|wireup))");
   std::cmatch m;
-  if (!std::regex_match(text, m, form) || std::stoull(m[3].str()) == 0)
+  if (!std::regex_match(text, m, form) || (m[4].matched && std::stoull(m[4].str()) == 0) ||
+      (m[5].matched && m[1].str() == "corrupt"))
     throw InputError(std::string("JOINLAB_FAULT = '") + text +
-                     "': expected kill|stall|corrupt:rank=<rank>:op=<n >= 1> (test-only fault injection)");
+                     "': expected kill|stall|corrupt:rank=<rank>:op=<n >= 1> or kill|stall:rank=<rank>:at="
+                     "startup|mpi_init|wireup (test-only fault injection)");
   plan.action = m[1].str() == "kill" ? FaultAction::Kill : m[1].str() == "stall" ? FaultAction::Stall : FaultAction::Corrupt;
   plan.rank = std::stoi(m[2].str());
-  plan.op = std::stoull(m[3].str());
+  if (m[4].matched) plan.op = std::stoull(m[4].str());
+  if (m[5].matched) plan.point = m[5].str();
   return true;
 }
 
@@ -101,8 +111,22 @@ class FaultyDataPlane final : public DataPlane {
 
 std::shared_ptr<DataPlane> with_injected_faults(std::shared_ptr<DataPlane> inner, int rank) {
   FaultPlan plan;
-  if (!parse_fault(std::getenv("JOINLAB_FAULT"), plan) || plan.rank != rank) return inner;
+  if (!parse_fault(std::getenv("JOINLAB_FAULT"), plan) || plan.rank != rank || plan.op == 0) return inner;
   return std::make_shared<FaultyDataPlane>(std::move(inner), plan);
+}
+
+void inject_startup_fault(const std::string& point) {
+  FaultPlan plan;
+  if (!parse_fault(std::getenv("JOINLAB_FAULT"), plan) || plan.rank != launched_rank() || plan.point != point) return;
+  const int sig = plan.action == FaultAction::Kill ? SIGKILL : SIGSTOP;
+  if (point == "mpi_init") {  // the caller is about to block in MPI_Init_thread
+    std::thread([sig] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      std::raise(sig);
+    }).detach();
+    return;
+  }
+  std::raise(sig);
 }
 
 }  // namespace joinlab

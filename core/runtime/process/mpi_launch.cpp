@@ -10,15 +10,11 @@
 
 #include "core/common/error.hpp"
 #include "core/runtime/polling.hpp"
+#include "core/runtime/process/launch_guard.hpp"
 
 namespace joinlab {
 
 namespace {
-
-const char* env(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v ? v : nullptr;
-}
 
 void check_mpi(int rc, const std::string& call) {
   if (rc == MPI_SUCCESS) return;
@@ -35,7 +31,11 @@ MPI_Comm g_comm = MPI_COMM_NULL;
 void finalize_at_exit() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (finalized || g_job_failed.load()) return;  // a failed job's peers may never reach finalize
+  if (finalized) return;
+  if (g_job_failed.load()) {  // a failed job's peers may never reach finalize
+    end_failed_job();
+    return;
+  }
   MPI_Finalize();
 }
 
@@ -143,16 +143,6 @@ class MpiControlPlane final : public ControlPlane {
 
 }  // namespace
 
-bool launched_by_mpi() {
-  return env("OMPI_COMM_WORLD_SIZE") || env("PMIX_RANK") || env("PMI_RANK") || env("PMI_SIZE");
-}
-
-int launched_rank() {
-  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
-    if (const char* v = env(name)) return std::atoi(v);
-  return -1;
-}
-
 int LaunchInfo::ranks_on_node(int node) const {
   return int(std::count(node_of_rank.begin(), node_of_rank.end(), node));
 }
@@ -173,6 +163,9 @@ const LaunchInfo& mpi_launch() {
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized) {
+      inject_startup_fault("startup");
+      startup_stage("in MPI_Init_thread");
+      inject_startup_fault("mpi_init");
       // The control plane calls MPI from the rank's thread only; the MPI data plane (transport =
       // mpi) from every stream thread, so it needs MPI_THREAD_MULTIPLE.
       if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &g_thread_level) != MPI_SUCCESS)
@@ -181,6 +174,7 @@ const LaunchInfo& mpi_launch() {
     } else {
       MPI_Query_thread(&g_thread_level);
     }
+    startup_stage("learning the placement (MPI_Comm_dup, MPI_Allgather of host names)");
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &g_comm), "MPI_Comm_dup");
     MPI_Comm_set_errhandler(g_comm, MPI_ERRORS_RETURN);

@@ -6,14 +6,11 @@
 #include <string>
 #include <vector>
 
+#include "core/runtime/launcher.hpp"  // launched_by_mpi(), launched_rank(): no MPI call
 #include "core/runtime/process/control_plane.hpp"
 
 namespace joinlab {
 
-// Whether this process was started by an MPI launcher (its environment says so); no MPI call.
-bool launched_by_mpi();
-// This process's world rank from the launcher's environment, or -1 (no MPI call).
-int launched_rank();
 
 // Where every rank of the job runs, as the launch placed it. Nodes are the hosts in the order of
 // their lowest rank; a rank's local index is its rank among the ranks of its host.

@@ -13,6 +13,7 @@
 #include "core/common/error.hpp"
 #include "core/runtime/polling.hpp"
 #include "core/runtime/process/data_plane.hpp"
+#include "core/runtime/process/launch_guard.hpp"
 #include "core/runtime/process/mpi_launch.hpp"
 
 namespace joinlab {
@@ -239,7 +240,10 @@ class MpiTransport final : public DataPlane {
     throw RuntimeError(failure_);
   }
 
-  void quiesce() override { control_->barrier("quiesce", liveness()); }
+  void quiesce() override {
+    control_->barrier("quiesce", liveness());
+    quiesced_.store(true);  // peers may exit from now on
+  }
 
  private:
   ControlPlane::Liveness liveness() {
@@ -317,12 +321,20 @@ class MpiTransport final : public DataPlane {
 
   void progress_loop() {
     Backoff backoff;
+    auto next_look = std::chrono::steady_clock::now();
     while (!stop_.load()) {
       if (failed_.load()) {  // the rank's memory may go any moment: nothing lands any more
         for (auto& l : landing_) cancel(l.req);
         landing_.clear();
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
         continue;
+      }
+      // MPI tells nothing of a dead or stopped peer under mpirun --enable-recovery, and this plane
+      // has no heartbeat: the job's processes on this host are looked at once a second.
+      if (!quiesced_.load() && std::chrono::steady_clock::now() >= next_look) {
+        next_look = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+        const std::string faults = local_peer_faults(false);
+        if (!faults.empty()) fail(faults);
       }
       bool moved = poll_abort() | poll_headers() | poll_landing();
       for (size_t i = 0; i < sends_.size();) {
@@ -431,6 +443,7 @@ class MpiTransport final : public DataPlane {
 
   mutable std::mutex fail_mu_;
   std::atomic<bool> failed_{false};
+  std::atomic<bool> quiesced_{false};
   std::string failure_, abort_message_;
 
   // Progress thread only.

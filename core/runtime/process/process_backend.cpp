@@ -26,6 +26,7 @@
 #include "core/runtime/cpu_backend.hpp"
 #include "core/runtime/in_process_transport.hpp"
 #include "core/runtime/process/data_plane.hpp"
+#include "core/runtime/process/launch_guard.hpp"
 #include "core/runtime/process/mpi_launch.hpp"
 #include "core/runtime/process/process_host.hpp"
 
@@ -272,9 +273,13 @@ class Host final : public ProcessHost {
            const std::function<void(Rank&)>& collect) override {
     if (how.host_transport != "ucx" && how.host_transport != "mpi")
       throw InputError("process ranks: host data plane '" + how.host_transport + "': expected ucx or mpi");
+    // Start-up blocks in MPI or waits without knowing who is missing: bounded as a stall is.
+    const StartupScope startup(how.timeout_s / 2, "in MPI_Init_thread");
     const LaunchInfo& L = mpi_launch();
     check_launch(cfg, L);
     auto control = make_mpi_control_plane(how.timeout_s);
+    startup_stage("in the data plane's wireup (" + how.host_transport + ")");
+    inject_startup_fault("wireup");
 
     std::shared_ptr<DataPlane> data;
     try {
@@ -298,7 +303,9 @@ class Host final : public ProcessHost {
       slot.timeout_s = how.timeout_s;
       slot.data = data;
       slot.control = control;
+      startup_stage("at the first barrier");
       slot.epoch = common_epoch(*control, L, alive);
+      startup_done();
       try {
         rank = how.make_rank(slot);
         body(*rank);
@@ -343,6 +350,7 @@ void run_process_rank(const BackendConfig& cfg, const std::function<void(Rank&)>
                      (transport == "inproc" ? " (inproc is for ranks as threads of one process)" : ""));
   if (cfg.threads_per_rank < 0)
     throw InputError("backend cpu: threads_per_rank = " + std::to_string(cfg.threads_per_rank) + " is negative");
+  const StartupScope startup(cpu_rank_setup(cfg, 1).timeout_s / 2, "in MPI_Init_thread");  // as Host::run does
   const LaunchInfo& L = mpi_launch();
   CpuRankSetup setup = cpu_rank_setup(cfg, L.ranks_on_node(L.node()));
   ProcessRun how;
