@@ -54,6 +54,7 @@ void validate_point(const RunPoint& p) {
   }
   if (p.repeat <= 0) throw InputError("experiment.repeat = " + std::to_string(p.repeat) + ": must be positive");
   p.workload.validate();
+  check_sizes(p);
   const JoinJob job = make_job(p);
   if (info.check) info.check(job);
   if (p.verify && !can_verify(p.workload)) expected_result(p.workload);  // throws the explanation
@@ -122,10 +123,10 @@ RunOutcome run_point(const RunPoint& p, const RepeatCallback& on_repeat) {
   JoinJob job = make_job(p);
   RunOutcome o;
   o.point = p;
+  auto backend = make_backend(p.backend);
+  check_device_memory(p, job, *backend);  // before the expected result and any kernel
   ExpectedResult want;
   if (p.verify) want = expected_result(p.workload);
-  auto backend = make_backend(p.backend);
-  check_device_memory(p, job, *backend);  // before any kernel runs
   std::vector<SingleRun> runs;
   for (int i = 0; i < p.repeat; ++i) {
     if (on_repeat) on_repeat(i, p.repeat);
@@ -145,6 +146,7 @@ RunOutcome run_point(const RunPoint& p, const RepeatCallback& on_repeat) {
   o.has_checksum = med.has_checksum;
   o.verified = p.verify ? want.method
                        : p.backend == "sim" ? "not verified (simulated: no data)" : "not verified (experiment.verify = false)";
+  o.threads_per_rank = backend->threads_per_rank(p.cluster);
   o.total_seconds = med.total;
   for (auto& r : runs) o.repeat_seconds.push_back(r.total);
   o.phases = med.phases;

@@ -34,6 +34,7 @@ struct RunOutcome {
   JoinDigest digest;        // summed over ranks
   bool has_checksum = true;
   std::string verified;     // how it was verified ("closed form ...") or why not ("simulated")
+  int threads_per_rank = 0; // worker threads each rank used (Backend::threads_per_rank); 0 = none
   double total_seconds = 0; // median over repeats: first phase begin to last phase end, over
                             // ranks, leaving out the generate and verify phases (timed_phase, strategy.hpp)
   std::vector<double> repeat_seconds;

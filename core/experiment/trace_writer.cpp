@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/common/error.hpp"
+#include "core/experiment/environment.hpp"
 
 namespace joinlab {
 
@@ -134,9 +135,7 @@ void write_chrome_trace(std::ostream& out, const RunOutcome& run, const std::str
 }
 
 void write_chrome_trace_file(const std::string& path, const RunOutcome& run, const std::string& title) {
-  std::ofstream out(path, std::ios::trunc);
-  if (out) write_chrome_trace(out, run, title);
-  if (!out) throw RuntimeError("cannot write the trace '" + path + "': " + std::strerror(errno));
+  write_file_whole(path, "the trace", [&](std::ostream& out) { write_chrome_trace(out, run, title); });
 }
 
 }  // namespace joinlab

@@ -77,6 +77,15 @@ class CudaBackend : public Backend {
     return least;
   }
 
+  void check(const BackendConfig& cfg) override { setup_of(cfg); }
+  std::string unavailable() override {
+    int devices = 0;
+    const cudaError_t err = cudaGetDeviceCount(&devices);
+    if (err == cudaSuccess && devices > 0) return "";
+    cudaGetLastError();
+    return std::string("no GPU found (") + (err != cudaSuccess ? cudaGetErrorString(err) : "0 devices") + ")";
+  }
+
   void run(const BackendConfig& cfg, const std::function<void(Rank&)>& body,
            const std::function<void(Rank&)>& collect) override {
     int devices = 0;
@@ -249,14 +258,14 @@ void register_cuda_backend() {
   // Registration runs before any CUDA call; a value the user set is kept.
   setenv("CUDA_MODULE_LOADING", "EAGER", 0);
   register_backend("cuda", [] { return std::make_unique<cuda::CudaBackend>(); });
-  register_cluster_key("transport", "cuda: peer | nccl | ucx | mpi (default peer for threads, nccl under mpirun)");
-  register_cluster_key("streams", "cuda: streams per rank (default 4)");
-  register_cluster_key("share_gpus", "cuda: 1 = allow more ranks than GPUs, placed round-robin (transport tests)");
-  register_cluster_key("timeout_s", "cuda: seconds a blocking wait waits for the other ranks (default 600)");
-  register_cluster_key("emulate_nodes", "true | false: under mpirun on one host, run a declared multi-node shape there");
-  register_cluster_key("scatter", "cuda: partition writes, aligned (128-byte windows, default) or direct (unaligned runs)");
+  register_cluster_key("transport", "cuda: peer | nccl | ucx | mpi (default peer for threads, nccl under mpirun)", "cuda");
+  register_cluster_key("streams", "cuda: streams per rank (default 4)", "cuda");
+  register_cluster_key("share_gpus", "cuda: 1 = allow more ranks than GPUs, placed round-robin (transport tests)", "cuda");
+  register_cluster_key("timeout_s", "cuda: seconds a blocking wait waits for the other ranks (default 600)", "cuda");
+  register_cluster_key("emulate_nodes", "true | false: under mpirun on one host, run a declared multi-node shape there", "cuda");
+  register_cluster_key("scatter", "cuda: partition writes, aligned (128-byte windows, default) or direct (unaligned runs)", "cuda");
   register_cluster_key("radix_sort",
                        "cuda: radix sort, msd (partition on the high bits, sort partitions on chip; default) or onesweep "
-                       "(CUB's LSD sort)");
+                       "(CUB's LSD sort)", "cuda");
 }
 }  // namespace joinlab
