@@ -720,11 +720,11 @@ void register_cluster_key(const std::string& key, const std::string& help, const
     if (k.doc.key != full) continue;
     if (std::find(k.backends.begin(), k.backends.end(), backend) == k.backends.end()) {
       k.backends.push_back(backend);
-      k.doc.type += "|" + backend;
+      k.doc.type += ", " + backend;
     }
     return;
   }
-  cluster_extras().push_back({{full, backend, "", help}, {backend}});
+  cluster_extras().push_back({{full, "value read by backend " + backend, "", help}, {backend}});
 }
 
 void register_profile_check(std::function<void(const std::string& path)> check) { profile_check() = std::move(check); }
