@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 4 item 4, the half that needs SimGrid (no GPU): after run_calibrate_device.sh brought back
-# OUT_DIR (h100.ini, samples.tar.xz, validate/h100-single.csv), simulate every measured point with
+# OUT_DIR (h100.ini, samples.tar.xz, validate/h100-single-cuda.csv), simulate every measured point with
 # the calibrated profile, print the bar per strategy, and with --install make it the repository's
 # h100 profile and re-derive the profiles scaled from it.
 #   experiments/validate/fit_and_validate.sh OUT_DIR [--install] [--refit]
@@ -34,17 +34,20 @@ if [ $refit = 1 ]; then
   "$joinlab" calibrate --fit "$samples" --profile "$name" --base "$name" --out "$out/$name-refit.ini"
   profile=$out/$name-refit.ini
 fi
+# joinlab run names its CSV <name>-<backend>.csv; output folders of older builds hold <name>.csv.
+measured() { if [ -f "$1-cuda.csv" ]; then echo "$1-cuda.csv"; else echo "$1.csv"; fi; }
 # The per-phase host time ([host] phase_seconds) from the strategy runs at calibrate's sizes
 # (run_calibrate_device.sh step phases), where there are some.
-if [ -f "$out/phases/h100-phases.csv" ]; then
+phases_csv=$(measured "$out/phases/h100-phases")
+if [ -f "$phases_csv" ]; then
   phases_table=$out/phases/h100-phases-validate.csv
-  "$joinlab" validate "$root/experiments/validate/h100-phases.ini" --measured "$out/phases/h100-phases.csv" \
+  "$joinlab" validate "$root/experiments/validate/h100-phases.ini" --measured "$phases_csv" \
     --profile "$profile" --out "$phases_table" > "$out/phases/h100-phases-validate.log" 2>&1 || [ $? = 3 ]
   python3 "$root/experiments/validate/fit_phase_seconds.py" "$phases_table" "$profile"
 fi
 table=$out/validate/h100-single-validate.csv
 # Exit 3 is the bar missed: the table is written either way.
-"$joinlab" validate "$root/experiments/validate/h100-single.ini" --measured "$out/validate/h100-single.csv" \
+"$joinlab" validate "$root/experiments/validate/h100-single.ini" --measured "$(measured "$out/validate/h100-single")" \
   --profile "$profile" --out "$table" --max-error 0.1 --max-phase-error 0.2 > "$out/validate/h100-single-validate.log" 2>&1 ||
   [ $? = 3 ]
 tail -3 "$out/validate/h100-single-validate.log"

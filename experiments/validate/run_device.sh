@@ -15,7 +15,7 @@
 # h100-single on h100; h200-2gpu h200-2gpu-gpj on h200 with 2 GPUs), JL_CALIBRATE_ARGS (extra
 # calibrate options, e.g. --repeat 5).
 # Then, where SimGrid is (e.g. the CI machine), for each experiment:
-#   joinlab validate experiments/validate/h100-single.ini --measured OUT_DIR/validate/h100-single.csv \
+#   joinlab validate experiments/validate/h100-single.ini --measured OUT_DIR/validate/h100-single-cuda.csv \
 #       --profile OUT_DIR/h100.ini --out OUT_DIR/validate/h100-single-validate.csv --max-error 0.1
 set -uo pipefail
 bin=$(cd "${1:?usage: run_device.sh BIN_DIR OUT_DIR}" && pwd)
