@@ -42,7 +42,7 @@ double option_number(const BackendConfig& cfg, const std::string& key, double fa
   char* end = nullptr;
   const double v = std::strtod(it->second.c_str(), &end);
   if (end == it->second.c_str() || *end || v <= 0)
-    throw InputError("cluster option " + key + " = '" + it->second + "': expected a positive number");
+    throw InputError("cluster." + key + " = " + it->second + ": expected a positive number");
   return v;
 }
 
@@ -114,12 +114,12 @@ class CudaBackend : public Backend {
     s.timeout_s = option_number(cfg, "timeout_s", 600);
     if (auto it = cfg.options.find("scatter"); it != cfg.options.end()) {
       if (it->second != "aligned" && it->second != "direct")
-        throw InputError("cluster option scatter = '" + it->second + "': expected aligned or direct");
+        throw InputError("cluster.scatter = " + it->second + ": expected aligned or direct");
       s.kernels.aligned_scatter = it->second == "aligned";
     }
     if (auto it = cfg.options.find("radix_sort"); it != cfg.options.end()) {
       if (it->second != "msd" && it->second != "onesweep")
-        throw InputError("cluster option radix_sort = '" + it->second + "': expected msd or onesweep");
+        throw InputError("cluster.radix_sort = " + it->second + ": expected msd or onesweep");
       s.kernels.onesweep_sort = it->second == "onesweep";
     }
     return s;
