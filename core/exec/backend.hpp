@@ -31,8 +31,9 @@ class Backend {
   virtual void run(const BackendConfig& cfg, const std::function<void(Rank&)>& body,
                    const std::function<void(Rank&)>& collect) = 0;
   // Device-memory bytes each rank may allocate under `cfg`, for the pre-flight check of a
-  // strategy's working set; 0 = no limit to check (simulation). The cpu backend's "device" is
-  // this machine's available memory.
+  // strategy's working set; 0 = no limit to check (simulation; cpu with cluster.device_memory,
+  // whose pool enforces it at run time). The cpu backend's "device" is this machine's available
+  // memory.
   virtual uint64_t device_memory_per_rank(const BackendConfig& cfg) { return 0; }
   // Checks `cfg` before any work: its [cluster] options (InputError naming the option as
   // "cluster.<key>") and whether the backend can run the shape at all (the simulator's limits).
