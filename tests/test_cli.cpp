@@ -757,6 +757,11 @@ TEST_F(CliTest, AJoinResultBeyondA64BitCountIsAnError) {
                                   "[experiment]\nverify = false\n"),
                 "--workload.rows=2^40", "--dry-run"});
   expect_rejected(r, {"emits about", "more than a 64-bit count holds"});
+  // Ranges that do not overlap: no match at all, nothing to overflow.
+  auto disjoint = cli({"run", experiment("r.dist = uniform\nr.range_hi = 2\ns.dist = uniform\ns.range_lo = 3\n"
+                                         "s.range_hi = 4\n[experiment]\nverify = false\n"),
+                       "--workload.rows=2^40", "--dry-run"});
+  EXPECT_EQ(disjoint.code, 0) << disjoint.err;
 }
 
 TEST_F(CliTest, CpuBackendChecksMemoryBeforeGeneratingData) {

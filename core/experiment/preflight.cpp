@@ -88,7 +88,13 @@ double join_output_rows(const Workload& w) {
   if (w.s.dist == KeyDist::ForeignKey) return double(w.s.rows) * w.s.match_rate;
   if (w.r.unique_keys()) return double(w.s.rows);
   if (w.s.unique_keys()) return double(w.r.rows);
-  // Neither side unique: at least |R| |S| / (distinct keys of the wider side), the uniform case.
+  if (w.r.dist == KeyDist::Uniform && w.s.dist == KeyDist::Uniform) {  // expected: over the ranges' overlap
+    const double lo = double(std::max(w.r.range_lo, w.s.range_lo)), hi = double(std::min(w.r.range_hi, w.s.range_hi));
+    if (hi < lo) return 0;
+    return double(w.r.rows) * double(w.s.rows) * (hi - lo + 1) /
+           ((double(w.r.range_hi - w.r.range_lo) + 1) * (double(w.s.range_hi - w.s.range_lo) + 1));
+  }
+  // Otherwise about |R| |S| / (distinct keys of the wider side), more under skew.
   auto domain = [](const RelationSpec& r) {
     if (r.dist == KeyDist::Uniform) return double(r.range_hi - r.range_lo) + 1;
     if (r.dist == KeyDist::Zipf) return double(r.zipf_domain ? r.zipf_domain : r.rows);

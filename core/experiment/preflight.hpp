@@ -19,8 +19,8 @@ uint64_t input_bytes_per_rank(const Workload& w, const ClusterShape& shape);
 // inputs' bytes rather than sums that could wrap.
 constexpr uint64_t kMaxPlanBytes = uint64_t(1) << 56;
 
-// Rows the join emits as far as the specs tell (exact for foreign keys and unique keys, a lower
-// bound otherwise).
+// Rows the join emits as far as the specs tell: exact for foreign keys and unique keys, the
+// expectation for uniform keys on both sides, about |R| |S| / distinct keys otherwise.
 double join_output_rows(const Workload& w);
 // Throws InputError when the join's result cannot be counted in 64 bits.
 void check_sizes(const RunPoint& p);
