@@ -34,7 +34,7 @@ def run_sweep(args):
                    "--workload.rows=%d" % (args.rows_per_gpu * gpus)]
             print("plots/scaleout.py: %d GPUs: %s" % (gpus, " ".join(cmd[1:])), file=sys.stderr)
             subprocess.run(cmd, check=True)
-            with open(os.path.join(tmp, "scaleout_%d.csv" % nodes)) as f:
+            with open(os.path.join(tmp, "scaleout_%d-sim.csv" % nodes)) as f:
                 rows.extend(csv.DictReader(f))
     os.makedirs(os.path.dirname(os.path.abspath(args.csv)), exist_ok=True)
     with open(args.csv, "w", newline="") as f:

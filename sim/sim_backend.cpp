@@ -1,11 +1,13 @@
 // The "sim" backend. SimGrid 3.32 keeps global state that cannot be reset, so every run
 // simulates in a child process (fork); the child sends back what the runner collects (results,
 // phases, trace spans, bandwidths) and the parent replays it into ranks for `collect`.
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +18,7 @@
 #include "core/common/error.hpp"
 #include "core/exec/backend.hpp"
 #include "core/experiment/config.hpp"
+#include "core/runtime/cpu_backend.hpp"
 #include "sim/sim_rank.hpp"
 
 namespace joinlab {
@@ -268,20 +271,52 @@ void write_all(int fd, const std::string& s) {
   }
 }
 
+// The simulator's stated limits. Every strategy may message every other rank, so the
+// simulation's memory grows with the pairs of ranks: about 32 MiB + 32 KiB per rank + 160 bytes
+// per pair (shuffle on 1024 simulated GPUs peaks at about 230 MiB).
+constexpr int kMaxSimRanks = 16384;
+uint64_t simulation_bytes(int ranks) {
+  const uint64_t n = uint64_t(ranks);
+  return (32ull << 20) + n * (32ull << 10) + n * n * 160;
+}
+
+std::string mib(uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
+
 class SimBackend final : public Backend {
  public:
   std::string name() const override { return "sim"; }
+  std::string default_profile() const override { return sim::kDefaultProfile; }
+
+  void check(const BackendConfig& cfg) override {
+    sim::check_config(cfg);
+    const int n = cfg.shape.size();
+    const uint64_t need = simulation_bytes(n), avail = available_memory();
+    if (n > kMaxSimRanks)
+      throw InputError("the simulator runs at most " + std::to_string(kMaxSimRanks) + " ranks; " +
+                       std::to_string(n) + " would need about " + mib(need) + " of memory for the simulation (" +
+                       mib(avail) + " available here) and hours of wall time");
+    if (need > avail)
+      throw InputError("simulating " + std::to_string(n) + " ranks needs about " + mib(need) +
+                       " of memory (32 MiB + 32 KiB per rank + 160 bytes per pair of ranks), but " + mib(avail) +
+                       " is available here; simulate fewer ranks");
+  }
 
   void run(const BackendConfig& cfg, const std::function<void(Rank&)>& body,
            const std::function<void(Rank&)>& collect) override {
+    check(cfg);
     int fds[2];
     if (::pipe(fds) != 0) throw RuntimeError(std::string("sim backend: pipe failed: ") + std::strerror(errno));
     std::cout.flush();
     std::cerr.flush();
     std::fflush(nullptr);
+    const pid_t parent = ::getpid();
     const pid_t pid = ::fork();
     if (pid < 0) throw RuntimeError(std::string("sim backend: fork failed: ") + std::strerror(errno));
     if (pid == 0) {  // the child simulates and answers
+      // Ends with joinlab however joinlab ends (killed, interrupted); if it ended before this
+      // line, the parent is no longer the one that forked.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(1);
       ::close(fds[0]);
       SimOutcome o;
       try {
@@ -320,7 +355,7 @@ class SimBackend final : public Backend {
     }
     SimOutcome o = deserialize(answer);
     const sim::SimStats& s = o.stats;
-    if (std::getenv("JOINLAB_SIM_VERBOSE") || s.wall_seconds > 5) {
+    if (std::getenv("JOINLAB_SIM_VERBOSE") || (s.wall_seconds > 5 && !quiet())) {
       std::fprintf(stderr,
                    "sim: %s; flows %s: %.6g s simulated in %.2f s wall, %.0f MiB peak; %llu operators, %llu transfers, "
                    "%llu network flows, %llu waits%s\n",
@@ -342,7 +377,8 @@ class SimBackend final : public Backend {
 
 void register_sim_backend() {
   register_backend("sim", [] { return std::make_unique<SimBackend>(); });
-  for (auto& [key, help] : sim::sim_cluster_keys()) register_cluster_key(key, help);
+  for (auto& [key, help] : sim::sim_cluster_keys()) register_cluster_key(key, help, "sim");
+  register_cluster_key("emulate_nodes", "true | false: the declared nodes share one host (one node of every GPU)", "sim");
 }
 
 }  // namespace joinlab

@@ -2086,13 +2086,17 @@ void advise_huge_heap() {
 
 }  // namespace
 
+void check_config(const BackendConfig& cfg) {
+  parse_options(cfg, load_profile(resolve_profile_path(cfg.profile.empty() ? kDefaultProfile : cfg.profile, cfg.profile_dir)));
+}
+
 SimOutcome simulate(const BackendConfig& cfg, const std::function<void(Rank&)>& body) {
   SimOutcome out;
   const auto wall0 = std::chrono::steady_clock::now();
   Profile prof;
   Options opt;
   try {
-    prof = load_profile(resolve_profile_path(cfg.profile.empty() ? "h100" : cfg.profile, cfg.profile_dir));
+    prof = load_profile(resolve_profile_path(cfg.profile.empty() ? kDefaultProfile : cfg.profile, cfg.profile_dir));
     opt = parse_options(cfg, prof);
   } catch (const InputError& e) {
     out.error_kind = 2;

@@ -58,4 +58,9 @@ struct SimOutcome {
 // Must run in a process that has not run a simulation yet.
 SimOutcome simulate(const BackendConfig& cfg, const std::function<void(Rank&)>& body);
 
+// The profile a run without cluster.profile simulates.
+inline constexpr const char* kDefaultProfile = "h100";
+// Loads the profile and parses the [cluster] options as simulate() does (InputError if bad).
+void check_config(const BackendConfig& cfg);
+
 }  // namespace joinlab::sim

@@ -4,17 +4,22 @@
 // Runs that need no real backend use a scripted one registered here ("scripted"): its ranks
 // record fixed phase times and trace spans, so every number in the outputs is known exactly.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define BOOST_BIND_GLOBAL_PLACEHOLDERS  // Boost 1.74's JSON parser still includes the old boost/bind.hpp
 #include <boost/property_tree/json_parser.hpp>
 #include <boost/property_tree/ptree.hpp>
+#include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "core/builtin.hpp"
 #include "core/common/error.hpp"
@@ -551,13 +556,13 @@ TEST_F(CliTest, RejectsMissingRequiredKeys) {
 TEST_F(CliTest, ValidatesEverySweepPointBeforeRunningAny) {
   std::string f = experiment("s.dist = zipf\n[sweep]\nworkload.s.zipf_z = 0.5, 1, 3\n");
   expect_rejected(cli({"run", f}), {f + ":12 ([sweep])", "workload.s.zipf_z = 3", "[0, 2]", "sweep point 3 of 3"});
-  EXPECT_FALSE(fs::exists(dir_ / "out" / "exp.csv")) << "a point ran before the sweep was validated";
+  EXPECT_FALSE(fs::exists(dir_ / "out" / "exp-scripted.csv")) << "a point ran before the sweep was validated";
 }
 
 TEST_F(CliTest, RejectsAWorkingSetBeyondDeviceMemoryBeforeRunningAny) {
   std::string f = experiment("[cluster]\ndevice_memory = 64Ki\n[sweep]\nworkload.s.rows = 1000, 10000\n");
   expect_rejected(cli({"run", f}), {f + ": ", "needs about", "sweep point 2 of 2"});
-  EXPECT_FALSE(fs::exists(dir_ / "out" / "exp.csv")) << "a point ran before the sweep was validated";
+  EXPECT_FALSE(fs::exists(dir_ / "out" / "exp-scripted.csv")) << "a point ran before the sweep was validated";
 }
 
 // --- runs and their outputs --------------------------------------------------------------------
@@ -592,7 +597,7 @@ TEST_F(CliTest, RunPrintsTableWritesCsvAndTrace) {
   EXPECT_EQ(c[10], "yes");
 
   // CSV: one row, the phase columns, the total without generate, bound and verification.
-  std::string csv = read((dir_ / "out" / "exp.csv").string());
+  std::string csv = read((dir_ / "out" / "exp-scripted.csv").string());
   std::istringstream lines(csv);
   std::string head, values;
   std::getline(lines, head);
@@ -630,11 +635,11 @@ TEST_F(CliTest, RunPrintsTableWritesCsvAndTrace) {
   EXPECT_NE(col("verified").find("closed form"), std::string::npos);
   EXPECT_FALSE(col("date").empty());
   EXPECT_FALSE(col("git_commit").empty());
-  EXPECT_EQ(col("trace_file"), (dir_ / "out" / "exp.trace.json").string());
+  EXPECT_EQ(col("trace_file"), (dir_ / "out" / "exp-scripted.trace.json").string());
 
   // Trace: valid JSON; a process per rank; phase track plus one per recorded track.
   boost::property_tree::ptree trace;
-  ASSERT_NO_THROW(boost::property_tree::read_json((dir_ / "out" / "exp.trace.json").string(), trace));
+  ASSERT_NO_THROW(boost::property_tree::read_json((dir_ / "out" / "exp-scripted.trace.json").string(), trace));
   std::set<std::string> processes, threads;
   int phases = 0, ops = 0;
   for (auto& [_, e] : trace.get_child("traceEvents")) {
@@ -666,10 +671,10 @@ TEST_F(CliTest, SweepRunsEveryPointIntoOneCsvAndATraceEach) {
   auto r = cli({"run", experiment("[sweep]\nworkload.s.rows = 1000, 3000\n")});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("workload.s.rows=3000"), std::string::npos) << r.out;
-  std::string csv = read((dir_ / "out" / "exp.csv").string());
+  std::string csv = read((dir_ / "out" / "exp-scripted.csv").string());
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 3) << csv;
-  EXPECT_TRUE(fs::exists(dir_ / "out" / "exp-1.trace.json"));
-  EXPECT_TRUE(fs::exists(dir_ / "out" / "exp-2.trace.json"));
+  EXPECT_TRUE(fs::exists(dir_ / "out" / "exp-scripted-1.trace.json"));
+  EXPECT_TRUE(fs::exists(dir_ / "out" / "exp-scripted-2.trace.json"));
 }
 
 TEST_F(CliTest, WrongResultFailsWithExitCode3AndNoRow) {
@@ -677,7 +682,7 @@ TEST_F(CliTest, WrongResultFailsWithExitCode3AndNoRow) {
   EXPECT_EQ(r.code, kExitVerification) << r.err;
   EXPECT_NE(r.err.find("checksum"), std::string::npos) << r.err;
   EXPECT_EQ(r.out.find("scripted "), std::string::npos) << "a wrong result reached the table: " << r.out;
-  EXPECT_FALSE(fs::exists(dir_ / "out" / "exp.csv"));
+  EXPECT_FALSE(fs::exists(dir_ / "out" / "exp-scripted.csv"));
 }
 
 // The example experiments stay valid as strategies change their options. A file for a backend
@@ -714,7 +719,7 @@ TEST_F(CliTest, DefaultExperimentRunsOnTheCpuBackend) {
     EXPECT_NE(row.find(" 4096  "), std::string::npos) << row;  // every S row matches
     EXPECT_NE(row.find(" yes "), std::string::npos) << row;
   }
-  std::string csv = read((dir_ / "out" / "default.csv").string());
+  std::string csv = read((dir_ / "out" / "default-cpu.csv").string());
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 4) << csv;
   EXPECT_NE(csv.find("closed form"), std::string::npos) << csv;
 }
@@ -773,6 +778,271 @@ TEST_F(CliTest, SubcommandUsageErrors) {
   EXPECT_EQ(cli({"frobnicate"}).code, kExitInput);
   EXPECT_EQ(cli({"help"}).code, 0);
   EXPECT_EQ(cli({"run"}).code, kExitInput);
+}
+
+// --- sizes, memory and scale checked before any work; the rough edges of run and list --------
+
+bool has_backend(const std::string& name) {
+  auto b = backend_names();
+  return std::find(b.begin(), b.end(), name) != b.end();
+}
+
+// A small real join on the cpu backend, for checks the scripted backend cannot make.
+std::string cpu_experiment_text(const std::string& out_dir) {
+  return "[experiment]\nstrategy = npj\nbackend = cpu\noutput_dir = " + out_dir +
+         "\n[workload]\nrows = 2^10\n";
+}
+
+TEST_F(CliTest, RowsPerRankTimesRanksThatOverflowIsAnError) {
+  // 2^62 + 1 rows per rank x 4 ranks wraps to 4 rows in 64 bits: rejected, not run on 4 rows.
+  auto r = cli({"run", experiment("[cluster]\ngpus_per_node = 4\n"), "--workload.rows_per_rank=4611686018427387905"});
+  expect_rejected(r, {"workload.rows_per_rank = 4611686018427387905", "4 ranks overflows"});
+  EXPECT_FALSE(fs::exists(dir_ / "out"));
+}
+
+TEST_F(CliTest, BytesOfARelationThatOverflowAreAnError) {
+  auto r = cli({"run", experiment("key_bytes = 8\n"), "--workload.r.rows=2^62", "--workload.r.dist=unique_sparse"});
+  expect_rejected(r, {"workload.r.rows", "bytes per row overflows 64 bits"});
+}
+
+TEST_F(CliTest, AJoinResultBeyondA64BitCountIsAnError) {
+  // Every key in 1..2: about 2^40 x 2^40 / 2 matches.
+  auto r = cli({"run", experiment("r.dist = uniform\nr.range_hi = 2\ns.dist = uniform\ns.range_hi = 2\n"
+                                  "[experiment]\nverify = false\n"),
+                "--workload.rows=2^40", "--dry-run"});
+  expect_rejected(r, {"emits about", "more than a 64-bit count holds"});
+  // Ranges that do not overlap: no match at all, nothing to overflow.
+  auto disjoint = cli({"run", experiment("r.dist = uniform\nr.range_hi = 2\ns.dist = uniform\ns.range_lo = 3\n"
+                                         "s.range_hi = 4\n[experiment]\nverify = false\n"),
+                       "--workload.rows=2^40", "--dry-run"});
+  EXPECT_EQ(disjoint.code, 0) << disjoint.err;
+}
+
+TEST_F(CliTest, CpuBackendChecksMemoryBeforeGeneratingData) {
+  std::string f = write("big.ini", cpu_experiment_text((dir_ / "out").string()) + "key_bytes = 8\n");
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = cli({"run", f, "--workload.rows=2^40"});
+  expect_rejected(r, {f + ": ", "needs about", "bytes", "memory available on this machine"});
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0)
+      << "the expected result or the data was computed before the check";
+  EXPECT_FALSE(fs::exists(dir_ / "out"));
+}
+
+TEST_F(CliTest, SimulatorRefusesRunsBeyondItsLimits) {
+  if (!has_backend("sim")) GTEST_SKIP() << "no sim backend in this build";
+  std::string f = write("sim.ini", "[experiment]\nstrategy = shuffle\nbackend = sim\noutput_dir = " +
+                                       (dir_ / "out").string() + "\n[cluster]\nnodes = 125000\ngpus_per_node = 8\n"
+                                       "[workload]\nrows = 2^30\n");
+  auto r = cli({"run", f, "--dry-run"});
+  expect_rejected(r, {f + ":", "cluster.nodes = 125000", "at most 16384 ranks", "MiB of memory"});
+}
+
+// The simulation runs in a child process: killing joinlab must not leave it running.
+TEST_F(CliTest, KillingJoinlabEndsItsSimulationChild) {
+  if (!has_backend("sim")) GTEST_SKIP() << "no sim backend in this build";
+  const std::string pid_file = (dir_ / "child.pid").string();
+  const pid_t joinlab = ::fork();
+  ASSERT_GE(joinlab, 0);
+  if (joinlab == 0) {  // stands in for joinlab: simulates a body that never ends
+    BackendConfig cfg;
+    cfg.profile_dir = profile_dir();
+    try {
+      make_backend("sim")->run(
+          cfg,
+          [&](Rank&) {
+            std::ofstream(pid_file) << ::getpid() << "\n";
+            for (;;) ::pause();
+          },
+          [](Rank&) {});
+    } catch (...) {
+    }
+    ::_exit(0);
+  }
+  pid_t child = 0;
+  for (int i = 0; i < 500 && !child; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::ifstream(pid_file) >> child;
+  }
+  ::kill(joinlab, SIGKILL);
+  ::waitpid(joinlab, nullptr, 0);
+  ASSERT_GT(child, 0) << "the simulation never started";
+  auto running = [&] {  // a zombie (state Z) has ended: only its parent's wait is missing
+    std::ifstream stat("/proc/" + std::to_string(child) + "/stat");
+    std::string pid, comm, state;
+    return stat >> pid >> comm >> state && state != "Z";
+  };
+  for (int i = 0; i < 200 && running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_FALSE(running()) << "the simulation child " << child << " outlived joinlab";
+  if (running()) ::kill(child, SIGKILL);
+}
+
+TEST_F(CliTest, EachBackendWritesItsOwnCsvAndTraces) {
+  std::string f = write("both.ini", cpu_experiment_text((dir_ / "out").string()));
+  ASSERT_EQ(cli({"run", f, "--quiet"}).code, 0);
+  ASSERT_EQ(cli({"run", f, "--quiet", "--backend=scripted", "--experiment.strategy=scripted"}).code, 0);
+  EXPECT_TRUE(fs::exists(dir_ / "out" / "both-cpu.csv"));
+  EXPECT_TRUE(fs::exists(dir_ / "out" / "both-cpu.trace.json"));
+  EXPECT_TRUE(fs::exists(dir_ / "out" / "both-scripted.csv"));
+  EXPECT_NE(read((dir_ / "out" / "both-cpu.csv").string()).find(",npj,cpu,"), std::string::npos);
+}
+
+TEST_F(CliTest, StrategyOptionsApplyToTheStrategiesThatHaveThem) {
+  // phj's options in [strategy], swept over npj and phj: npj runs without them.
+  std::string f = write("two.ini", cpu_experiment_text((dir_ / "out").string()) + "[strategy]\nradix_bits = 4\n");
+  auto plan = plan_experiment(f, {{"sweep.experiment.strategy", "npj,phj"}});
+  ASSERT_EQ(plan.points.size(), 2u);
+  EXPECT_EQ(plan.points[0].run.strategy_options.count("radix_bits"), 0u);
+  EXPECT_EQ(plan.points[1].run.strategy_options.at("radix_bits"), "4");
+  // A key no strategy of the experiment has is still an error, naming its line.
+  std::string bad = write("bad.ini", cpu_experiment_text((dir_ / "out").string()) + "[strategy]\nbitz = 4\n");
+  expect_rejected(cli({"run", bad, "--sweep.experiment.strategy=npj,phj"}),
+                  {bad + ":8: strategy.bitz = 4", "nor has any other strategy of this experiment"});
+}
+
+TEST_F(CliTest, EverySubcommandHasItsOwnHelp) {
+  auto run = cli({"run", "--help"});
+  EXPECT_EQ(run.code, 0);
+  EXPECT_NE(run.out.find("usage: joinlab run FILE"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("--dry-run "), std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find("usage: joinlab list"), std::string::npos) << run.out;
+  auto list = cli({"list", "-h"});
+  EXPECT_NE(list.out.find("usage: joinlab list"), std::string::npos) << list.out;
+  EXPECT_EQ(list.out.find("joinlab run"), std::string::npos) << list.out;
+  EXPECT_NE(cli({"help", "validate"}).out.find("usage: joinlab validate"), std::string::npos);
+}
+
+TEST_F(CliTest, ListColumnsNeverTouchAndDefaultsReadAsWritten) {
+  StrategyInfo info = find_strategy("scripted");
+  info.name = "scripted-with-a-long-name";
+  info.add_options = [](po::options_description& d) {
+    d.add_options()("fill", po::value<double>()->default_value(0.9), "a fraction");
+  };
+  register_strategy(info);
+  auto r = cli({"list", "strategies"});
+  EXPECT_NE(r.out.find("scripted-with-a-long-name  "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[strategy] fill (default 0.9): a fraction"), std::string::npos) << r.out;
+  auto profiles = cli({"list", "profiles"});
+  for (auto& name : profile_names())
+    EXPECT_NE(profiles.out.find("  " + name + "  "), std::string::npos) << profiles.out;
+}
+
+class UnavailableBackend : public ScriptedBackend {
+ public:
+  std::string unavailable() override { return "no scripted hardware found"; }
+};
+
+TEST_F(CliTest, ListSaysWhichBackendsCannotRunHere) {
+  register_backend("absent", [] { return std::make_unique<UnavailableBackend>(); });
+  auto r = cli({"list", "backends"});
+  EXPECT_NE(r.out.find("absent  (built in, but cannot run here: no scripted hardware found)"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("  scripted\n"), std::string::npos) << r.out;
+}
+
+TEST_F(CliTest, CsvNamesTheProfileAndThreadsThatWereUsed) {
+  std::string f = write("t.ini", cpu_experiment_text((dir_ / "out").string()));
+  auto r = cli({"run", f, "--quiet"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::string csv = read((dir_ / "out" / "t-cpu.csv").string());
+  const unsigned threads = std::max(1u, std::thread::hardware_concurrency());  // one rank: every core
+  EXPECT_NE(csv.find(",1,1,1," + std::to_string(threads) + ","), std::string::npos) << csv;  // nodes,per node,ranks,threads
+  if (!has_backend("sim")) return;
+  auto plan = plan_experiment(f, {{"experiment.backend", "sim"}, {"experiment.strategy", "shuffle"}});
+  EXPECT_EQ(plan.points[0].run.cluster.profile, "h100");  // the simulator's default, named
+  EXPECT_EQ(describe_hardware(plan.points[0].run), "simulated (profile h100)");
+}
+
+TEST_F(CliTest, GitCommitIsTheBuiltSourceNotTheCurrentDirectory) {
+  const std::string commit = git_commit();
+  EXPECT_TRUE(commit == "unknown" || commit.find_first_not_of("0123456789abcdef") >= 12) << commit;
+  const auto cwd = fs::current_path();
+  fs::current_path(dir_);  // no repository here
+  EXPECT_EQ(git_commit(), commit);
+  fs::current_path(cwd);
+}
+
+TEST_F(CliTest, QuietPrintsOnlyTheTable) {
+  auto r = cli({"run", experiment(), "--quiet"});
+  ASSERT_EQ(r.code, 0);
+  EXPECT_EQ(r.err, "");
+  EXPECT_NE(r.out.find("scripted"), std::string::npos);
+}
+
+TEST_F(CliTest, ClusterOptionErrorsNameFileAndLine) {
+  std::string f = write("c.ini", cpu_experiment_text((dir_ / "out").string()) + "[cluster]\nstreams = many\n");
+  expect_rejected(cli({"run", f}), {f + ":8: cluster.streams = many", "not a number"});
+  std::string t = write("tr.ini", cpu_experiment_text((dir_ / "out").string()) + "[cluster]\ntransport = carrier_pigeon\n");
+  expect_rejected(cli({"run", t, "--dry-run"}), {t + ":8: cluster.transport = carrier_pigeon"});
+}
+
+TEST_F(CliTest, KeysOfAnotherBackendAndGarbageProfilesAreErrors) {
+  if (has_backend("sim")) {
+    std::string f = write("k.ini", cpu_experiment_text((dir_ / "out").string()) + "[cluster]\nfabric = star\n");
+    expect_rejected(cli({"run", f}), {f + ":8: cluster.fabric = star", "only the sim backend reads it"});
+  }
+  std::string garbage = write("garbage.ini", "this is not a profile\n\x01\x02\n");
+  std::string g = write("g.ini", cpu_experiment_text((dir_ / "out").string()) + "[cluster]\nprofile = " + garbage + "\n");
+  expect_rejected(cli({"run", g}), {g + ":8: cluster.profile = " + garbage, "expected 'key = value'"});
+}
+
+TEST_F(CliTest, ReadErrorsAreNotEmptyFiles) {
+  auto r = cli({"run", "/proc/self/mem"});
+  expect_rejected(r, {"cannot read experiment file '/proc/self/mem'", "Input/output error"});
+}
+
+TEST_F(CliTest, ByteOrderMarkIsSkippedAndNulBytesAreNamed) {
+  std::string bom = write("bom.ini", "\xEF\xBB\xBF" + read(experiment()));
+  EXPECT_EQ(cli({"run", bom, "--dry-run"}).code, 0);
+  std::string nul = experiment("seed = 1\n");
+  {
+    std::ofstream out(nul, std::ios::app);
+    out << "bad = x" << '\0' << "\n";
+  }
+  auto r = cli({"run", nul});
+  expect_rejected(r, {nul + ":11: a NUL byte"});
+  EXPECT_EQ(r.err.find('\0'), std::string::npos);
+}
+
+TEST_F(CliTest, MisspeltFlagIsAnUnknownOption) {
+  auto r = cli({"run", experiment(), "--dry-runn"});
+  expect_rejected(r, {"unknown option --dry-runn", "did you mean --dry-run?"});
+  EXPECT_EQ(r.err.find("needs a value"), std::string::npos) << r.err;
+}
+
+TEST_F(CliTest, UniformWithoutRangeHiNamesRangeHi) {
+  auto r = cli({"run", experiment("s.dist = uniform\n")});
+  expect_rejected(r, {"workload.s.range_hi is not set", "dist = uniform"});
+}
+
+TEST_F(CliTest, DuplicateSweepValuesAreAnError) {
+  auto r = cli({"run", experiment("[sweep]\nworkload.s.rows = 1000, 2000, 1000\n")});
+  expect_rejected(r, {"([sweep])", "lists '1000' twice"});
+}
+
+// A full disk (here: a file size limit) leaves no truncated trace or CSV behind.
+TEST_F(CliTest, AFailedWriteLeavesNoTruncatedFile) {
+  const std::string path = (dir_ / "t.trace.json").string();
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::signal(SIGXFSZ, SIG_IGN);
+    rlimit limit{512, 512};
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    RunOutcome o;
+    o.rank_phases.resize(1);
+    for (int i = 0; i < 100; ++i) o.rank_phases[0].push_back({"phase", double(i), double(i) + 1});
+    try {
+      write_chrome_trace_file(path, o, "title");
+    } catch (const RuntimeError& e) {
+      ::_exit(std::string(e.what()).find("File too large") != std::string::npos ? 3 : 4);
+    }
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_EQ(WEXITSTATUS(status), 3) << "the failed write was not reported";
+  EXPECT_FALSE(fs::exists(path));
+  EXPECT_FALSE(fs::exists(path + ".partial"));
 }
 
 }  // namespace

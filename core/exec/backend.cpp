@@ -30,6 +30,12 @@ bool g_reporting = true;
 bool reporting_process() { return g_reporting; }
 void set_reporting_process(bool reporting) { g_reporting = reporting; }
 
+namespace {
+bool g_quiet = false;
+}
+bool quiet() { return g_quiet; }
+void set_quiet(bool q) { g_quiet = q; }
+
 std::vector<std::string> backend_names() {
   std::vector<std::string> v;
   for (auto& [n, f] : registry()) v.push_back(n);

@@ -31,8 +31,20 @@ class Backend {
   virtual void run(const BackendConfig& cfg, const std::function<void(Rank&)>& body,
                    const std::function<void(Rank&)>& collect) = 0;
   // Device-memory bytes each rank may allocate under `cfg`, for the pre-flight check of a
-  // strategy's working set; 0 = no device-memory limit to check (CPU, simulation).
+  // strategy's working set; 0 = no limit to check (simulation; cpu with cluster.device_memory,
+  // whose pool enforces it at run time). The cpu backend's "device" is this machine's available
+  // memory.
   virtual uint64_t device_memory_per_rank(const BackendConfig& cfg) { return 0; }
+  // Checks `cfg` before any work: its [cluster] options (InputError naming the option as
+  // "cluster.<key>") and whether the backend can run the shape at all (the simulator's limits).
+  virtual void check(const BackendConfig& cfg) {}
+  // Why this backend cannot run on this machine ("no GPU found"), "" when it can.
+  virtual std::string unavailable() { return ""; }
+  // The profile a run without cluster.profile uses ("" where none is used).
+  virtual std::string default_profile() const { return ""; }
+  // Worker threads each rank runs with under `cfg` (cluster.threads resolved); 0 where ranks are
+  // not CPU workers (GPUs, simulated).
+  virtual int threads_per_rank(const BackendConfig& cfg) { return 0; }
 };
 
 using BackendFactory = std::function<std::unique_ptr<Backend>()>;
@@ -45,5 +57,8 @@ std::vector<std::string> backend_names();
 // 0's reports it (the process runtime sets this at registration).
 bool reporting_process();
 void set_reporting_process(bool reporting);
+// `run --quiet`: backends print no notes of their own (progress, statistics); errors still go out.
+bool quiet();
+void set_quiet(bool quiet);
 
 }  // namespace joinlab

@@ -68,6 +68,34 @@ void print_usage(std::ostream& out) {
          "result, 1 other failure.\n";
 }
 
+const char* const kRunHelp =
+    "\n"
+    "  FILE                 an experiment file (.ini; experiments/README.md, `joinlab list keys`)\n"
+    "  --backend B          where it runs: cpu, cuda or sim (= --experiment.backend=B)\n"
+    "  --dry-run            check every point of the sweep and list them; run nothing\n"
+    "  --quiet, -q          print only the results table and errors\n"
+    "  --section.key=VALUE  override a key of the file (--section.key VALUE works too)\n"
+    "  --sweep.section.key=A,B,...  sweep over a key (replaces the file's sweep of it)\n"
+    "Every point is checked before any runs: sizes, memory, options. Outputs go to\n"
+    "<output_dir>/<name>-<backend>.csv and <name>-<backend>[-<point>].trace.json.\n"
+    "Exit codes: 0 ok, 2 bad input, 3 wrong join result, 1 other failure.\n";
+
+// Usage of one command; false if there is no such command.
+bool print_command_help(const std::string& cmd, std::ostream& out) {
+  if (cmd == "run") {
+    out << "usage: " << kRunUsage << "\n" << kRunHelp;
+    return true;
+  }
+  if (cmd == "list") {
+    out << "usage: " << kListUsage << "\n";
+    return true;
+  }
+  auto it = commands().find(cmd);
+  if (it == commands().end()) return false;
+  out << "usage: " << it->second.usage << "\n";
+  return true;
+}
+
 // Re-throws the exception being handled with `prefix` added, keeping its kind (exit code).
 [[noreturn]] void rethrow_with(const std::string& prefix) {
   try {
@@ -83,7 +111,8 @@ void print_usage(std::ostream& out) {
 
 std::string file_safe(const std::string& name) {
   std::string s;
-  for (char c : name) s += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ? c : '_';
+  for (char c : name)
+    s += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' || c == '+' ? c : '_';
   return s.empty() ? "experiment" : s;
 }
 
@@ -108,6 +137,16 @@ void print_plan(const ExperimentPlan& plan) {
   }
 }
 
+// The backends of the plan, for the output names: a run on another backend gets files of its own.
+std::string output_backends(const ExperimentPlan& plan) {
+  std::vector<std::string> names;
+  for (auto& pp : plan.points)
+    if (std::find(names.begin(), names.end(), pp.run.backend) == names.end()) names.push_back(pp.run.backend);
+  std::string s;
+  for (auto& n : names) s += (s.empty() ? "" : "+") + n;
+  return s;
+}
+
 int run_command(const std::vector<std::string>& args) {
   RunArgs a = parse_run_args(args);
   ExperimentPlan plan = plan_experiment(a.file, a.overrides);
@@ -118,9 +157,10 @@ int run_command(const std::vector<std::string>& args) {
   // With ranks as processes (mpirun) every process runs the experiment; rank 0's reports it.
   const bool reporting = reporting_process();
   std::ostream muted(nullptr);
-  std::ostream& info = reporting ? std::cerr : muted;
+  std::ostream& info = reporting && !a.quiet ? std::cerr : muted;  // --quiet: the table and errors only
+  set_quiet(a.quiet);
   if (reporting) make_output_dir(plan.output_dir);
-  const std::string base = plan.output_dir + "/" + file_safe(plan.name);
+  const std::string base = plan.output_dir + "/" + file_safe(plan.name) + "-" + file_safe(output_backends(plan));
   const std::string csv = base + ".csv";
   const int n = int(plan.points.size());
   const std::string commit = git_commit();
@@ -201,19 +241,39 @@ std::vector<std::string> ini_files(const std::string& dir) {
   return files;
 }
 
+// Boost prints a double default with 17 digits (0.90000000000000002): as a person writes it.
+std::string readable_default(const std::string& text) {
+  if (text.find_first_of(".eE") == std::string::npos) return text;
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (end != text.c_str() + text.size()) return text;
+  std::ostringstream o;
+  o << std::setprecision(6) << v;
+  return o.str();
+}
+
+// Width of a name column: the longest name and two spaces, so that columns never touch.
+size_t column_width(const std::vector<std::string>& names, size_t least) {
+  size_t w = least;
+  for (auto& n : names) w = std::max(w, n.size() + 2);
+  return w;
+}
+
 void list_strategies(std::ostream& out) {
   out << "strategies:\n";
+  const size_t name_width = column_width(strategy_names(), 10);
   for (auto& name : strategy_names()) {
     const StrategyInfo& s = find_strategy(name);
     std::string ranks = std::to_string(s.min_ranks);
     if (s.max_ranks != s.min_ranks) ranks += ".." + (s.max_ranks > 0 ? std::to_string(s.max_ranks) : std::string("N"));
-    out << "  " << std::left << std::setw(10) << name << std::setw(14) << (ranks + " rank(s)") << s.description << "\n";
+    out << "  " << std::left << std::setw(int(name_width)) << name << std::setw(14) << (ranks + " rank(s)")
+        << s.description << "\n";
     po::options_description desc;
     if (s.add_options) s.add_options(desc);
     for (auto& opt : desc.options()) {
       std::string param = opt->format_parameter();  // "arg (=linear)"
       auto eq = param.find("(=");
-      std::string def = eq == std::string::npos ? "" : " (default " + param.substr(eq + 2, param.size() - eq - 3) + ")";
+      std::string def = eq == std::string::npos ? "" : " (default " + readable_default(param.substr(eq + 2, param.size() - eq - 3)) + ")";
       out << "      [strategy] " << opt->long_name() << def << ": " << opt->description() << "\n";
     }
   }
@@ -222,14 +282,18 @@ void list_strategies(std::ostream& out) {
 
 void list_backends(std::ostream& out) {
   out << "backends (this build):\n";
-  for (auto& b : backend_names()) out << "  " << b << "\n";
+  for (auto& b : backend_names()) {
+    const std::string why = make_backend(b)->unavailable();
+    out << "  " << b << (why.empty() ? "" : "  (built in, but cannot run here: " + why + ")") << "\n";
+  }
   if (backend_names().empty()) out << "  (none registered in this build)\n";
 }
 
 void list_profiles(std::ostream& out) {
   out << "profiles (" << profile_dir() << "):\n";
+  const size_t width = column_width(profile_names(), 16);
   for (auto& p : profile_names())
-    out << "  " << std::left << std::setw(16) << p << first_comment(profile_dir() + "/" + p + ".ini") << "\n";
+    out << "  " << std::left << std::setw(int(width)) << p << first_comment(profile_dir() + "/" + p + ".ini") << "\n";
   if (profile_names().empty()) out << "  (none yet)\n";
 }
 
@@ -237,6 +301,7 @@ void list_experiments(std::ostream& out) {
   std::string dir = joinlab_root() + "/experiments";
   out << "experiments (" << dir << "):\n";
   auto files = ini_files(dir);
+  const size_t width = column_width(files, 20);
   for (auto& f : files) {
     std::string desc;
     try {
@@ -244,7 +309,7 @@ void list_experiments(std::ostream& out) {
     } catch (const std::exception& e) {
       desc = e.what();
     }
-    out << "  " << std::left << std::setw(20) << f << desc << "\n";
+    out << "  " << std::left << std::setw(int(width)) << f << desc << "\n";
   }
   if (files.empty()) out << "  (none)\n";
 }
@@ -314,15 +379,19 @@ RunArgs parse_run_args(const std::vector<std::string>& args) {
       if (eq != std::string::npos) {
         value = name.substr(eq + 1);
         name = name.substr(0, eq);
-      } else if (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) {
-        value = args[++i];
-      } else {
-        throw InputError("command line: --" + name + " needs a value (--" + name + "=VALUE)");
       }
       if (name == "backend") name = "experiment.backend";
-      if (name.find('.') == std::string::npos)
+      if (name.find('.') == std::string::npos) {  // before taking a value: a misspelt flag takes none
+        std::string hint;
+        for (const char* known : {"backend", "dry-run", "quiet", "help"})
+          if (edit_distance(name, known) <= 2) hint = std::string("; did you mean --") + known + "?";
         throw InputError("command line: unknown option --" + name +
-                         " (options are --backend, --dry-run, --quiet and --section.key=value)");
+                         " (options are --backend, --dry-run, --quiet, --help and --section.key=value)" + hint);
+      }
+      if (eq == std::string::npos) {
+        if (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) value = args[++i];
+        else throw InputError("command line: --" + name + " needs a value (--" + name + "=VALUE)");
+      }
       out.overrides.push_back({name, value});
     } else if (out.file.empty()) {
       out.file = a;
@@ -351,8 +420,13 @@ int cli_main(int argc, char** argv) {
     bool wants_help = std::find_if(rest.begin(), rest.end(), [](const std::string& a) {
                         return a == "--help" || a == "-h";
                       }) != rest.end();
-    if (cmd == "help" || cmd == "--help" || cmd == "-h" || wants_help) {
+    if (cmd == "help" || cmd == "--help" || cmd == "-h") {
+      if (!rest.empty() && print_command_help(rest.front(), std::cout)) return int(kExitOk);  // joinlab help run
       print_usage(std::cout);
+      return int(kExitOk);
+    }
+    if (wants_help) {  // joinlab run --help: that command's usage
+      if (!print_command_help(cmd, std::cout)) print_usage(std::cout);
       return int(kExitOk);
     }
     if (cmd == "run") return run_command(rest);

@@ -1,6 +1,8 @@
 #include "core/experiment/config.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -9,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include <boost/program_options.hpp>
@@ -26,6 +29,8 @@ namespace po = boost::program_options;
 namespace {
 
 constexpr size_t kMaxSweepPoints = 100000;
+// Rank ids are ints; far beyond what any backend runs (the simulator states its own limit).
+constexpr int64_t kMaxRanks = int64_t(1) << 24;
 const char* const kSections = "[experiment], [cluster], [workload], [strategy] and [sweep]";
 
 // A key's value and where it was written, for error messages.
@@ -173,9 +178,23 @@ const std::vector<KeyDef>& key_defs() {
   return defs;
 }
 
-std::vector<KeyDoc>& cluster_extras() {
-  static std::vector<KeyDoc> extras;
+struct ClusterExtra {
+  KeyDoc doc;
+  std::vector<std::string> backends;  // the backends that read it
+};
+std::vector<ClusterExtra>& cluster_extras() {
+  static std::vector<ClusterExtra> extras;
   return extras;
+}
+const ClusterExtra* find_cluster_extra(const std::string& key) {
+  for (auto& k : cluster_extras())
+    if (k.doc.key == key) return &k;
+  return nullptr;
+}
+
+std::function<void(const std::string&)>& profile_check() {
+  static std::function<void(const std::string&)> check;
+  return check;
 }
 
 const KeyDef* find_def(const std::string& key) {
@@ -184,30 +203,11 @@ const KeyDef* find_def(const std::string& key) {
   return nullptr;
 }
 
-bool is_cluster_extra(const std::string& key) {
-  for (auto& k : cluster_extras())
-    if (k.key == key) return true;
-  return false;
-}
+bool is_cluster_extra(const std::string& key) { return find_cluster_extra(key) != nullptr; }
 
 bool is_strategy_key(const std::string& key) { return key.rfind("strategy.", 0) == 0 && key.size() > 9; }
 
 bool is_known_key(const std::string& key) { return find_def(key) || is_cluster_extra(key) || is_strategy_key(key); }
-
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
 
 std::string unknown_key_message(const std::string& key, const std::string& value) {
   std::string msg = "unknown key '" + key + "' (value '" + value + "')";
@@ -225,16 +225,34 @@ std::string unknown_key_message(const std::string& key, const std::string& value
 // --- reading the file --------------------------------------------------------------------------
 
 std::string read_text(const std::string& file) {
+  auto fail = [&](const std::string& why) { throw InputError("cannot read experiment file '" + file + "': " + why); };
   struct stat st {};
-  if (::stat(file.c_str(), &st) != 0)
-    throw InputError("cannot read experiment file '" + file + "': " + std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) throw InputError("cannot read experiment file '" + file + "': not a regular file");
-  std::ifstream in(file);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in.good() && !in.eof()) throw InputError("cannot read experiment file '" + file + "': " + std::strerror(errno));
-  if (!in) throw InputError("cannot read experiment file '" + file + "': read failed");
-  return text.str();
+  if (::stat(file.c_str(), &st) != 0) fail(std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) fail("not a regular file");
+  // read(2) itself, so that a failing read (EIO) is an error rather than an empty file.
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(std::strerror(errno));
+  std::string text;
+  char buf[1 << 14];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n > 0) {
+      text.append(buf, size_t(n));
+    } else if (n == 0) {
+      break;
+    } else if (errno != EINTR) {
+      const int err = errno;
+      ::close(fd);
+      fail(std::strerror(err));
+    }
+  }
+  ::close(fd);
+  if (text.rfind("\xEF\xBB\xBF", 0) == 0) text.erase(0, 3);  // a UTF-8 byte order mark: not part of the text
+  const size_t nul = text.find('\0');
+  if (nul != std::string::npos)
+    throw InputError(file + ":" + std::to_string(1 + std::count(text.begin(), text.begin() + long(nul), '\n')) +
+                     ": a NUL byte: not a text file");
+  return text;
 }
 
 // The line numbers at which each key is written, in order; the same grammar as Boost's config
@@ -263,7 +281,7 @@ std::map<std::string, std::vector<int>> scan_key_lines(const std::string& text, 
 po::options_description known_options() {
   po::options_description desc("experiment keys");
   for (auto& d : key_defs()) desc.add_options()(d.key.c_str(), po::value<std::string>(), d.help.c_str());
-  for (auto& k : cluster_extras()) desc.add_options()(k.key.c_str(), po::value<std::string>(), k.help.c_str());
+  for (auto& k : cluster_extras()) desc.add_options()(k.doc.key.c_str(), po::value<std::string>(), k.doc.help.c_str());
   return desc;
 }
 
@@ -361,6 +379,11 @@ void parse_axes(RawExperiment& raw) {
       throw InputError(a.origin + ": " + a.key + " = " + a.list + ": " + e.what());
     }
     if (a.values.empty()) throw InputError(a.origin + ": sweep over " + a.key + " has an empty list of values");
+    for (size_t i = 0; i < a.values.size(); ++i)
+      for (size_t j = 0; j < i; ++j)
+        if (a.values[i] == a.values[j])
+          throw InputError(a.origin + ": sweep over " + a.key + " = " + a.list + " lists '" + a.values[i] +
+                           "' twice (each point would run twice)");
     total *= a.values.size();
     if (total > kMaxSweepPoints)
       throw InputError(a.origin + ": the sweep has more than " + std::to_string(kMaxSweepPoints) + " points");
@@ -430,6 +453,10 @@ RunPoint build_point(const Settings& settings, const std::string& file, const Po
     if (is_cluster_extra(key)) b.run.cluster.options[key.substr(8)] = trim(s.value);
   }
   if (!settings.count("experiment.strategy")) ctx.fail_here("experiment.strategy is not set ([experiment] strategy = ...)");
+  if (int64_t(b.run.cluster.shape.nodes) * b.run.cluster.shape.per_node > kMaxRanks)
+    ctx.fail("cluster.gpus_per_node", "x cluster.nodes = " +
+                                          std::to_string(int64_t(b.run.cluster.shape.nodes) * b.run.cluster.shape.per_node) +
+                                          " ranks, more than the " + std::to_string(kMaxRanks) + " any backend runs");
   // Sizes: a side's own key beats the both-sides shorthand; at each level rows (total) and
   // rows_per_rank exclude each other.
   for (const std::string side : {"r", "s"}) {
@@ -442,9 +469,22 @@ RunPoint build_point(const Settings& settings, const std::string& file, const Po
     const bool use_per_rank = own_per_rank || (!own_rows && all_per_rank);
     if (!use_per_rank && !own_rows && !all_rows)
       ctx.fail_here(rows + " is not set (nor workload.rows or workload.rows_per_rank)");
-    if (use_per_rank)
-      (side == "r" ? b.run.workload.r : b.run.workload.s).rows =
-          (side == "r" ? b.r_rows_per_rank : b.s_rows_per_rank) * uint64_t(b.run.cluster.shape.size());
+    if (use_per_rank) {
+      const uint64_t per = side == "r" ? b.r_rows_per_rank : b.s_rows_per_rank;
+      const int ranks = b.run.cluster.shape.size();
+      uint64_t total = 0;
+      if (__builtin_mul_overflow(per, uint64_t(ranks), &total))
+        ctx.fail(own_per_rank ? per_rank : std::string("workload.rows_per_rank"),
+                 "x " + std::to_string(ranks) + " ranks overflows the 64-bit row count (more than 2^64 rows)");
+      (side == "r" ? b.run.workload.r : b.run.workload.s).rows = total;
+    }
+  }
+  for (const std::string side : {"r", "s"}) {
+    const RelationSpec& r = side == "r" ? b.run.workload.r : b.run.workload.s;
+    const std::string hi = "workload." + side + ".range_hi";
+    if (r.dist == KeyDist::Uniform && !settings.count(hi))
+      ctx.fail_here(hi + " is not set: workload." + side + ".dist = uniform needs the largest key (range_lo, default 1, "
+                    "is the smallest)");
   }
   b.run.verify = b.verify != 0;
   return b.run;
@@ -459,9 +499,29 @@ bool takes_integer(const po::option_description& opt) {
 // Checks the [strategy] keys against the strategy's own options; integer options also take
 // sizes (4M, 2^22), rewritten here as plain numbers. The key whose value make_job rejects is
 // found by trying the keys one at a time.
-void check_strategy_options(RunPoint& p, const StrategyInfo& info, const PointContext& ctx) {
+// A key that only other strategies of the plan have (a [strategy] section shared by a sweep over
+// strategies) does not apply to this point and is dropped from it.
+void check_strategy_options(RunPoint& p, const StrategyInfo& info, const std::set<std::string>& plan_strategies,
+                            const PointContext& ctx) {
   po::options_description desc("strategy " + p.strategy);
   if (info.add_options) info.add_options(desc);
+  for (auto it = p.strategy_options.begin(); it != p.strategy_options.end();) {
+    const std::string& k = it->first;
+    if (!desc.find_nothrow(k, false) && std::any_of(plan_strategies.begin(), plan_strategies.end(), [&](const std::string& other) {
+          if (other == p.strategy) return false;
+          po::options_description theirs;
+          try {
+            const StrategyInfo& o = find_strategy(other);
+            if (o.add_options) o.add_options(theirs);
+          } catch (const InputError&) {
+            return false;  // an unknown strategy: its own point says so
+          }
+          return theirs.find_nothrow(k, false) != nullptr;
+        }))
+      it = p.strategy_options.erase(it);
+    else
+      ++it;
+  }
   for (auto& [k, v] : p.strategy_options) {
     if (const po::option_description* opt = desc.find_nothrow(k, false)) {
       if (takes_integer(*opt) && v.find_first_not_of("0123456789") != std::string::npos && v.rfind("-", 0) != 0) {
@@ -476,7 +536,8 @@ void check_strategy_options(RunPoint& p, const StrategyInfo& info, const PointCo
     std::string known;
     for (auto& opt : desc.options()) known += (known.empty() ? "" : ", ") + opt->long_name();
     ctx.fail("strategy." + k, "strategy " + p.strategy + " has no option '" + k + "' (its options: " +
-                                  (known.empty() ? "none" : known) + ")");
+                                  (known.empty() ? "none" : known) + ")" +
+                                  (plan_strategies.size() > 1 ? "; nor has any other strategy of this experiment" : ""));
   }
   try {
     make_job(p);
@@ -510,7 +571,19 @@ void check_strategy_options(RunPoint& p, const StrategyInfo& info, const PointCo
   ctx.fail_here(message);
 }
 
-void check_point(RunPoint& p, const PointContext& ctx) {
+// Backend errors name the option as "cluster.<key>" or "option <key>": point at its setting.
+[[noreturn]] void fail_cluster(const RunPoint& p, const std::string& message, const PointContext& ctx) {
+  for (auto& [k, v] : p.cluster.options) {
+    const std::string echo = "cluster." + k + " = " + v + ": ";  // ctx.fail says that part itself
+    if (message.rfind(echo, 0) == 0) ctx.fail("cluster." + k, message.substr(echo.size()));
+    if (message.find("cluster." + k) != std::string::npos || message.find("option " + k) != std::string::npos)
+      ctx.fail("cluster." + k, message);
+  }
+  if (message.find("ranks") != std::string::npos) ctx.fail("cluster.nodes", message);
+  ctx.fail_here(message);
+}
+
+void check_point(RunPoint& p, const std::set<std::string>& plan_strategies, const PointContext& ctx) {
   const StrategyInfo* info = nullptr;
   try {
     info = &find_strategy(p.strategy);
@@ -523,11 +596,38 @@ void check_point(RunPoint& p, const PointContext& ctx) {
   } catch (const InputError& e) {
     ctx.fail("experiment.backend", e.what());
   }
-  if (!p.cluster.profile.empty() && profile_path(p.cluster.profile).empty()) {
-    std::string known;
-    for (auto& n : profile_names()) known += (known.empty() ? "" : ", ") + n;
-    ctx.fail("cluster.profile", "no such profile in " + profile_dir() + " (available: " +
-                                    (known.empty() ? "none" : known) + ")");
+  for (auto& [k, v] : p.cluster.options) {
+    const ClusterExtra* extra = find_cluster_extra("cluster." + k);
+    if (extra && std::find(extra->backends.begin(), extra->backends.end(), p.backend) == extra->backends.end()) {
+      std::string which;
+      for (auto& b : extra->backends) which += (which.empty() ? "" : " and ") + b;
+      ctx.fail("cluster." + k, "only the " + which + " backend" + (extra->backends.size() > 1 ? "s read" : " reads") +
+                                   " it; this point runs on the " + p.backend + " backend");
+    }
+  }
+  const bool own_profile = !p.cluster.profile.empty();
+  if (!own_profile) p.cluster.profile = backend->default_profile();  // named in the outputs
+  if (!p.cluster.profile.empty()) {
+    const std::string path = profile_path(p.cluster.profile);
+    if (path.empty()) {
+      std::string known;
+      for (auto& n : profile_names()) known += (known.empty() ? "" : ", ") + n;
+      ctx.fail("cluster.profile", "no such profile in " + profile_dir() + " (available: " +
+                                      (known.empty() ? "none" : known) + ")");
+    }
+    if (profile_check()) {
+      try {
+        profile_check()(path);
+      } catch (const InputError& e) {
+        if (own_profile) ctx.fail("cluster.profile", e.what());
+        ctx.fail_here(e.what());
+      }
+    }
+  }
+  try {
+    backend->check(p.cluster);
+  } catch (const InputError& e) {
+    fail_cluster(p, e.what(), ctx);
   }
   int ranks = p.cluster.shape.size();
   if (ranks < info->min_ranks || (info->max_ranks > 0 && ranks > info->max_ranks)) {
@@ -544,7 +644,7 @@ void check_point(RunPoint& p, const PointContext& ctx) {
   } catch (const InputError& e) {
     fail_workload(e.what(), ctx);
   }
-  check_strategy_options(p, *info, ctx);
+  check_strategy_options(p, *info, plan_strategies, ctx);
   try {
     validate_point(p);  // whatever else the runner checks (verifiability)
     check_device_memory(p, make_job(p), *backend);  // the working set fits
@@ -572,6 +672,7 @@ ExperimentPlan plan_experiment(const std::string& file, const std::vector<Overri
   for (auto& a : raw.axes) plan.swept_keys.push_back(a.key);
   size_t total = 1;
   for (auto& a : raw.axes) total *= a.values.size();
+  std::vector<std::pair<Settings, std::string>> point_settings;  // each point's settings and sweep note
   for (size_t i = 0; i < total; ++i) {
     PlannedPoint pp;
     Settings settings = raw.settings;
@@ -587,8 +688,15 @@ ExperimentPlan plan_experiment(const std::string& file, const std::vector<Overri
                                                      std::to_string(total) + ": " + pp.label() + ")";
     PointContext ctx(settings, file, where);
     pp.run = build_point(settings, file, ctx);
-    check_point(pp.run, ctx);
     plan.points.push_back(std::move(pp));
+    point_settings.push_back({std::move(settings), where});
+  }
+  // Checked once every point is built: a [strategy] key may belong to another point's strategy.
+  std::set<std::string> strategies;
+  for (auto& pp : plan.points) strategies.insert(pp.run.strategy);
+  for (size_t i = 0; i < plan.points.size(); ++i) {
+    PointContext ctx(point_settings[i].first, file, point_settings[i].second);
+    check_point(plan.points[i].run, strategies, ctx);
   }
   plan.name = plan.points.front().run.name;
   auto out = raw.settings.find("experiment.output_dir");
@@ -600,17 +708,28 @@ ExperimentPlan plan_experiment(const std::string& file, const std::vector<Overri
 std::vector<KeyDoc> experiment_keys() {
   std::vector<KeyDoc> docs;
   for (auto& d : key_defs()) docs.push_back({d.key, d.type, d.default_value, d.help});
-  for (auto& k : cluster_extras()) docs.push_back(k);
+  for (auto& k : cluster_extras()) docs.push_back(k.doc);
   docs.push_back({"strategy.<option>", "per strategy", "", "passed to the strategy, which validates it"});
   docs.push_back({"sweep.<section.key>", "comma-separated list", "",
                   "one run point per value; several sweeps form the cartesian product, first key slowest"});
   return docs;
 }
 
-void register_cluster_key(const std::string& key, const std::string& help) {
+void register_cluster_key(const std::string& key, const std::string& help, const std::string& backend) {
   std::string full = key.rfind("cluster.", 0) == 0 ? key : "cluster." + key;
-  if (!is_cluster_extra(full) && !find_def(full)) cluster_extras().push_back({full, "string", "", help});
+  if (find_def(full)) return;
+  for (auto& k : cluster_extras()) {
+    if (k.doc.key != full) continue;
+    if (std::find(k.backends.begin(), k.backends.end(), backend) == k.backends.end()) {
+      k.backends.push_back(backend);
+      k.doc.type += ", " + backend;
+    }
+    return;
+  }
+  cluster_extras().push_back({{full, "value read by backend " + backend, "", help}, {backend}});
 }
+
+void register_profile_check(std::function<void(const std::string& path)> check) { profile_check() = std::move(check); }
 
 std::string describe_experiment(const std::string& file) {
   const std::string text = read_text(file);

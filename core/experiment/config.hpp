@@ -4,6 +4,7 @@
 // anything runs. Every error names where the bad value came from: "phj.ini:12: key = value: why".
 // experiments/README.md documents every key; experiment_keys() is the same list in code.
 #pragma once
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,8 +45,13 @@ std::vector<KeyDoc> experiment_keys();
 
 // Backend-specific [cluster] keys (e.g. the simulator's topology), passed through to
 // BackendConfig::options. Backends register theirs in their register_*_backend function; any
-// other [cluster] key is rejected as unknown.
-void register_cluster_key(const std::string& key, const std::string& help);
+// other [cluster] key is rejected as unknown, and a key on a point whose backend did not register
+// it is rejected as belonging to another backend.
+void register_cluster_key(const std::string& key, const std::string& help, const std::string& backend);
+
+// How a cluster.profile file is checked at plan time on every backend (the models register
+// load_profile); without one only its existence is checked.
+void register_profile_check(std::function<void(const std::string& path)> check);
 
 // A short description of an experiment file for `joinlab list`: "strategy npj, backend cpu:
 // <description>". Throws InputError if the file cannot be read.

@@ -8,11 +8,14 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <cerrno>
 #include <ctime>
 #include <dirent.h>
 #include <fstream>
 #include <thread>
 
+#include "core/common/error.hpp"
 #include "core/experiment/values.hpp"
 
 namespace joinlab {
@@ -63,11 +66,6 @@ std::string first_line_of(const std::string& command) {
   return status == 0 ? trim(line) : "";
 }
 
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
 
 }  // namespace
 
@@ -107,16 +105,9 @@ std::string profile_path(const std::string& name_or_path) {
   return is_file(p) ? p : "";
 }
 
-std::string git_commit() {
-  static const std::string commit = [] {
-    std::string git = "git -C " + shell_quote(joinlab_root());
-    std::string head = first_line_of(git + " rev-parse --short=12 HEAD");
-    if (head.empty()) return std::string("unknown");
-    bool dirty = !first_line_of(git + " status --porcelain --untracked-files=no").empty();
-    return dirty ? head + "-dirty" : head;
-  }();
-  return commit;
-}
+const char* source_commit();  // generated at build time (scripts/source_commit.cmake)
+
+std::string git_commit() { return source_commit(); }
 
 std::string host_cpu_model() {
   static const std::string model = [] {
@@ -146,6 +137,24 @@ std::string utc_timestamp() {
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
+}
+
+void write_file_whole(const std::string& path, const std::string& what, const std::function<void(std::ostream&)>& fill) {
+  const std::string partial = path + ".partial";
+  std::ofstream out(partial, std::ios::trunc);
+  int err = out ? 0 : errno;
+  if (out) {
+    fill(out);
+    out.flush();
+    if (!out) err = errno;
+    out.close();
+    if (!out && !err) err = errno;
+  }
+  if (err || !out || std::rename(partial.c_str(), path.c_str()) != 0) {
+    if (!err) err = errno;
+    std::remove(partial.c_str());
+    throw RuntimeError("cannot write " + what + " '" + path + "': " + (err ? std::strerror(err) : "write failed"));
+  }
 }
 
 }  // namespace joinlab

@@ -1,5 +1,6 @@
 #include "core/experiment/preflight.hpp"
 
+#include <algorithm>
 #include <iomanip>
 #include <sstream>
 
@@ -68,21 +69,63 @@ uint64_t estimate(const std::string& name, const JoinJob& job, const ClusterShap
 
 }  // namespace
 
+uint64_t input_bytes_per_rank(const Workload& w, const ClusterShape& shape) {
+  const int n = std::max(1, shape.size());
+  const unsigned __int128 sum = (unsigned __int128)relation_bytes(w.r, n) + relation_bytes(w.s, n);
+  return sum > ~uint64_t(0) ? ~uint64_t(0) : uint64_t(sum);
+}
+
 uint64_t working_set_bytes(const std::string& strategy, const JoinJob& job, const ClusterShape& shape) {
+  // Beyond any machine the estimators' sums could wrap; the inputs alone say it does not fit.
+  const uint64_t inputs = input_bytes_per_rank(job.workload, shape);
+  if (inputs > kMaxPlanBytes) return inputs;
   const StrategyInfo& info = find_strategy(strategy);
   if (info.working_set_bytes) return info.working_set_bytes(job, shape);
   return estimate(strategy, job, shape);
 }
 
+double join_output_rows(const Workload& w) {
+  if (w.s.dist == KeyDist::ForeignKey) return double(w.s.rows) * w.s.match_rate;
+  if (w.r.unique_keys()) return double(w.s.rows);
+  if (w.s.unique_keys()) return double(w.r.rows);
+  if (w.r.dist == KeyDist::Uniform && w.s.dist == KeyDist::Uniform) {  // expected: over the ranges' overlap
+    const double lo = double(std::max(w.r.range_lo, w.s.range_lo)), hi = double(std::min(w.r.range_hi, w.s.range_hi));
+    if (hi < lo) return 0;
+    return double(w.r.rows) * double(w.s.rows) * (hi - lo + 1) /
+           ((double(w.r.range_hi - w.r.range_lo) + 1) * (double(w.s.range_hi - w.s.range_lo) + 1));
+  }
+  // Otherwise about |R| |S| / (distinct keys of the wider side), more under skew.
+  auto domain = [](const RelationSpec& r) {
+    if (r.dist == KeyDist::Uniform) return double(r.range_hi - r.range_lo) + 1;
+    if (r.dist == KeyDist::Zipf) return double(r.zipf_domain ? r.zipf_domain : r.rows);
+    return double(r.rows);
+  };
+  return double(w.r.rows) * double(w.s.rows) / std::max(domain(w.r), domain(w.s));
+}
+
+void check_sizes(const RunPoint& p) {
+  const double rows = join_output_rows(p.workload);
+  if (rows >= 18446744073709551616.0) {
+    std::ostringstream m;
+    m << "the join of |R| = " << p.workload.r.rows << " and |S| = " << p.workload.s.rows << " (" << to_string(p.workload.r.dist)
+      << " x " << to_string(p.workload.s.dist) << " keys) emits about " << rows
+      << " rows, more than a 64-bit count holds; use fewer rows or a wider key range";
+    throw InputError(m.str());
+  }
+}
+
 void check_device_memory(const RunPoint& p, const JoinJob& job, Backend& backend) {
   const uint64_t avail = backend.device_memory_per_rank(p.cluster);
   if (!avail) return;
-  const uint64_t need = working_set_bytes(p.strategy, job, p.cluster.shape);
+  const bool host = p.backend == "cpu" && !p.cluster.device_memory;  // the cpu backend's "device" is this host's RAM
+  uint64_t need = working_set_bytes(p.strategy, job, p.cluster.shape);
+  if (host) need = std::max(need, input_bytes_per_rank(p.workload, p.cluster.shape));
   if (!need || need <= avail) return;
   std::ostringstream m;
-  m << "strategy " << p.strategy << " needs about " << gib(need) << " of device memory per rank for this workload (|R| = "
-    << p.workload.r.rows << ", |S| = " << p.workload.s.rows << " over " << p.cluster.shape.size()
-    << " rank(s)), but the " << p.backend << " backend has " << gib(avail) << " per rank.";
+  m << "strategy " << p.strategy << " needs about " << gib(need) << " of " << (host ? "memory" : "device memory")
+    << " per rank for this workload (|R| = " << p.workload.r.rows << ", |S| = " << p.workload.s.rows << " over "
+    << p.cluster.shape.size() << " rank(s)), but the " << p.backend << " backend has " << gib(avail) << " per rank"
+    << (host ? " (memory available on this machine now, shared by the ranks)" : "") << ".";
   std::string fits;
   for (const std::string& other : strategy_names()) {
     if (other == p.strategy) continue;
@@ -101,6 +144,7 @@ void check_device_memory(const RunPoint& p, const JoinJob& job, Backend& backend
       } catch (const InputError&) {
         continue;  // no such option
       }
+      if (host) other_need = std::max(other_need, input_bytes_per_rank(p.workload, p.cluster.shape));
       if (other_need && other_need <= avail) {
         fits += (fits.empty() ? "" : ", ") + other + (options.empty() ? "" : " with output_space=pinned") + " (about " +
                 gib(other_need) + ")";

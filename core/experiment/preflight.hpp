@@ -13,7 +13,21 @@ namespace joinlab {
 // scratch, output rows of a foreign-key join); 0 = unknown.
 uint64_t working_set_bytes(const std::string& strategy, const JoinJob& job, const ClusterShape& shape);
 
+// Bytes of a rank's share of R and S as generated (tuples + late payload), saturating.
+uint64_t input_bytes_per_rank(const Workload& w, const ClusterShape& shape);
+// Above this many bytes per rank (64 PiB) no machine fits the plan; working_set_bytes returns the
+// inputs' bytes rather than sums that could wrap.
+constexpr uint64_t kMaxPlanBytes = uint64_t(1) << 56;
+
+// Rows the join emits as far as the specs tell: exact for foreign keys and unique keys, the
+// expectation for uniform keys on both sides, about |R| |S| / distinct keys otherwise.
+double join_output_rows(const Workload& w);
+// Throws InputError when the join's result cannot be counted in 64 bits.
+void check_sizes(const RunPoint& p);
+
 // Throws InputError when working_set_bytes exceeds backend.device_memory_per_rank (if both known).
+// On the cpu backend without cluster.device_memory the need is at least the generated inputs and
+// the available amount is this machine's free memory (MemAvailable) shared by the ranks.
 void check_device_memory(const RunPoint& p, const JoinJob& job, Backend& backend);
 
 }  // namespace joinlab

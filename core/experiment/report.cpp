@@ -146,7 +146,7 @@ std::string csv_text(const std::vector<ResultRow>& rows) {
         row.experiment, std::to_string(row.point), row.swept, p.strategy, p.backend, row.hardware,
         p.cluster.profile, o.bandwidths.source, std::to_string(p.cluster.shape.nodes),
         std::to_string(p.cluster.shape.per_node), std::to_string(p.cluster.shape.size()),
-        std::to_string(p.cluster.threads_per_rank), std::to_string(w.r.rows), std::to_string(w.s.rows),
+        o.threads_per_rank ? std::to_string(o.threads_per_rank) : "", std::to_string(w.r.rows), std::to_string(w.s.rows),
         std::to_string(w.r.key_bytes), widths(w.r.payload_bytes), widths(w.s.payload_bytes)};
     for (const RelationSpec* r : {&w.r, &w.s}) {  // blank where the distribution has no such parameter
       bool uniform = r->dist == KeyDist::Uniform, zipf = r->dist == KeyDist::Zipf, fk = r->dist == KeyDist::ForeignKey;
@@ -183,9 +183,7 @@ std::string csv_text(const std::vector<ResultRow>& rows) {
 }
 
 void write_csv(const std::string& path, const std::vector<ResultRow>& rows) {
-  std::ofstream out(path, std::ios::trunc);
-  if (out) out << csv_text(rows);
-  if (!out) throw RuntimeError("cannot write the results CSV '" + path + "': " + std::strerror(errno));
+  write_file_whole(path, "the results CSV", [&](std::ostream& out) { out << csv_text(rows); });
 }
 
 }  // namespace joinlab

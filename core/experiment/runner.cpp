@@ -55,6 +55,7 @@ void validate_point(const RunPoint& p) {
   }
   if (p.repeat <= 0) throw InputError("experiment.repeat = " + std::to_string(p.repeat) + ": must be positive");
   p.workload.validate();
+  check_sizes(p);
   const JoinJob job = make_job(p);
   if (info.check) info.check(job);
   // throws the explanation (a simulation says "count not checked" instead: it has no data to lose)
@@ -131,7 +132,7 @@ RunOutcome run_point(const RunPoint& p, const RepeatCallback& on_repeat) {
   std::string checked = "no";
   o.verified = "not verified (experiment.verify = false)";
   auto backend = make_backend(p.backend);
-  check_device_memory(p, job, *backend);  // before any kernel runs
+  check_device_memory(p, job, *backend);  // before the expected result and any kernel
   std::vector<SingleRun> runs;
   const std::string what = p.strategy + " on " + p.backend;
   for (int i = 0; i < p.repeat; ++i) {
@@ -167,6 +168,7 @@ RunOutcome run_point(const RunPoint& p, const RepeatCallback& on_repeat) {
   SingleRun& med = runs[idx[idx.size() / 2]];
   o.digest = med.digest;
   o.has_checksum = med.has_checksum;
+  o.threads_per_rank = backend->threads_per_rank(p.cluster);
   o.total_seconds = med.total;
   for (auto& r : runs) o.repeat_seconds.push_back(r.total);
   o.phases = med.phases;

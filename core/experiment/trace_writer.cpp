@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/common/error.hpp"
+#include "core/experiment/environment.hpp"
 
 namespace joinlab {
 
@@ -174,10 +175,8 @@ TraceWritten write_chrome_trace(std::ostream& out, const RunOutcome& run, const 
 
 TraceWritten write_chrome_trace_file(const std::string& path, const RunOutcome& run, const std::string& title,
                                      uint64_t max_bytes) {
-  std::ofstream out(path, std::ios::trunc);
   TraceWritten w;
-  if (out) w = write_chrome_trace(out, run, title, max_bytes);
-  if (!out) throw RuntimeError("cannot write the trace '" + path + "': " + std::strerror(errno));
+  write_file_whole(path, "the trace", [&](std::ostream& out) { w = write_chrome_trace(out, run, title, max_bytes); });
   return w;
 }
 

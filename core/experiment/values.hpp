@@ -23,6 +23,9 @@ std::vector<std::string> split_list(const std::string& text);
 
 std::string trim(const std::string& s);
 
+// Levenshtein distance, for "did you mean" hints.
+size_t edit_distance(const std::string& a, const std::string& b);
+
 // Row counts for humans: 2^24 for powers of two from 1024 up, 16M for multiples of a million,
 // else the plain number.
 std::string format_count(uint64_t n);

@@ -5,11 +5,13 @@
 //   streams    = streams per rank (default 4)
 //   timeout_s  = bound on every blocking wait: recv, allgather, barrier, expose (default 60)
 //   transport  = inproc (default) or another registered thread transport (ucx; cpu_backend.hpp)
+#include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -17,6 +19,7 @@
 
 #include "core/builtin.hpp"
 #include "core/common/error.hpp"
+#include "core/experiment/config.hpp"
 #include "core/exec/backend.hpp"
 #include "core/runtime/cpu_backend.hpp"
 #include "core/runtime/cpu_rank.hpp"
@@ -45,7 +48,7 @@ T option(const BackendConfig& cfg, const std::string& key, T fallback, T min) {
   in >> v;
   if (!in || !in.eof() || v < min) {
     std::ostringstream m;
-    m << "backend cpu: option " << key << " = '" << it->second << "' is not a number >= " << min;
+    m << "cluster." << key << " = " << it->second << ": not a number >= " << min << " (cpu backend)";
     throw InputError(m.str());
   }
   return v;
@@ -54,6 +57,17 @@ T option(const BackendConfig& cfg, const std::string& key, T fallback, T min) {
 class CpuBackend final : public Backend {
  public:
   std::string name() const override { return "cpu"; }
+  // This machine's available memory, shared by the ranks. With cluster.device_memory (a GPU's
+  // limit emulated on the CPU) the rank's pool enforces it at run time, where strategies that
+  // place what fits (gpj-h) and the tests of running out see it: no plan-time check then.
+  uint64_t device_memory_per_rank(const BackendConfig& cfg) override {
+    return cfg.device_memory ? 0 : available_memory() / uint64_t(std::max(1, cfg.shape.size()));
+  }
+  int threads_per_rank(const BackendConfig& cfg) override { return cpu_threads_per_rank(cfg, cfg.shape.size()); }
+  void check(const BackendConfig& cfg) override {
+    check_cpu_options(cfg);
+    thread_transport(cfg);
+  }
 
   void run(const BackendConfig& cfg, const std::function<void(Rank&)>& body,
            const std::function<void(Rank&)>& collect) override {
@@ -102,6 +116,21 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
+uint64_t available_memory() {
+  // MemAvailable: what can be allocated without swapping (free + reclaimable cache).
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib) {
+    std::getline(in, unit);
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  struct sysinfo si {};
+  if (::sysinfo(&si) == 0) return (uint64_t(si.freeram) + si.bufferram) * si.mem_unit;
+  return physical_memory();
+}
+
 double host_copy_bandwidth() {
   static double bw = [] {
     const uint64_t bytes = 64ULL << 20;
@@ -136,13 +165,22 @@ std::string what_of(const std::exception_ptr& e) {
   }
 }
 
+void check_cpu_options(const BackendConfig& cfg) {
+  option<double>(cfg, "timeout_s", 60.0, 1e-3);
+  option<int>(cfg, "streams", 4, 1);
+}
+
+int cpu_threads_per_rank(const BackendConfig& cfg, int ranks_on_host) {
+  return cfg.threads_per_rank > 0 ? cfg.threads_per_rank : std::max(1, hardware_threads() / std::max(1, ranks_on_host));
+}
+
 CpuRankSetup cpu_rank_setup(const BackendConfig& cfg, int ranks_on_host) {
   const int n = std::max(1, ranks_on_host);
   CpuRankSetup setup;
   setup.timeout_s = option<double>(cfg, "timeout_s", 60.0, 1e-3);
   CpuRankConfig& rc = setup.rank;
   rc.streams = option<int>(cfg, "streams", 4, 1);
-  rc.threads = cfg.threads_per_rank > 0 ? cfg.threads_per_rank : std::max(1, hardware_threads() / n);
+  rc.threads = cpu_threads_per_rank(cfg, n);
   // Per-rank shares of this machine: memory bandwidth and RAM are split evenly over the ranks.
   Bandwidths& bw = rc.bandwidths;
   const double share = host_copy_bandwidth() / n;
@@ -168,22 +206,32 @@ void register_thread_transport(const std::string& name, ThreadTransportFactory f
   thread_transports()[name] = std::move(f);
 }
 
-std::vector<std::shared_ptr<Transport>> make_thread_transports(const BackendConfig& cfg, int ranks, double timeout_s,
-                                                               int copy_threads) {
+const ThreadTransportFactory& thread_transport(const BackendConfig& cfg) {
   auto it = cfg.options.find("transport");
   const std::string name = it == cfg.options.end() ? "inproc" : it->second;
   auto f = thread_transports().find(name);
   if (f == thread_transports().end()) {
     std::string known;
     for (auto& [k, v] : thread_transports()) known += (known.empty() ? "" : ", ") + k;
-    throw InputError("backend cpu: cluster.transport = '" + name + "' is not a transport for ranks as threads in this " +
+    throw InputError("cluster.transport = " + name + ": not a transport for cpu ranks as threads in this " +
                      "build (it has: " + known + ")");
   }
-  return f->second(ranks, timeout_s, copy_threads);
+  return f->second;
+}
+
+std::vector<std::shared_ptr<Transport>> make_thread_transports(const BackendConfig& cfg, int ranks, double timeout_s,
+                                                               int copy_threads) {
+  return thread_transport(cfg)(ranks, timeout_s, copy_threads);
 }
 
 void register_cpu_backend() {
   register_backend("cpu", [] { return std::make_unique<CpuBackend>(); });
+  register_cluster_key("transport", "how ranks talk. cpu: inproc | ucx | mpi (default inproc for ranks as threads, "
+                                    "ucx under mpirun; mpi only under mpirun). cuda: peer | nccl | ucx | mpi (default "
+                                    "peer for threads, nccl under mpirun; ucx and mpi stage GPU data in pinned memory)",
+                       "cpu");
+  register_cluster_key("timeout_s", "seconds: bound on every blocking wait (default 60 for cpu, 600 for cuda)", "cpu");
+  register_cluster_key("streams", "streams per rank (default 4)", "cpu");
 }
 
 }  // namespace joinlab

@@ -20,9 +20,16 @@ struct CpuRankSetup {
 // One of `ranks_on_host` ranks sharing this machine's cores, memory and memory bandwidth, from
 // the [cluster] options. Throws InputError naming a bad option.
 CpuRankSetup cpu_rank_setup(const BackendConfig& cfg, int ranks_on_host);
+// The [cluster] options cpu_rank_setup reads, checked without measuring or allocating anything.
+void check_cpu_options(const BackendConfig& cfg);
+// Worker threads of each rank: cluster.threads, or the cores shared by the ranks of this host.
+int cpu_threads_per_rank(const BackendConfig& cfg, int ranks_on_host);
 
 // The message of a caught exception (the reason a failing rank gives the others).
 std::string what_of(const std::exception_ptr& e);
+
+// Bytes this machine can allocate now without swapping (/proc/meminfo MemAvailable).
+uint64_t available_memory();
 
 // Host memory copy bandwidth of this machine with all its cores, bytes read + written per
 // second: the best of repeated parallel 64 MiB copies (twice the last-level cache of the
@@ -35,6 +42,7 @@ using ThreadTransportFactory =
     std::function<std::vector<std::shared_ptr<Transport>>(int ranks, double timeout_s, int copy_threads)>;
 void register_thread_transport(const std::string& name, ThreadTransportFactory f);
 // InputError naming the transport and the ones this build has when it is unknown.
+const ThreadTransportFactory& thread_transport(const BackendConfig& cfg);
 std::vector<std::shared_ptr<Transport>> make_thread_transports(const BackendConfig& cfg, int ranks,
                                                                double timeout_s, int copy_threads);
 

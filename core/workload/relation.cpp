@@ -37,6 +37,10 @@ void RelationSpec::validate() const {
   if (payload_bytes.empty()) bad("payload_bytes", "(empty)", "needs at least one payload column");
   for (auto p : payload_bytes)
     if (p != 4 && p != 8) bad("payload_bytes", std::to_string(p), "each column must be 4 or 8 bytes");
+  // Every buffer size is rows x bytes per row: it must not wrap (2^62 rows of 12 bytes would).
+  uint64_t bytes = 0;
+  if (__builtin_mul_overflow(rows, tuple_bytes(), &bytes))
+    bad("rows", std::to_string(rows), "x " + std::to_string(tuple_bytes()) + " bytes per row overflows 64 bits");
   const uint64_t kmax = max_key(key_bytes);
   switch (dist) {
     case KeyDist::UniqueDense:

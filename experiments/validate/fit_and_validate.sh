@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The half of a calibration that needs SimGrid (no GPU): after run_calibrate_device.sh brought back
-# OUT_DIR (h100.ini, samples.tar.xz, validate/single-gpu.csv), simulate every measured point with
+# OUT_DIR (h100.ini, samples.tar.xz, validate/single-gpu-cuda.csv), simulate every measured point with
 # the calibrated profile, print the errors per strategy, and with --install make it the repository's
 # profile (h100: re-derive the profiles scaled from it) and its results the current ones:
 # experiments/results/<profile>/ calibration.ini, calibration-samples.tar.xz, calibration.log,
@@ -37,17 +37,20 @@ if [ $refit = 1 ]; then
   "$joinlab" calibrate --fit "$samples" --profile "$name" --base "$name" --out "$out/$name-refit.ini"
   profile=$out/$name-refit.ini
 fi
+# joinlab run names its CSV <name>-<backend>.csv; output folders of older builds hold <name>.csv.
+measured() { if [ -f "$1-cuda.csv" ]; then echo "$1-cuda.csv"; else echo "$1.csv"; fi; }
 # The per-phase host time ([host] phase_seconds) from the strategy runs at calibrate's sizes
 # (run_calibrate_device.sh step phases), where there are some.
-if [ -f "$out/phases/phases.csv" ]; then
+phases_csv=$(measured "$out/phases/phases")
+if [ -f "$phases_csv" ]; then
   phases_table=$out/phases/phases-validate.csv
-  "$joinlab" validate "$root/experiments/validate/phases.ini" --measured "$out/phases/phases.csv" \
+  "$joinlab" validate "$root/experiments/validate/phases.ini" --measured "$phases_csv" \
     --profile "$profile" --out "$phases_table" > "$out/phases/phases-validate.log" 2>&1 || [ $? = 3 ]
   python3 "$root/experiments/validate/fit_phase_seconds.py" "$phases_table" "$profile"
 fi
 table=$out/validate/single-gpu-validate.csv
 # Exit 3 is the bar missed: the table is written either way.
-"$joinlab" validate "$root/experiments/validate/single-gpu.ini" --measured "$out/validate/single-gpu.csv" \
+"$joinlab" validate "$root/experiments/validate/single-gpu.ini" --measured "$(measured "$out/validate/single-gpu")" \
   --profile "$profile" --out "$table" --max-error 0.1 --max-phase-error 0.2 > "$out/validate/single-gpu-validate.log" 2>&1 ||
   [ $? = 3 ]
 tail -3 "$out/validate/single-gpu-validate.log"
@@ -59,13 +62,13 @@ if [ $install = 1 ]; then
   mkdir -p "$results"
   cp "$profile" "$results/calibration.ini"
   cp "$table" "$results/validation.csv"
-  cp "$out/validate/single-gpu.csv" "$results/validation-measured.csv"
+  cp "$(measured "$out/validate/single-gpu")" "$results/validation-measured.csv"
   [ -f "$out/samples.tar.xz" ] && cp "$out/samples.tar.xz" "$results/calibration-samples.tar.xz"
   [ -f "$out/calibrate.log" ] && cp "$out/calibrate.log" "$results/calibration.log"
   [ -f "$out/traces.tar.xz" ] && cp "$out/traces.tar.xz" "$results/validation-traces.tar.xz"
   if [ -n "${phases_table:-}" ]; then
     cp "$phases_table" "$results/validation-phases.csv"
-    cp "$out/phases/phases.csv" "$results/validation-phases-measured.csv"
+    cp "$phases_csv" "$results/validation-phases-measured.csv"
   fi
   echo "installed models/profiles/$name.ini; results in $results"
 fi

@@ -17,8 +17,8 @@
 #              sizes), cold and warm -> OUT_DIR/samples/diagnostic-6Mi-{cold,warm}-samples.txt, to
 #              compare calibrate's timing of an operator with the same operator inside a real run
 #   phases     joinlab run phases.ini (npj/phj/smj/chunked at calibrate's sizes 2^20..2^22) ->
-#              OUT_DIR/phases/phases.csv: what fit_and_validate.sh fits [host] phase_seconds to
-#   measure    joinlab run single-gpu.ini -> OUT_DIR/validate/single-gpu.csv (+ its log), the
+#              OUT_DIR/phases/phases-cuda.csv: what fit_and_validate.sh fits [host] phase_seconds to
+#   measure    joinlab run single-gpu.ini -> OUT_DIR/validate/single-gpu-cuda.csv (+ its log), the
 #              Chrome traces of every point packed in OUT_DIR/traces.tar.xz
 # OUT_DIR/status.txt: one line per step (exit code, seconds); OUT_DIR/samples is packed into
 # OUT_DIR/samples.tar.xz at the end (the device tool returns at most 8 files).

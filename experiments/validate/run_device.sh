@@ -15,7 +15,7 @@
 # single-gpu on h100; shuffle-2gpu gpj-2gpu on h200 with 2 GPUs), JL_CALIBRATE_ARGS (extra
 # calibrate options, e.g. --repeat 5).
 # Then, where SimGrid is (e.g. the CI machine), for each experiment:
-#   joinlab validate experiments/validate/single-gpu.ini --measured OUT_DIR/validate/single-gpu.csv \
+#   joinlab validate experiments/validate/single-gpu.ini --measured OUT_DIR/validate/single-gpu-cuda.csv \
 #       --profile OUT_DIR/h100.ini --out OUT_DIR/validate/single-gpu-validate.csv --max-error 0.1
 set -uo pipefail
 bin=$(cd "${1:?usage: run_device.sh BIN_DIR OUT_DIR}" && pwd)

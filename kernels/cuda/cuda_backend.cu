@@ -42,7 +42,7 @@ double option_number(const BackendConfig& cfg, const std::string& key, double fa
   char* end = nullptr;
   const double v = std::strtod(it->second.c_str(), &end);
   if (end == it->second.c_str() || *end || v <= 0)
-    throw InputError("cluster option " + key + " = '" + it->second + "': expected a positive number");
+    throw InputError("cluster." + key + " = " + it->second + ": expected a positive number");
   return v;
 }
 
@@ -77,6 +77,15 @@ class CudaBackend : public Backend {
     return least;
   }
 
+  void check(const BackendConfig& cfg) override { setup_of(cfg); }
+  std::string unavailable() override {
+    int devices = 0;
+    const cudaError_t err = cudaGetDeviceCount(&devices);
+    if (err == cudaSuccess && devices > 0) return "";
+    cudaGetLastError();
+    return std::string("no GPU found (") + (err != cudaSuccess ? cudaGetErrorString(err) : "0 devices") + ")";
+  }
+
   void run(const BackendConfig& cfg, const std::function<void(Rank&)>& body,
            const std::function<void(Rank&)>& collect) override {
     int devices = 0;
@@ -105,12 +114,12 @@ class CudaBackend : public Backend {
     s.timeout_s = option_number(cfg, "timeout_s", 600);
     if (auto it = cfg.options.find("scatter"); it != cfg.options.end()) {
       if (it->second != "aligned" && it->second != "direct")
-        throw InputError("cluster option scatter = '" + it->second + "': expected aligned or direct");
+        throw InputError("cluster.scatter = " + it->second + ": expected aligned or direct");
       s.kernels.aligned_scatter = it->second == "aligned";
     }
     if (auto it = cfg.options.find("radix_sort"); it != cfg.options.end()) {
       if (it->second != "msd" && it->second != "onesweep")
-        throw InputError("cluster option radix_sort = '" + it->second + "': expected msd or onesweep");
+        throw InputError("cluster.radix_sort = " + it->second + ": expected msd or onesweep");
       s.kernels.onesweep_sort = it->second == "onesweep";
     }
     return s;
@@ -249,14 +258,14 @@ void register_cuda_backend() {
   // Registration runs before any CUDA call; a value the user set is kept.
   setenv("CUDA_MODULE_LOADING", "EAGER", 0);
   register_backend("cuda", [] { return std::make_unique<cuda::CudaBackend>(); });
-  register_cluster_key("transport", "cuda: peer | nccl | ucx | mpi (default peer for threads, nccl under mpirun)");
-  register_cluster_key("streams", "cuda: streams per rank (default 4)");
-  register_cluster_key("share_gpus", "cuda: 1 = allow more ranks than GPUs, placed round-robin (transport tests)");
-  register_cluster_key("timeout_s", "cuda: seconds a blocking wait waits for the other ranks (default 600)");
-  register_cluster_key("emulate_nodes", "true | false: under mpirun on one host, run a declared multi-node shape there");
-  register_cluster_key("scatter", "cuda: partition writes, aligned (128-byte windows, default) or direct (unaligned runs)");
+  register_cluster_key("transport", "cuda: peer | nccl | ucx | mpi (default peer for threads, nccl under mpirun)", "cuda");
+  register_cluster_key("streams", "cuda: streams per rank (default 4)", "cuda");
+  register_cluster_key("share_gpus", "cuda: 1 = allow more ranks than GPUs, placed round-robin (transport tests)", "cuda");
+  register_cluster_key("timeout_s", "cuda: seconds a blocking wait waits for the other ranks (default 600)", "cuda");
+  register_cluster_key("emulate_nodes", "true | false: under mpirun on one host, run a declared multi-node shape there", "cuda");
+  register_cluster_key("scatter", "cuda: partition writes, aligned (128-byte windows, default) or direct (unaligned runs)", "cuda");
   register_cluster_key("radix_sort",
                        "cuda: radix sort, msd (partition on the high bits, sort partitions on chip; default) or onesweep "
-                       "(CUB's LSD sort)");
+                       "(CUB's LSD sort)", "cuda");
 }
 }  // namespace joinlab

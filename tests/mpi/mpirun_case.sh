@@ -114,7 +114,7 @@ case "$case_name" in
     run 4 -- --experiment.strategy=gpj-h "${small_chunks[@]}" --strategy.staging_rows=1024 --cluster.device_memory=300K
     verified gpj-h
     # Rank 0's trace holds every rank's spans: streamed chunks and CPU-joined rows, both.
-    trace=results-mpi-tests/small.trace.json
+    trace=results-mpi-tests/small-cpu.trace.json
     grep -q '"name":"stream_consume".*"bytes":[1-9]' "$trace" || fail "no partition was streamed to a GPU"
     grep -q '"name":"partitioned_join".*"rows_in":[1-9]' "$trace" || fail "no partition was joined on the CPU" ;;
   crj) run 4 -- --experiment.strategy=crj; verified crj ;;

@@ -380,7 +380,23 @@ class LaunchAwareCpuBackend final : public Backend {
     else
       threads_->run(cfg, body, collect);
   }
-  uint64_t device_memory_per_rank(const BackendConfig& cfg) override { return threads_->device_memory_per_rank(cfg); }
+  int threads_per_rank(const BackendConfig& cfg) override {
+    if (!launched_by_mpi()) return threads_->threads_per_rank(cfg);
+    const LaunchInfo& L = mpi_launch();
+    return cpu_threads_per_rank(cfg, L.ranks_on_node(L.node()));
+  }
+  void check(const BackendConfig& cfg) override {
+    if (!launched_by_mpi()) return threads_->check(cfg);
+    check_cpu_options(cfg);
+    const std::string transport = transport_of(cfg, "ucx");
+    if (transport != "ucx" && transport != "mpi")
+      throw InputError("cluster.transport = " + transport + ": ranks launched by mpirun talk over ucx or mpi");
+  }
+  uint64_t device_memory_per_rank(const BackendConfig& cfg) override {
+    if (!launched_by_mpi() || cfg.device_memory) return threads_->device_memory_per_rank(cfg);
+    // The ranks of one node share its memory (per_node of them: the launch matches the shape).
+    return available_memory() / uint64_t(std::max(1, cfg.shape.per_node));
+  }
 
  private:
   std::shared_ptr<Backend> threads_;
@@ -419,12 +435,9 @@ void register_process_runtime() {
   std::shared_ptr<Backend> threads = make_backend("cpu");
   register_backend("cpu", [threads] { return std::make_unique<LaunchAwareCpuBackend>(threads); });
   register_thread_transport("ucx", ucx_thread_transports);
-  register_cluster_key("transport", "how ranks talk. cpu: inproc | ucx | mpi (default inproc for ranks as threads, "
-                                    "ucx under mpirun; mpi only under mpirun). cuda: peer | nccl | ucx | mpi (default "
-                                    "peer for threads, nccl under mpirun; ucx and mpi stage GPU data in pinned memory)");
+  // transport, timeout_s and streams: registered with the cpu backend (cpu_backend.cpp)
   register_cluster_key("emulate_nodes", "true | false: under mpirun on one host, run a declared multi-node shape "
-                                        "there (default false: the launch must match the shape)");
-  register_cluster_key("timeout_s", "seconds: bound on every blocking wait (default 60 for cpu, 600 for cuda)");
+                                        "there (default false: the launch must match the shape)", "cpu");
 }
 
 }  // namespace joinlab
