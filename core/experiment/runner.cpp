@@ -81,8 +81,10 @@ SingleRun run_once(const RunPoint& p, const JoinJob& job, Backend& backend) {
   std::vector<std::string> order;
   std::map<std::string, double> phase_max;
   bool first_rank = true;
+  BackendConfig cluster = p.cluster;
+  cluster.trace_bytes = p.trace_max_bytes;
   backend.run(
-      p.cluster,
+      cluster,
       [&](Rank& rank) {
         auto strategy = info.make();
         strategy->run(rank, job);
