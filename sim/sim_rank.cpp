@@ -66,6 +66,9 @@ struct Options {
   std::string flows_name;
   double precision = 0;
   int trace_ranks = 8;  // operators and transfers of the first node or so; phases are kept for all
+  // Spans recorded at most: about twice what a trace file of cfg.trace_bytes holds (a span takes
+  // ~270 bytes there): the writer keeps those that began first, and spans end in time order here.
+  size_t max_spans = kMaxTraceSpans;
   Topology topo;
   int threads = 0;  // cores a rank's CPU operators use (cluster.threads; 0: its domain's cores over its ranks)
 };
@@ -98,6 +101,7 @@ double parse_real(const std::string& key, const std::string& v, double lo) {
 
 Options parse_options(const BackendConfig& cfg, const Profile& prof) {
   Options o;
+  if (cfg.trace_bytes) o.max_spans = std::min<size_t>(kMaxTraceSpans, std::max<uint64_t>(1024, cfg.trace_bytes / 128));
   o.topo = prof.topology;
   o.threads = cfg.threads_per_rank;
   std::string flows = "auto";
@@ -2022,11 +2026,11 @@ Bandwidths SimRank::bandwidths() const {
   return b;
 }
 
-bool SimRank::traced() const { return id() < world_.options.trace_ranks && world_.spans < kMaxTraceSpans; }
+bool SimRank::traced() const { return id() < world_.options.trace_ranks && world_.spans < world_.options.max_spans; }
 
 void SimRank::span(const std::string& track, OpParams p, double begin, double end) {
   if (id() >= world_.options.trace_ranks) return;
-  if (world_.spans >= kMaxTraceSpans) {
+  if (world_.spans >= world_.options.max_spans) {
     world_.stats.spans_dropped++;
     return;
   }

@@ -19,6 +19,9 @@ struct BackendConfig {
   std::string profile_dir;       // where profiles live (models/profiles)
   uint64_t device_memory = 0;    // bytes per rank for MemSpace::Device; 0 = backend default
   std::map<std::string, std::string> options;  // backend-specific ([cluster] extras)
+  // Bytes the run's trace file may hold (experiment.trace_max_bytes; 0: no limit): a backend that
+  // records more spans than that can hold may stop recording well past it.
+  uint64_t trace_bytes = 0;
 };
 
 class Backend {

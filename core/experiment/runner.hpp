@@ -13,11 +13,6 @@
 
 namespace joinlab {
 
-// Largest closed-form walk (rows of S read one word each, or keys inverted) a simulated run's
-// count check does; bigger ones say "count not checked: too large" (a PK-FK join whose S rows all
-// match is O(1) at any size).
-constexpr uint64_t kSimCountMaxRows = uint64_t(1) << 32;
-
 struct RunPoint {
   std::string name;        // experiment name (for tables and files)
   std::string strategy = "npj";
@@ -40,7 +35,7 @@ struct RunOutcome {
   JoinDigest digest;        // summed over ranks
   bool has_checksum = true;
   std::string verified;     // what was checked and against what ("count (no data to checksum): closed form ..."), or why not
-  std::string checked = "no";  // the same in a word for the table: yes (count and checksum), count, no, too large
+  std::string checked = "no";  // the same in a word for the table: yes (count and checksum), count, estimated (sim, not PK-FK), no
   int threads_per_rank = 0; // worker threads each rank used (Backend::threads_per_rank); 0 = none
   double total_seconds = 0; // median over repeats: first phase begin to last phase end, over
                             // ranks, leaving out the generate and verify phases (timed_phase, strategy.hpp)

@@ -97,13 +97,6 @@ ExpectedResult expected_result(const Workload& w, int threads) {
   return {reference_from_generators(w), "reference hash join"};
 }
 
-uint64_t expected_count_work(const Workload& w) {
-  if (w.s.dist == KeyDist::ForeignKey) return w.s.match_rate >= 1.0 ? 0 : w.s.rows;
-  if (w.r.unique_keys()) return w.s.rows;
-  if (w.s.unique_keys()) return w.r.rows;
-  return w.r.rows + w.s.rows;
-}
-
 ExpectedResult expected_count(const Workload& w, int threads) {
   if (w.s.dist != KeyDist::ForeignKey) {
     ExpectedResult e = expected_result(w, threads);

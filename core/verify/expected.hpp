@@ -33,8 +33,6 @@ ExpectedResult expected_result(const Workload& w, int threads = 0);
 // else the rows whose match word hits (KeyGen::hits, one word per row, no key); otherwise the
 // count of expected_result. Throws InputError as expected_result does.
 ExpectedResult expected_count(const Workload& w, int threads = 0);
-// Rows expected_count reads: 0 for a closed form in O(1), else the rows it walks.
-uint64_t expected_count_work(const Workload& w);
 
 // Reference join of explicit tuples (tests): every (r, s) pair with equal keys.
 JoinDigest reference_join(const std::vector<uint64_t>& r_keys, const std::vector<uint64_t>& r_vals,
