@@ -10,8 +10,6 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
-#include <fstream>
-#include <limits>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -35,18 +33,6 @@ int hardware_threads() { return int(std::max(1u, std::thread::hardware_concurren
 uint64_t physical_memory() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
   return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : (8ULL << 30);
-}
-
-// Memory the system can give now without swapping (MemAvailable), else the physical memory.
-uint64_t available_memory() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  uint64_t kib = 0;
-  while (in >> key >> kib) {
-    if (key == "MemAvailable:") return kib << 10;
-    in.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
-  }
-  return physical_memory();
 }
 
 
@@ -121,10 +107,11 @@ double host_copy_bandwidth() {
     const int threads = hardware_threads();
     // DRAM, not the caches: 64 MiB per thread (each thread's memcpy then streams, past any
     // per-core or shared cache) and at least 8 last-level caches in all, but no more than an
-    // eighth of the memory available now per buffer, so a small VM still measures.
-    const long l3 = ::sysconf(_SC_LEVEL3_CACHE_SIZE);
+    // eighth of the free memory per buffer, so a small VM still measures.
+    const long l3 = ::sysconf(_SC_LEVEL3_CACHE_SIZE), free_pages = ::sysconf(_SC_AVPHYS_PAGES);
+    const uint64_t free_bytes = free_pages > 0 ? uint64_t(free_pages) * uint64_t(::sysconf(_SC_PAGE_SIZE)) : physical_memory();
     uint64_t bytes = std::max<uint64_t>(uint64_t(threads) * (64ULL << 20), l3 > 0 ? 8 * uint64_t(l3) : 0);
-    bytes = std::max<uint64_t>(64ULL << 20, std::min(bytes, available_memory() / 8));
+    bytes = std::max<uint64_t>(64ULL << 20, std::min(bytes, free_bytes / 8));
     void* a = cpu::host_alloc(bytes);
     void* b = cpu::host_alloc(bytes);
     cpu::parallel_fill(a, 1, bytes, threads);  // first touch: the copies below fault no pages

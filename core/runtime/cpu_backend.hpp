@@ -27,7 +27,7 @@ std::string what_of(const std::exception_ptr& e);
 // Host memory copy bandwidth of this machine with all its cores, bytes read + written per
 // second: the best of at least 5 parallel copies (over about 0.5 s) of buffers of 64 MiB per
 // hardware thread and at least 8 last-level caches (DRAM, not the caches, whatever the core
-// count), each at most an eighth of the memory available. Measured once per process.
+// count), each at most an eighth of the free memory. Measured once per process.
 double host_copy_bandwidth();
 
 // Transports for ranks that are threads of this process, chosen by [cluster] transport. "inproc"
