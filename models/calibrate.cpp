@@ -851,7 +851,11 @@ std::map<std::string, std::pair<double, std::string>> cpu_rates(const Calibratio
       if (k == base) return k;
     return "";
   };
-  std::map<std::string, std::vector<double>> rates;
+  // Each kind's rate comes from its samples of the largest input (the pass of the widest tuples
+  // at the largest size): the joins' operators run on data far beyond the caches, and a core's
+  // cost is mostly per row, so the bytes per second of narrower tuples would understate it.
+  // (kind, model): (input bytes, rate)
+  std::map<std::pair<std::string, std::string>, std::vector<std::pair<double, double>>> samples_of;
   const size_t prefix = std::string(kSingleCore).size();
   for (auto& [model, samples] : c.ops) {
     if (model.rfind(kSingleCore, 0) != 0) continue;
@@ -860,14 +864,22 @@ std::map<std::string, std::pair<double, std::string>> cpu_rates(const Calibratio
     for (OpSample s : samples) {
       s.model = m;
       const double bytes = m == "link.host_copy" ? s.x.at(1) : sample_bytes(s);
-      if (bytes > 0 && s.seconds > 0) rates[kind].push_back(bytes / s.seconds);
+      if (bytes > 0 && s.seconds > 0) samples_of[{kind, m}].push_back({s.x.at(1), bytes / s.seconds});
     }
+  }
+  std::map<std::string, std::vector<double>> rates;
+  for (auto& [key, v] : samples_of) {
+    double largest = 0;
+    for (auto& [in, rate] : v) largest = std::max(largest, in);
+    for (auto& [in, rate] : v)
+      if (in >= largest) rates[key.first].push_back(rate);
   }
   std::map<std::string, std::pair<double, std::string>> out;
   for (auto& [kind, r] : rates) {
     std::sort(r.begin(), r.end());
     out[kind] = {r[r.size() / 2], "median of " + std::to_string(r.size()) +
-                                      " single-core samples (bytes of the operator's features / seconds), measured " + today()};
+                                      " single-core samples of the largest input (bytes of the operator's features / "
+                                      "seconds), measured " + today()};
   }
   // gpj's pack partitions a batch straight into its chunk images: one partition pass.
   if (!out.count("pack") && out.count("partition"))
@@ -972,7 +984,9 @@ namespace {
 
 // [cpu] from the single-core samples and the roof: the CPUs as the runs on this machine have them
 // (a virtual machine's share of a host is what its runs use, and what validate compares).
-void fit_cpu(const Calibration& c, const Profile& base, Profile& p) {
+// duplex_bw: host memory bytes read + written per second by the host-to-device and
+// device-to-host copies at once (0: not measured).
+void fit_cpu(const Calibration& c, const Profile& base, Profile& p, double duplex_bw) {
   const auto rates = cpu_rates(c);
   if (rates.empty()) return;
   for (auto& [kind, r] : rates) {
@@ -998,12 +1012,17 @@ void fit_cpu(const Calibration& c, const Profile& base, Profile& p) {
   }
   p.cpu.sockets = c.cpu_sockets;
   p.cpu.cores = c.cpu_cores;
-  p.cpu.mem_bw = c.host_mem_bw / c.cpu_sockets;
+  // The roof carries the DMA too (the simulator routes PCIe copies through it), so it is at least
+  // what those copies drew from host memory, as [host] mem_bw.
+  p.cpu.mem_bw = std::max(c.host_mem_bw, duplex_bw) / c.cpu_sockets;
   p.notes["cpu.sockets"] = "physical packages of this host's online CPUs (sysfs), " + today();
   p.notes["cpu.cores"] = "online CPUs of this host (sysconf) per socket, " + today();
   std::ostringstream n;
-  n << std::setprecision(3) << "a parallel copy over every core (" << c.host_mem_bw / 1e9
-    << " GB/s, bytes read + written) over the sockets, measured " << today();
+  n << std::setprecision(3) << "the larger of a parallel copy over every core (" << c.host_mem_bw / 1e9
+    << " GB/s, bytes read + written)";
+  if (duplex_bw > 0)
+    n << " and of the host-to-device and device-to-host copies at once (" << duplex_bw / 1e9 << " GB/s)";
+  n << " over the sockets, measured " << today();
   p.notes["cpu.mem_bw"] = n.str();
 }
 
@@ -1113,7 +1132,7 @@ Profile fit_profile(const Calibration& c, const Profile& base, const Calibration
       p.notes["gpu.mem_bw"] = "2 / slope of the fitted copy.device model (" + today() + ")";
     }
   }
-  fit_cpu(c, base, p);
+  fit_cpu(c, base, p, have_duplex ? duplex.bw : 0.0);
   // Messages: the software cost beyond the path the simulator charges between 2 ranks of a node.
   const LinkSpec path = p.topology.intra == IntraNode::PCIe
                             ? LinkSpec{std::min(p.h2d.bw, p.d2h.bw), p.h2d.latency + p.d2h.latency}
@@ -1125,14 +1144,8 @@ Profile fit_profile(const Calibration& c, const Profile& base, const Calibration
   // What the simulator pays: the transports the backend's strategies use by default (cpu: the
   // in-process one; GPUs: NCCL sends, puts over UCX), where measured.
   for (auto [kind, choice] : {std::pair<const char*, std::string*>{"send", &p.msg.send}, {"put", &p.msg.put}}) {
-    const std::vector<std::string> prefer = opt.backend == "cpu" ? std::vector<std::string>{"inproc"}
-                                            : kind == std::string("send") ? std::vector<std::string>{"nccl", "peer"}
-                                                                          : std::vector<std::string>{"ucx", "peer"};
-    for (auto& t : prefer)
-      if (p.msg.cost.count(t + "." + kind)) {
-        *choice = t;
-        break;
-      }
+    const std::string t = backend_transport(opt.backend, kind, p.msg);
+    if (!t.empty()) *choice = t;
   }
   if (opt.backend == "cpu") {
     p.gpu.l2_bytes = cache_bytes(base, opt.backend);

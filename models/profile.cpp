@@ -35,6 +35,16 @@ const std::vector<std::string>& msg_transports() {
   return t;
 }
 
+std::string backend_transport(const std::string& backend, const std::string& kind, const MsgSpec& msg,
+                              const std::string& preferred) {
+  const std::vector<std::string> choices = backend == "cpu" ? std::vector<std::string>{preferred.empty() ? "inproc" : preferred}
+                                           : kind == "send" ? std::vector<std::string>{"nccl", "peer"}
+                                                            : std::vector<std::string>{"ucx", "peer"};
+  for (auto& t : choices)
+    if (msg.cost.count(t + "." + kind)) return t;
+  return "";
+}
+
 const std::vector<std::string>& msg_cost_keys() {
   static const std::vector<std::string> k = [] {
     std::vector<std::string> v;

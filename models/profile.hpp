@@ -108,6 +108,11 @@ struct MsgSpec {
 };
 // "transport.kind" pairs a [msg] section may give (send: every transport; put: those with puts).
 const std::vector<std::string>& msg_cost_keys();
+// The transport a backend's strategies use by default for `kind` ("send" or "put"), the first of
+// its choices that `msg` has measured costs for (cpu: `preferred` if given, else inproc; cuda:
+// NCCL sends, else peer; puts over UCX, else peer); "" when none is measured.
+std::string backend_transport(const std::string& backend, const std::string& kind, const MsgSpec& msg,
+                              const std::string& preferred = "");
 const std::vector<std::string>& msg_transports();
 
 struct Profile {

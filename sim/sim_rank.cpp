@@ -15,6 +15,7 @@
 #include <climits>
 #include <cmath>
 #include <deque>
+#include <iostream>
 #include <map>
 #include <sstream>
 #include <type_traits>
@@ -23,6 +24,7 @@
 
 #include "core/common/error.hpp"
 #include "core/exec/chunk.hpp"
+#include "kernels/cpu/cpu_kernels.hpp"
 #include "models/profile.hpp"
 #include "sim/key_content.hpp"
 #include "sim/platform.hpp"
@@ -45,6 +47,9 @@ std::vector<std::pair<std::string, std::string>> sim_cluster_keys() {
       {"sim_precision", "sim: SimGrid time quantum (surf/precision) in seconds; 1e-4 speeds up skewed shuffles"},
       {"sim_trace", "sim: ranks whose operators and transfers are traced: auto (the first 8) | all | none | N (the first N); "
                    "phases are kept for every rank"},
+      {"sim_msg", "sim: the backend whose transports' message costs are charged: profile (msg.send, msg.put) | cpu "
+                  "(inproc, or cluster.transport) | cuda (NCCL sends, UCX puts); a transport the profile did not "
+                  "measure costs nothing, said on stderr"},
   };
 }
 
@@ -71,6 +76,8 @@ struct Options {
   size_t max_spans = kMaxTraceSpans;
   Topology topo;
   int threads = 0;  // cores a rank's CPU operators use (cluster.threads; 0: its domain's cores over its ranks)
+  std::string msg_backend = "profile";  // sim_msg
+  std::string transport;                // cluster.transport (the cpu backend's)
 };
 
 [[noreturn]] void bad_option(const std::string& key, const std::string& value, const std::string& why) {
@@ -136,6 +143,11 @@ Options parse_options(const BackendConfig& cfg, const Profile& prof) {
     } else if (key == "emulate_nodes") {
       if (v == "true" || v == "1" || v == "yes") o.emulate_nodes = true;
       else if (v != "false" && v != "0" && v != "no") bad_option(key, v, "expected true or false");
+    } else if (key == "sim_msg") {
+      if (v != "profile" && v != "cpu" && v != "cuda") bad_option(key, v, "expected profile, cpu or cuda");
+      o.msg_backend = v;
+    } else if (key == "transport") {
+      o.transport = v;
     } else if (key == "sim_trace") {
       if (v == "auto") o.trace_ranks = 8;
       else if (v == "all") o.trace_ranks = INT_MAX;
@@ -1262,9 +1274,12 @@ void SimRank::start_cpu_work(SimStream& st, const std::string& kind, double byte
   }
   const Platform& pf = world_.platform;
   const int cores = host->get_core_count();
-  const int threads = std::clamp(world_.options.threads > 0 ? world_.options.threads
-                                                            : cores / std::max(1, pf.ranks_in_domain(pf.cpu_of(id()))),
-                                 1, cores);
+  int threads = std::clamp(world_.options.threads > 0 ? world_.options.threads
+                                                      : cores / std::max(1, pf.ranks_in_domain(pf.cpu_of(id()))),
+                           1, cores);
+  // A copy in host memory (a put between CPU ranks, a host copy) is the cpu backend's
+  // parallel_copy: one thread per MiB up to the rank's threads (a chunk's put is one memcpy).
+  if (kind == "copy") threads = cpu::copy_team(uint64_t(bytes), threads);
   const double core_seconds = bytes / cpu.rate.at(kind);
   // A threaded execution's amount is each thread's (SimGrid runs thread_count x amount at up to
   // thread_count cores).
@@ -2102,6 +2117,17 @@ SimOutcome simulate(const BackendConfig& cfg, const std::function<void(Rank&)>& 
   try {
     prof = load_profile(resolve_profile_path(cfg.profile.empty() ? kDefaultProfile : cfg.profile, cfg.profile_dir));
     opt = parse_options(cfg, prof);
+    // The simulated twin of a run on another backend pays that backend's transports.
+    if (opt.msg_backend != "profile")
+      for (auto [kind, choice] : {std::pair<const char*, std::string*>{"send", &prof.msg.send}, {"put", &prof.msg.put}}) {
+        const std::string t = backend_transport(opt.msg_backend, kind, prof.msg, opt.transport);
+        if (t.empty())
+          std::cerr << "sim: profile " << prof.name << " has no measured cost of " << kind << "s over the "
+                    << opt.msg_backend << " backend's transport"
+                    << (opt.msg_backend == "cpu" ? " (" + (opt.transport.empty() ? std::string("inproc") : opt.transport) + ")" : "")
+                    << ": charged nothing (joinlab calibrate --backend " << opt.msg_backend << " measures it)\n";
+        *choice = t.empty() ? "none" : t;
+      }
   } catch (const InputError& e) {
     out.error_kind = 2;
     out.error = e.what();

@@ -25,11 +25,13 @@ const std::string kOps = test::synthetic_ops();
 
 // A [cpu] section: every operator at `rate` bytes per second of one core, `cores` cores on one
 // socket, a roof of `roof` bytes per second.
-std::string cpu_section(int cores, double rate, double roof) {
+// copy_rate: rate.copy (default: `rate`, like every other kind).
+std::string cpu_section(int cores, double rate, double roof, double copy_rate = 0) {
   std::ostringstream s;
   s << "[cpu]\nsockets = 1   # test value\ncores = " << cores << "   # test value\nmem_bw = " << roof
     << "   # test value\n";
-  for (auto& k : cpu_op_kinds()) s << "rate." << k << " = " << rate << "   # test value\n";
+  for (auto& k : cpu_op_kinds())
+    s << "rate." << k << " = " << (k == "copy" && copy_rate > 0 ? copy_rate : rate) << "   # test value\n";
   return s.str();
 }
 
@@ -158,7 +160,9 @@ TEST_F(SimCpuTest, NicDmaIntoHostMemorySlowsAMemoryBoundOperatorThere) {
 }
 
 TEST_F(SimCpuTest, CrjFollowsTheCoreCount) {
-  // Per-core rates low enough that the CPU radix join is compute-bound at either core count.
+  // Per-core rates low enough that the CPU radix join's operators are compute-bound at either
+  // core count; its puts (chunks under 1 MiB: one core's memcpy each, as on the cpu backend)
+  // copy fast enough not to matter.
   auto crj = [&](int cores) {
     RunPoint p;
     p.name = "crj cores";
@@ -166,7 +170,7 @@ TEST_F(SimCpuTest, CrjFollowsTheCoreCount) {
     p.backend = "sim";
     p.verify = false;
     p.cluster.shape = {2, 1};
-    p.cluster.profile = profile("crj" + std::to_string(cores), cpu_section(cores, 2e8, 1e13));
+    p.cluster.profile = profile("crj" + std::to_string(cores), cpu_section(cores, 2e8, 1e13, 1e11));
     p.cluster.profile_dir = dir_.string();
     p.workload.r = relation("R", 1 << 22, KeyDist::UniqueDense);
     p.workload.s = relation("S", 1 << 22, KeyDist::ForeignKey);
@@ -176,6 +180,23 @@ TEST_F(SimCpuTest, CrjFollowsTheCoreCount) {
   };
   const double four = crj(4), sixteen = crj(16);
   EXPECT_GT(four, sixteen * 2.5) << four << " s on 4 cores, " << sixteen << " s on 16";
+}
+
+TEST_F(SimCpuTest, AHostCopyUsesTheCpuBackendsCopyTeam) {
+  // 16 cores at 1e9 B/s each, an unbounded roof: a copy inside host memory takes one core per MiB
+  // (cpu::copy_team), so 512 KiB runs on one core and 64 MiB on all 16.
+  const std::string p = profile("copyteam", cpu_section(16, 1e9, 1e15));
+  auto copy = [&](uint64_t bytes) {
+    return phase_seconds(cluster(p, 1, 1), [=](Rank& r) {
+      Buffer a = r.alloc(MemSpace::Host, bytes, "a"), b = r.alloc(MemSpace::Host, bytes, "b");
+      r.phase("copy");
+      r.copy(Stream{0}, b, 0, a, 0, bytes);
+      r.sync(Stream{0});
+      r.end_phases();
+    }, "copy");
+  };
+  EXPECT_NEAR(copy(512 << 10), double(512 << 10) / 1e9, 1e-6);
+  EXPECT_NEAR(copy(64 << 20), double(64 << 20) / 16e9, 1e-5);
 }
 
 TEST_F(SimCpuTest, EachMessagePaysItsSoftwareCost) {

@@ -32,8 +32,9 @@ std::string what_of(const std::exception_ptr& e);
 uint64_t available_memory();
 
 // Host memory copy bandwidth of this machine with all its cores, bytes read + written per
-// second: the best of repeated parallel 64 MiB copies (twice the last-level cache of the
-// development machines, so it measures DRAM) over about 0.2 s. Measured once per process.
+// second: the best of at least 5 parallel copies (over about 0.5 s) of buffers of 64 MiB per
+// hardware thread and at least 8 last-level caches (DRAM, not the caches, whatever the core
+// count), each at most an eighth of the free memory. Measured once per process.
 double host_copy_bandwidth();
 
 // Transports for ranks that are threads of this process, chosen by [cluster] transport. "inproc"

@@ -185,7 +185,10 @@ uint64_t checksum(ColumnRef keys, const std::vector<ColumnRef>& columns, uint64_
 // out[i] = in[0] + ... + in[i-1]; in and out may be the same array.
 void exclusive_scan(const uint64_t* in, uint64_t* out, uint64_t n, int threads);
 
-// memcpy / memset split over threads for large sizes.
+// memcpy / memset split over threads for large sizes: copy_team(bytes, threads) of them, one per
+// MiB up to `threads` (so a put of a few chunks is one thread's memcpy; the simulator uses the
+// same count).
+int copy_team(uint64_t bytes, int threads);
 void parallel_copy(void* dst, const void* src, uint64_t bytes, int threads);
 void parallel_fill(void* dst, uint8_t byte, uint64_t bytes, int threads);
 

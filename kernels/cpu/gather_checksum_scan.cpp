@@ -134,9 +134,11 @@ void exclusive_scan(const uint64_t* in, uint64_t* out, uint64_t n, int threads) 
   }
 }
 
+int copy_team(uint64_t bytes, int threads) { return team_for(bytes, threads, kParallelCopyBytes); }
+
 void parallel_copy(void* dst, const void* src, uint64_t bytes, int threads) {
   if (!bytes || dst == src) return;
-  const int team = team_for(bytes, threads, kParallelCopyBytes);
+  const int team = copy_team(bytes, threads);
   if (team == 1) {
     std::memmove(dst, src, bytes);
     return;
@@ -149,7 +151,7 @@ void parallel_copy(void* dst, const void* src, uint64_t bytes, int threads) {
 }
 
 void parallel_fill(void* dst, uint8_t byte, uint64_t bytes, int threads) {
-  const int team = team_for(bytes, threads, kParallelCopyBytes);
+  const int team = copy_team(bytes, threads);
 #pragma omp parallel num_threads(team)
   {
     const Span mine = split(bytes, uint64_t(omp_get_num_threads()), uint64_t(omp_get_thread_num()));
