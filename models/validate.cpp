@@ -400,7 +400,7 @@ int validate_main(const std::vector<std::string>& args) {
     // Only simulated here: the hardware backend of the file need not exist in this build.
     std::vector<Override> overrides = v.run.overrides;
     overrides.push_back({"experiment.backend", "sim"});
-    return validate_measured(v, plan_experiment(v.run.file, overrides));
+    return validate_measured(v, plan_experiment(v.run.file, overrides, PlanFor::SimulatingMeasured));
   }
   ExperimentPlan plan = plan_experiment(v.run.file, v.run.overrides);
   Worst worst;

@@ -938,10 +938,12 @@ TEST_F(SimTest, CalibratedCpuProfilePredictsTheCpuBackend) {
 TEST_F(SimTest, ValidateComparesMeasuredCsvRowsWithTheirSimulation) {
   // The device-machine flow: `joinlab run` writes a CSV on the hardware (here the cpu backend),
   // `joinlab validate FILE --measured CSV` simulates each row's point and tabulates both. The
-  // mechanics are checked (matching, phases, totals, the CSV), not the accuracy.
+  // mechanics are checked (matching, phases, totals, the CSV), not the accuracy. The file sets a
+  // [cluster] key only the measured backend reads: it is left out of the simulated twin.
   const fs::path ini = dir_ / "val.ini";
   std::ofstream(ini) << "[experiment]\nname = val\nstrategy = npj\nbackend = cpu\noutput_dir = " << dir_.string()
-                     << "\n[workload]\nrows = 2^12\nr.dist = unique_dense\ns.dist = fk\n[sweep]\nworkload.rows = 2^12, 2^13\n";
+                     << "\n[cluster]\ntimeout_s = 120\n[workload]\nrows = 2^12\nr.dist = unique_dense\ns.dist = fk\n"
+                     << "[sweep]\nworkload.rows = 2^12, 2^13\n";
   const ExperimentPlan plan = plan_experiment(ini.string());
   ASSERT_EQ(plan.points.size(), 2u);
   std::vector<ResultRow> rows;

@@ -583,7 +583,7 @@ void check_strategy_options(RunPoint& p, const StrategyInfo& info, const std::se
   ctx.fail_here(message);
 }
 
-void check_point(RunPoint& p, const std::set<std::string>& plan_strategies, const PointContext& ctx) {
+void check_point(RunPoint& p, const std::set<std::string>& plan_strategies, const PointContext& ctx, PlanFor purpose) {
   const StrategyInfo* info = nullptr;
   try {
     info = &find_strategy(p.strategy);
@@ -596,9 +596,17 @@ void check_point(RunPoint& p, const std::set<std::string>& plan_strategies, cons
   } catch (const InputError& e) {
     ctx.fail("experiment.backend", e.what());
   }
-  for (auto& [k, v] : p.cluster.options) {
+  for (auto it = p.cluster.options.begin(); it != p.cluster.options.end();) {
+    const std::string& k = it->first;
     const ClusterExtra* extra = find_cluster_extra("cluster." + k);
-    if (extra && std::find(extra->backends.begin(), extra->backends.end(), p.backend) == extra->backends.end()) {
+    const bool foreign =
+        extra && std::find(extra->backends.begin(), extra->backends.end(), p.backend) == extra->backends.end();
+    if (foreign && purpose == PlanFor::SimulatingMeasured) {  // it configured the measured run
+      it = p.cluster.options.erase(it);
+      continue;
+    }
+    ++it;
+    if (foreign) {
       std::string which;
       for (auto& b : extra->backends) which += (which.empty() ? "" : " and ") + b;
       ctx.fail("cluster." + k, "only the " + which + " backend" + (extra->backends.size() > 1 ? "s read" : " reads") +
@@ -661,7 +669,7 @@ std::string PlannedPoint::label() const {
   return s;
 }
 
-ExperimentPlan plan_experiment(const std::string& file, const std::vector<Override>& overrides) {
+ExperimentPlan plan_experiment(const std::string& file, const std::vector<Override>& overrides, PlanFor purpose) {
   register_builtin();
   RawExperiment raw = read_experiment(file);
   apply_overrides(raw, overrides);
@@ -696,7 +704,7 @@ ExperimentPlan plan_experiment(const std::string& file, const std::vector<Overri
   for (auto& pp : plan.points) strategies.insert(pp.run.strategy);
   for (size_t i = 0; i < plan.points.size(); ++i) {
     PointContext ctx(point_settings[i].first, file, point_settings[i].second);
-    check_point(plan.points[i].run, strategies, ctx);
+    check_point(plan.points[i].run, strategies, ctx, purpose);
   }
   plan.name = plan.points.front().run.name;
   auto out = raw.settings.find("experiment.output_dir");

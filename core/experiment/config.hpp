@@ -33,9 +33,15 @@ struct ExperimentPlan {
   std::vector<PlannedPoint> points;
 };
 
+// What a plan is for: running it, or simulating the points another backend measured (`joinlab
+// validate --measured`), whose [cluster] keys of that backend configured the measured run and are
+// left out of the simulated one instead of being errors.
+enum class PlanFor { Running, SimulatingMeasured };
+
 // Reads, overrides, expands and validates (validate_point on every point). Throws InputError
 // naming file:line (or "command line"), key and value.
-ExperimentPlan plan_experiment(const std::string& file, const std::vector<Override>& overrides = {});
+ExperimentPlan plan_experiment(const std::string& file, const std::vector<Override>& overrides = {},
+                               PlanFor purpose = PlanFor::Running);
 
 // Documented keys: name, type, default, meaning (`joinlab list keys`, experiments/README.md).
 struct KeyDoc {
