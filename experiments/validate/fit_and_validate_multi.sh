@@ -40,8 +40,19 @@ jobs=()
   if [ -z "$profile" ]; then
     case "$(sed -n 2p "$dir/measured.csv")" in *H200*) profile=h200 ;; *) profile=h100 ;; esac
   fi
+  # A 2-GPU host ran only the 2-GPU points (run_multi_gpu_validation.sh's sweep overrides): plan
+  # the same points, so that the rows' point numbers are the plan's.
+  most=$(python3 -c 'import csv,sys; print(max(int(r["ranks"]) for r in csv.DictReader(open(sys.argv[1]))))' "$dir/measured.csv")
   for ini in shuffle-1level shuffle-2level gpj crj local-join; do
-    jobs+=("$ini|experiments/validate/multi-gpu-$ini.ini|$dir/measured.csv|-")
+    sweep=()
+    if [ "$most" -le 2 ]; then
+      case $ini in
+        shuffle-2level) sweep=("--sweep.cluster.gpus_per_node=1") ;;
+        local-join) ;;
+        *) sweep=("--sweep.cluster.gpus_per_node=2") ;;
+      esac
+    fi
+    jobs+=("$ini|experiments/validate/multi-gpu-$ini.ini|$dir/measured.csv|-${sweep[*]:+|${sweep[*]}}")
   done
   out=$dir/validate
   mkdir -p "$out" 2> /dev/null && [ -w "$out" ] || out=$(mktemp -d /tmp/jl-multi-validate.XXXXXX)
