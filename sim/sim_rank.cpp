@@ -1935,8 +1935,14 @@ SimOutcome simulate(const BackendConfig& cfg, const std::function<void(Rank&)>& 
   // the rate caps of merged flows, and 3.32 then ends one of two flows that start together on a
   // shared link too early (README.md, "The platform"). A gamma this large never binds.
   sg4::Engine::set_config("network/TCP-gamma", 1e30);
+#ifdef JOINLAB_SANITIZE
+  // ASan does not see SimGrid's own stack switches (Debian's libsimgrid is built without ASan's
+  // fiber annotations), so its view of an actor's stack would be wrong; threads it follows.
+  sg4::Engine::set_config("contexts/factory:thread");
+#else
   sg4::Engine::set_config("contexts/stack-size:256");
   sg4::Engine::set_config("contexts/guard-size:0");
+#endif
   if (opt.precision > 0) sg4::Engine::set_config("surf/precision", opt.precision);
 
   SimWorld world(prof, opt, cfg.shape, cfg.device_memory);
