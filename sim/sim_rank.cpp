@@ -1923,9 +1923,17 @@ SimOutcome simulate(const BackendConfig& cfg, const std::function<void(Rank&)>& 
     return out;
   }
   xbt_log_control_set("root.thresh:critical");
-  int argc = 1;
   char name[] = "joinlab-sim";
+#ifdef JOINLAB_SANITIZE
+  // ASan does not see SimGrid's own stack switches (Debian's libsimgrid is built without ASan's
+  // fiber annotations): an exception thrown in an actor reads as a stack-buffer-overflow. Threads
+  // it follows. The factory is chosen when the engine starts, so it goes on the command line.
+  char factory[] = "--cfg=contexts/factory:thread";
+  char* argv[] = {name, factory, nullptr};
+#else
   char* argv[] = {name, nullptr};
+#endif
+  int argc = int(sizeof(argv) / sizeof(argv[0])) - 1;
   sg4::Engine engine(&argc, argv);
   sg4::Engine::set_config("network/model:CM02");
   sg4::Engine::set_config("network/crosstraffic:0");
@@ -1935,14 +1943,8 @@ SimOutcome simulate(const BackendConfig& cfg, const std::function<void(Rank&)>& 
   // the rate caps of merged flows, and 3.32 then ends one of two flows that start together on a
   // shared link too early (README.md, "The platform"). A gamma this large never binds.
   sg4::Engine::set_config("network/TCP-gamma", 1e30);
-#ifdef JOINLAB_SANITIZE
-  // ASan does not see SimGrid's own stack switches (Debian's libsimgrid is built without ASan's
-  // fiber annotations), so its view of an actor's stack would be wrong; threads it follows.
-  sg4::Engine::set_config("contexts/factory:thread");
-#else
   sg4::Engine::set_config("contexts/stack-size:256");
   sg4::Engine::set_config("contexts/guard-size:0");
-#endif
   if (opt.precision > 0) sg4::Engine::set_config("surf/precision", opt.precision);
 
   SimWorld world(prof, opt, cfg.shape, cfg.device_memory);
