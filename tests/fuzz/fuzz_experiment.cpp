@@ -23,6 +23,11 @@
 #include "core/experiment/config.hpp"
 #include "core/experiment/values.hpp"
 
+namespace joinlab::fuzz {
+// How many inputs were planned and how many rejected (test_fuzz_experiment checks both happen).
+long planned = 0, rejected = 0;
+}  // namespace joinlab::fuzz
+
 namespace {
 
 using namespace joinlab;
@@ -66,7 +71,9 @@ void check_experiment(const std::string& text) {
   try {
     ExperimentPlan plan = plan_experiment(path);
     if (plan.points.empty()) fail("a plan without points", text);
+    ++fuzz::planned;
   } catch (const InputError& e) {
+    ++fuzz::rejected;
     const std::string msg = e.what();
     if (msg.compare(0, path.size(), path) != 0) fail("rejection does not name the file: " + msg, text);
   }

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <random>
 #include <sstream>
 #include <string>
@@ -19,6 +20,9 @@
 #include "core/experiment/config.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
+namespace joinlab::fuzz {
+extern long planned, rejected;
+}
 
 namespace {
 
@@ -34,7 +38,7 @@ std::string slurp(const fs::path& p) {
 
 std::vector<std::string> seeds() {
   std::vector<fs::path> files;
-  for (const fs::path dir : {kRoot / "experiments", kRoot / "tests" / "fuzz" / "corpus"})
+  for (const fs::path& dir : {kRoot / "experiments", kRoot / "tests" / "fuzz" / "corpus"})
     for (auto& e : fs::recursive_directory_iterator(dir))
       if (e.is_regular_file() && e.path().extension() == ".ini") files.push_back(e.path());
   std::sort(files.begin(), files.end());  // directory order is not stable; the sequence must be
@@ -43,7 +47,7 @@ std::vector<std::string> seeds() {
   return out;
 }
 
-// The quoted tokens of the libFuzzer dictionary, with its escapes \n \" \\ undone.
+// The quoted tokens of the libFuzzer dictionary, with its escapes \xNN \" \\ undone.
 std::vector<std::string> dictionary() {
   std::vector<std::string> out;
   std::ifstream in(kRoot / "tests" / "fuzz" / "experiment.dict");
@@ -51,9 +55,11 @@ std::vector<std::string> dictionary() {
     if (line.size() < 2 || line.front() != '"' || line.back() != '"') continue;
     std::string token;
     for (size_t i = 1; i + 1 < line.size(); ++i) {
-      if (line[i] == '\\' && i + 2 < line.size()) {
-        ++i;
-        token += line[i] == 'n' ? '\n' : line[i];
+      if (line[i] == '\\' && line[i + 1] == 'x' && i + 4 < line.size()) {
+        token += char(std::stoi(line.substr(i + 2, 2), nullptr, 16));
+        i += 3;
+      } else if (line[i] == '\\' && i + 2 < line.size()) {
+        token += line[++i];
       } else {
         token += line[i];
       }
@@ -142,6 +148,7 @@ TEST(FuzzExperiment, SeedsAndSeededMutationsAreAcceptedOrRejectedWithTheFile) {
   const auto tokens = dictionary();
   ASSERT_GE(tokens.size(), 20u) << "tests/fuzz/experiment.dict not read";
   for (const auto& s : all) LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+  EXPECT_GE(joinlab::fuzz::planned, 10) << "the example experiments should plan";
 
   const char* env = std::getenv("JOINLAB_FUZZ_INPUTS");
   const long inputs = env ? std::atol(env) : 3000;
@@ -150,6 +157,10 @@ TEST(FuzzExperiment, SeedsAndSeededMutationsAreAcceptedOrRejectedWithTheFile) {
     const std::string s = m.next();
     LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(s.data()), s.size());
   }
+  // Mutations that never plan test only the first error; mutations that never fail test nothing.
+  std::cout << "[ note ] " << joinlab::fuzz::planned << " planned, " << joinlab::fuzz::rejected << " rejected\n";
+  EXPECT_GE(joinlab::fuzz::planned, inputs / 20);
+  EXPECT_GE(joinlab::fuzz::rejected, inputs / 4);
 }
 
 }  // namespace
