@@ -18,6 +18,7 @@ packages=(
   libopenmpi-dev openmpi-bin  # multi-process ranks
   libucx-dev                # RDMA transport
   python3-matplotlib        # plots/ (scale-out plot of simulated runs)
+  clang libclang-rt-dev libomp-dev  # .ci/sanitize: libFuzzer (fuzz_experiment) and clang's OpenMP
 )
 
 missing=()

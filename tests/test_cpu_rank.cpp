@@ -123,7 +123,7 @@ TEST(CpuRankStreams, LaunchIsAsynchronousAndFillsResultAndTrace) {
   HashTable table = rank->alloc_table(MemSpace::Device, TableKind::LinearProbing, {4, 4}, 1000, 0.5, 1, "ht");
   rank->launch(Stream{1}, BuildOp{t, &table}).get();
   EXPECT_EQ(table.rows, 1000u);
-  const OpResult& p = rank->launch(Stream{1}, ProbeOp{&table, t.slice(0, 10), {}, 0, OutputMode::CountOnly}).get();
+  const OpResult p = rank->launch(Stream{1}, ProbeOp{&table, t.slice(0, 10), {}, 0, OutputMode::CountOnly}).get();
   EXPECT_EQ(p.count, 10u * 100u);
   auto spans = rank->trace().spans();
   ASSERT_EQ(spans.size(), 3u);

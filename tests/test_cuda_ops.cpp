@@ -52,7 +52,7 @@ std::pair<uint64_t, uint64_t> digest(Rank& rank, const Buffer& keys, uint8_t kb,
   c.column_bytes = std::move(widths);
   c.first = first;
   c.rows = rows;
-  const OpResult& r = rank.launch(Stream{0}, c).get();
+  const OpResult r = rank.launch(Stream{0}, c).get();
   return {r.count, r.checksum};
 }
 std::pair<uint64_t, uint64_t> digest(Rank& rank, const Tuples& t, uint64_t first, uint64_t rows) {

@@ -734,7 +734,7 @@ TEST_F(SimTest, PackChunksCostsOnePassEachWayOverHostMemory) {
     for (uint64_t rows : fused.rows) fused_images += (rows + slot_rows - 1) / slot_rows;
     fused.out = r.alloc(MemSpace::Host, fused_images * chunk_slot_bytes(fmt, slot_rows), "fused images");
     r.phase("partition_and_pack");
-    const OpResult& f = r.launch_streaming(Stream{0}, fused).get();
+    const OpResult f = r.launch_streaming(Stream{0}, fused).get();
     // The body runs in the simulation's process: a wrong count fails the run.
     if (images != n / slot_rows) throw RuntimeError("pack_chunks wrote " + std::to_string(images) + " images");
     if (f.count != fused_images || f.values.size() != 9 || f.values.back() != n)
@@ -757,7 +757,7 @@ TEST_F(SimTest, PackChunksCostsOnePassEachWayOverHostMemory) {
     }
     sliced.out = r.alloc(MemSpace::Host, sliced_images * chunk_slot_bytes(fmt, slot_rows), "sliced images");
     r.phase("partition_and_pack_sliced");
-    const OpResult& fs = r.launch_streaming(Stream{0}, sliced).get();
+    const OpResult fs = r.launch_streaming(Stream{0}, sliced).get();
     r.end_phases();
     if (fs.values.size() != 9 || fs.values.back() != n)
       throw RuntimeError("pack_chunks with counted slices returned " + std::to_string(fs.values.size()) + " offsets");
