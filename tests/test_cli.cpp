@@ -26,8 +26,10 @@
 #include "core/experiment/cli.hpp"
 #include "core/experiment/config.hpp"
 #include "core/experiment/environment.hpp"
+#include "core/experiment/preflight.hpp"
 #include "core/experiment/progress.hpp"
 #include "core/experiment/report.hpp"
+#include "core/experiment/runner.hpp"
 #include "core/experiment/trace_writer.hpp"
 #include "core/experiment/values.hpp"
 #include "core/runtime/launcher.hpp"
@@ -826,6 +828,35 @@ TEST_F(CliTest, CpuBackendChecksMemoryBeforeGeneratingData) {
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0)
       << "the expected result or the data was computed before the check";
   EXPECT_FALSE(fs::exists(dir_ / "out"));
+}
+
+// A GPU backend checks the host memory of strategies that keep data there (chunked's S, gpj's
+// senders, crj) before any work, as it checks device memory: a stand-in backend with 1 MiB of
+// host memory per rank refuses chunked's 2^20 S rows and lets npj (all on the device) pass.
+TEST_F(CliTest, GpuBackendsCheckTheHostMemoryOfStrategiesThatKeepDataThere) {
+  struct SmallHost : Backend {
+    std::string name() const override { return "cuda"; }
+    void run(const BackendConfig&, const std::function<void(Rank&)>&, const std::function<void(Rank&)>&) override {}
+    uint64_t host_memory_per_rank(const BackendConfig&) override { return 1 << 20; }
+  } backend;
+  std::string f = write("host.ini", cpu_experiment_text((dir_ / "out").string()));
+  for (const std::string strategy : {"chunked", "npj"}) {
+    const ExperimentPlan plan = plan_experiment(f, {{"experiment.strategy", strategy}, {"workload.rows", "2^20"}});
+    const RunPoint& p = plan.points.front().run;
+    if (strategy == "npj") {
+      EXPECT_NO_THROW(check_device_memory(p, make_job(p), backend));
+      continue;
+    }
+    try {
+      check_device_memory(p, make_job(p), backend);
+      ADD_FAILURE() << "chunked's S fits in 1 MiB of host memory?";
+    } catch (const InputError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("strategy chunked keeps about"), std::string::npos) << m;
+      EXPECT_NE(m.find("in host memory per rank"), std::string::npos) << m;
+      EXPECT_NE(m.find("1048576 bytes"), std::string::npos) << m;
+    }
+  }
 }
 
 TEST_F(CliTest, SimulatorRefusesRunsBeyondItsLimits) {

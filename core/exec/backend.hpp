@@ -38,6 +38,9 @@ class Backend {
   // whose pool enforces it at run time). The cpu backend's "device" is this machine's available
   // memory.
   virtual uint64_t device_memory_per_rank(const BackendConfig& cfg) { return 0; }
+  // Host-memory bytes each rank of a GPU backend may hold (this machine's available memory over
+  // its ranks), for the strategies that keep data in host memory; 0 = not checked.
+  virtual uint64_t host_memory_per_rank(const BackendConfig& cfg) { return 0; }
   // Checks `cfg` before any work: its [cluster] options (InputError naming the option as
   // "cluster.<key>") and whether the backend can run the shape at all (the simulator's limits).
   virtual void check(const BackendConfig& cfg) {}

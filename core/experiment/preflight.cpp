@@ -114,7 +114,23 @@ void check_sizes(const RunPoint& p) {
   }
 }
 
+// The host memory a GPU backend's rank holds for strategies that keep data there.
+void check_host_memory(const RunPoint& p, const JoinJob& job, Backend& backend) {
+  const StrategyInfo& info = find_strategy(p.strategy);
+  if (!info.host_bytes) return;
+  const uint64_t avail = backend.host_memory_per_rank(p.cluster);
+  if (!avail) return;
+  const uint64_t need = info.host_bytes(job, p.cluster.shape);
+  if (need <= avail) return;
+  std::ostringstream m;
+  m << "strategy " << p.strategy << " keeps about " << gib(need) << " in host memory per rank for this workload (|R| = "
+    << p.workload.r.rows << ", |S| = " << p.workload.s.rows << " over " << p.cluster.shape.size()
+    << " rank(s)), but this machine has " << gib(avail) << " available per rank (MemAvailable over its ranks)";
+  throw InputError(m.str());
+}
+
 void check_device_memory(const RunPoint& p, const JoinJob& job, Backend& backend) {
+  check_host_memory(p, job, backend);
   const uint64_t avail = backend.device_memory_per_rank(p.cluster);
   if (!avail) return;
   const bool host = p.backend == "cpu" && !p.cluster.device_memory;  // the cpu backend's "device" is this host's RAM

@@ -127,10 +127,15 @@ Bound chunked_bound(const JoinJob& job, const ClusterShape& shape, const Bandwid
 }  // namespace
 
 StrategyInfo chunked_strategy() {
-  return strategy_info("chunked",
-                       "out-of-core (rui2017 3.4): R's hash table on the device, S streamed from pinned memory "
-                       "in chunks",
-                       1, 1, add_chunked_options, run_chunked, chunked_bound);
+  StrategyInfo i = strategy_info("chunked",
+                                 "out-of-core (rui2017 3.4): R's hash table on the device, S streamed from pinned memory "
+                                 "in chunks",
+                                 1, 1, add_chunked_options, run_chunked, chunked_bound);
+  // S waits in pinned host memory.
+  i.host_bytes = [](const JoinJob& job, const ClusterShape& shape) {
+    return uint64_t(tuple_bytes_total(job.workload.s) / shape.size());
+  };
+  return i;
 }
 
 }  // namespace joinlab

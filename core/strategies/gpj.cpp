@@ -219,6 +219,11 @@ Bound materialized_join_bound(const JoinJob& job, const ClusterShape& shape, con
                                  ": the local radix join (the phases do not overlap)"};
 }
 
+// The senders' input stays in host memory (thostrup2023: the data starts in the nodes' memory).
+uint64_t senders_host_bytes(const JoinJob& job, const ClusterShape& shape) {
+  return uint64_t((tuple_bytes_total(job.workload.r) + tuple_bytes_total(job.workload.s)) / shape.size());
+}
+
 StrategyInfo gpj_strategy() {
   StrategyInfo i = strategy_info("gpj",
                                  "pipelined distributed GPU join (thostrup2023): checksummed chunks streamed by one-sided "
@@ -226,6 +231,7 @@ StrategyInfo gpj_strategy() {
                                  1, 0, add_gpj_options, run_gpj, gpj_bound);
   i.check = [](const JoinJob& job) { require_tuple_payloads(job.workload, "gpj"); };
   i.working_set_bytes = gpj_working_set;
+  i.host_bytes = senders_host_bytes;
   return i;
 }
 
@@ -238,6 +244,7 @@ StrategyInfo gpj_b_strategy() {
         return materialized_join_bound(job, shape, bw, false);
       });
   i.check = [](const JoinJob& job) { require_tuple_payloads(job.workload, "gpj-b"); };
+  i.host_bytes = senders_host_bytes;
   // What arrives (R and S), and the local phj's partitioned copy of it, and its output.
   i.working_set_bytes = [](const JoinJob& job, const ClusterShape& shape) {
     const Workload& w = job.workload;
@@ -253,6 +260,7 @@ StrategyInfo gpj_h_strategy() {
                                  "until memory is full, pipelined there; the rest joined by the CPU radix join",
                                  1, 0, add_gpj_h_options, run_gpj_h, gpj_bound);
   i.check = [](const JoinJob& job) { require_tuple_payloads(job.workload, "gpj-h"); };
+  i.host_bytes = senders_host_bytes;
   return i;  // no working set to check: it places what fits
 }
 

@@ -53,6 +53,9 @@ struct StrategyInfo {
   // Peak device-memory bytes one rank needs for the job (inputs, intermediates, output). Unset:
   // the pre-flight check (core/experiment/preflight.hpp) uses its own estimate, if it has one.
   std::function<uint64_t(const JoinJob&, const ClusterShape&)> working_set_bytes;
+  // Peak host-memory bytes one rank holds on a GPU backend (inputs kept in host memory: the
+  // streamed side, the senders' tuples, a CPU join). Unset: none worth checking.
+  std::function<uint64_t(const JoinJob&, const ClusterShape&)> host_bytes;
   // Optional: throws InputError for a job the strategy cannot run (e.g. a workload it does not
   // support), so that it is rejected before any work (validate_point calls it).
   std::function<void(const JoinJob&)> check;

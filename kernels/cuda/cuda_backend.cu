@@ -20,6 +20,7 @@
 #include "core/common/error.hpp"
 #include "core/experiment/config.hpp"
 #include "core/runtime/cpu_backend.hpp"
+#include "core/runtime/launcher.hpp"
 #include "core/runtime/process/process_host.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/cuda_rank.hpp"
@@ -75,6 +76,17 @@ class CudaBackend : public Backend {
       least = std::min(least, device_limit(cfg, d, n / devices + (d < n % devices ? 1 : 0)));
     }
     return least;
+  }
+
+  // This machine's available memory over the ranks it hosts: every rank as threads of this
+  // process, or under mpirun the launcher's processes on this host (OMPI_COMM_WORLD_LOCAL_SIZE).
+  uint64_t host_memory_per_rank(const BackendConfig& cfg) override {
+    int here = cfg.shape.size();
+    if (launched_by_mpi()) {
+      const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+      here = local ? std::max(1, std::atoi(local)) : 1;
+    }
+    return available_memory() / uint64_t(std::max(1, here));
   }
 
   void check(const BackendConfig& cfg) override { setup_of(cfg); }
