@@ -1,9 +1,28 @@
 // The machine part of a synthetic profile for tests (round numbers, so closed forms are easy to
 // write down), and operator models (synthetic_ops) that a test file may append or replace.
 #pragma once
+#include <gtest/gtest.h>
+
+#include <sstream>
 #include <string>
 
+#include "core/common/error.hpp"
+#include "models/profile.hpp"
+
 namespace joinlab::test {
+
+// The message of the InputError that parse_profile raises for `text`; a test failure (and "")
+// when the text parses.
+inline std::string profile_rejection(const std::string& text) {
+  std::istringstream in(text);
+  try {
+    parse_profile(in, "bad.ini");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "accepted:\n" << text;
+  return "";
+}
 
 inline std::string synthetic_machine(const std::string& name) {
   return "[profile]\nname = " + name + "\nstatus = synthetic (tests)\n" + R"([gpu]

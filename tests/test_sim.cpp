@@ -1008,17 +1008,6 @@ TEST(SimProfiles, ShippedProfilesParseAndModelEveryOperator) {
   EXPECT_GE(n, 6);
 }
 
-std::string expect_rejected(const std::string& text) {
-  std::istringstream in(text);
-  try {
-    parse_profile(in, "bad.ini");
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "accepted:\n" << text;
-  return "";
-}
-
 TEST(SimProfiles, BadProfilesAreRejectedWithFileLineKeyAndValue) {
   const std::string good = kTestProfile;
   auto with = [&](const std::string& from, const std::string& to) {
@@ -1026,25 +1015,25 @@ TEST(SimProfiles, BadProfilesAreRejectedWithFileLineKeyAndValue) {
     t.replace(t.find(from), from.size(), to);
     return t;
   };
-  std::string m = expect_rejected(with("mem_bw = 1e12        # test value", "mem_bw = fast        # test value"));
+  std::string m = test::profile_rejection(with("mem_bw = 1e12        # test value", "mem_bw = fast        # test value"));
   EXPECT_NE(m.find("bad.ini:7: gpu.mem_bw = fast: not a number"), std::string::npos) << m;
-  m = expect_rejected(with("mem_bw = 1e12        # test value", "mem_bw = 1e12"));
+  m = test::profile_rejection(with("mem_bw = 1e12        # test value", "mem_bw = 1e12"));
   EXPECT_NE(m.find("bad.ini:7: gpu.mem_bw = 1e12"), std::string::npos) << m;
   EXPECT_NE(m.find("source"), std::string::npos) << m;
-  m = expect_rejected(with("streams = 16", "stream = 16"));
+  m = test::profile_rejection(with("streams = 16", "stream = 16"));
   EXPECT_NE(m.find("bad.ini:8: gpu.stream = 16: unknown key"), std::string::npos) << m;
-  m = expect_rejected(with("bw = 1e10            # test value\nlatency = 1e-5       # test value\n[link.d2h]",
+  m = test::profile_rejection(with("bw = 1e10            # test value\nlatency = 1e-5       # test value\n[link.d2h]",
                            "bw = -1e10           # test value\nlatency = 1e-5       # test value\n[link.d2h]"));
   EXPECT_NE(m.find("link.h2d.bw = -1e10"), std::string::npos) << m;
-  m = expect_rejected(with("intra = nvswitch", "intra = infiniband"));
+  m = test::profile_rejection(with("intra = nvswitch", "intra = infiniband"));
   EXPECT_NE(m.find("topology.intra = infiniband: expected one of nvswitch, nvlink_mesh, pcie"), std::string::npos) << m;
-  m = expect_rejected(with("[op.scan]\nseg = 0 1e-5 1e-12", "[op.scan]\nseg = 0 1e-5"));
+  m = test::profile_rejection(with("[op.scan]\nseg = 0 1e-5 1e-12", "[op.scan]\nseg = 0 1e-5"));
   EXPECT_NE(m.find("op.scan.seg = 0 1e-5: expected 3 numbers"), std::string::npos) << m;
-  m = expect_rejected(with("[op.scan]", "[op.scann]"));
+  m = test::profile_rejection(with("[op.scan]", "[op.scann]"));
   EXPECT_NE(m.find("unknown operator model [op.scann]"), std::string::npos) << m;
-  m = expect_rejected(with("[link.nic]\nbw = 1e10            # test value\n", "[link.nic]\n"));
+  m = test::profile_rejection(with("[link.nic]\nbw = 1e10            # test value\n", "[link.nic]\n"));
   EXPECT_NE(m.find("[link.nic] bw is missing"), std::string::npos) << m;
-  EXPECT_NE(expect_rejected("[profile\nname = x\n").find("bad.ini:1:"), std::string::npos);
+  EXPECT_NE(test::profile_rejection("[profile\nname = x\n").find("bad.ini:1:"), std::string::npos);
 }
 
 TEST_F(SimTest, DroppedBuffersArePaidAtTheNextSynchronization) {

@@ -225,17 +225,6 @@ ucx.send.per_byte = 1e-10 # test value
   EXPECT_NEAR(big - one, (1000000 - 8) * (1e-10 + 1 / 1e11), 1e-8) << "per byte: software and NVLink";
 }
 
-std::string rejected(const std::string& text) {
-  std::istringstream in(text);
-  try {
-    parse_profile(in, "bad.ini");
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "accepted:\n" << text;
-  return "";
-}
-
 TEST(SimCpuProfiles, BadCpuAndMsgSectionsAreRejectedNamingFileLineKey) {
   const std::string machine = test::synthetic_machine("bad") + kOps;
   const std::string cpu = cpu_section(4, 1e9, 1e11);
@@ -259,22 +248,22 @@ TEST(SimCpuProfiles, BadCpuAndMsgSectionsAreRejectedNamingFileLineKey) {
     EXPECT_EQ(q.cpu.rate, p.cpu.rate);
     EXPECT_EQ(q.msg.put, "ucx");
   }
-  std::string m = rejected(with(cpu, "cores = 4   # test value", "cores = 4"));
+  std::string m = test::profile_rejection(with(cpu, "cores = 4   # test value", "cores = 4"));
   EXPECT_NE(m.find("bad.ini:" + std::to_string(cpu_line + 2) + ": cpu.cores = 4: a number without a source"),
             std::string::npos) << m;
-  m = rejected(with(cpu, "cores = 4", "cores = -2"));
+  m = test::profile_rejection(with(cpu, "cores = 4", "cores = -2"));
   EXPECT_NE(m.find("bad.ini:" + std::to_string(cpu_line + 2) + ": cpu.cores = -2"), std::string::npos) << m;
-  m = rejected(with(cpu, "rate.probe = 1e+09", "rate.probe = fast"));
+  m = test::profile_rejection(with(cpu, "rate.probe = 1e+09", "rate.probe = fast"));
   EXPECT_NE(m.find("cpu.rate.probe = fast: not a number"), std::string::npos) << m;
-  m = rejected(with(cpu, "rate.sort = 1e+09   # test value\n", ""));
+  m = test::profile_rejection(with(cpu, "rate.sort = 1e+09   # test value\n", ""));
   EXPECT_NE(m.find("bad.ini: [cpu] rate.sort is missing"), std::string::npos) << m;
-  m = rejected(with(cpu, "rate.sort", "rate.sorting"));
+  m = test::profile_rejection(with(cpu, "rate.sort", "rate.sorting"));
   EXPECT_NE(m.find("cpu.rate.sorting = 1e+09: unknown key in [cpu]"), std::string::npos) << m;
-  m = rejected(test::synthetic_machine("bad") + "[msg]\nsend = nccl\n" + kOps);
+  m = test::profile_rejection(test::synthetic_machine("bad") + "[msg]\nsend = nccl\n" + kOps);
   EXPECT_NE(m.find("[msg] send = nccl: the profile gives no nccl.send"), std::string::npos) << m;
-  m = rejected(test::synthetic_machine("bad") + "[msg]\nnccl.send.seconds = 1e-6   # t\n" + kOps);
+  m = test::profile_rejection(test::synthetic_machine("bad") + "[msg]\nnccl.send.seconds = 1e-6   # t\n" + kOps);
   EXPECT_NE(m.find("[msg] nccl.send.per_byte is missing"), std::string::npos) << m;
-  m = rejected(test::synthetic_machine("bad") + "[msg]\nnccl.put.seconds = 1e-6   # t\n" + kOps);
+  m = test::profile_rejection(test::synthetic_machine("bad") + "[msg]\nnccl.put.seconds = 1e-6   # t\n" + kOps);
   EXPECT_NE(m.find("msg.nccl.put.seconds = 1e-6: unknown key in [msg]"), std::string::npos) << m;
 }
 
