@@ -24,7 +24,7 @@ for a in "$@"; do
   case $a in --install) install=1 ;; --refit) refit=1 ;; *) echo "unknown option $a"; exit 2 ;; esac
 done
 joinlab=${JOINLAB:-$root/build-models/joinlab}
-# The device tool's folders are read-only: work on a copy.
+# Folders copied back from a GPU machine may be read-only: work on a copy.
 if [ ! -w "$out" ] || [ ! -w "$out/validate" ]; then
   echo "fit_and_validate.sh: $out is not writable (copy it first: cp -r $out /tmp/cal && chmod -R u+w /tmp/cal)" >&2
   exit 2

@@ -5,7 +5,7 @@
 # OUT_DIR: what run_multi_gpu_validation.sh brought back (measured.csv, and h100.ini or h200.ini when
 # its calibrate step ran). The profile: --profile P (a name or a path), else OUT_DIR's calibrated
 # profile, else the installed profile of the GPU named in measured.csv (h100 / h200). The tables go
-# to OUT_DIR/validate (a temporary folder if OUT_DIR is read-only, as the device tool's copies are).
+# to OUT_DIR/validate (a temporary folder if OUT_DIR is read-only, as a folder copied back from a GPU machine may be).
 # The stored multi-GPU results under experiments/results are validated by validate_multi_gpu.sh.
 # JOINLAB: a joinlab built with SimGrid (default build-cpu/joinlab, then build-models/joinlab).
 # Exit 0 when the bar is met, 1 when it is not, 2 on bad input.

@@ -21,7 +21,7 @@
 #   measure    joinlab run single-gpu.ini -> OUT_DIR/validate/single-gpu-cuda.csv (+ its log), the
 #              Chrome traces of every point packed in OUT_DIR/traces.tar.xz
 # OUT_DIR/status.txt: one line per step (exit code, seconds); OUT_DIR/samples is packed into
-# OUT_DIR/samples.tar.xz at the end (the device tool returns at most 8 files).
+# OUT_DIR/samples.tar.xz at the end (a GPU machine's results come back as at most 8 files).
 # Environment: JL_CALIBRATE_S (300), JL_MEASURE_S (300), JL_CALIBRATE_ARGS (extra calibrate
 # options, e.g. "--repeat 2" or "--max-rows 2^27" to fit a shorter limit), JL_MEASURE_ARGS,
 # JL_PROFILE (h100: the profile calibrated, OUT_DIR/JL_PROFILE.ini; h200 on an H200).

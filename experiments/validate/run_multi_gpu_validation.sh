@@ -30,7 +30,7 @@
 # GPU runs are ranks as threads over the peer transport (cluster.transport=peer), repeat 5 (the CSV's
 # total and phases are the median run's), each verified by joinlab (a wrong result exits 3 and is a
 # failed step, never a number). With 2 GPUs only the 2-GPU points run.
-# OUT_DIR at the end (8 files, none in folders: the device tool returns at most 8):
+# OUT_DIR at the end (8 files, none in folders: a GPU machine's results come back as at most 8 files):
 #   PROFILE.ini      the calibrated GPU profile (h100.ini or h200.ini)
 #   measured.csv     every run's row (device, date, commit and the step first; the union of columns)
 #   links.csv        peer copy bandwidths: pair,<a>,<b>,<one way>,<both ways> and peers,<n>,<fan out>,<fan in>,<all to all>
