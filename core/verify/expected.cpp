@@ -1,6 +1,7 @@
 #include "core/verify/expected.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <sstream>
 #include <thread>
 #include <unordered_map>
@@ -29,6 +30,17 @@ struct RowDigester {
   }
 };
 
+// f(slice) for `threads` slices of rows [0, rows) at once (0: one per hardware thread), in slice order.
+template <class Part, class F>
+std::vector<Part> per_slice(uint64_t rows, int threads, F f) {
+  if (threads <= 0) threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<Part> parts(static_cast<size_t>(threads));
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) pool.emplace_back([&, t] { parts[size_t(t)] = f(rank_slice(rows, t, threads)); });
+  for (auto& th : pool) th.join();
+  return parts;
+}
+
 // Walks every row of `walk` and looks its key up in the unique relation `unique`.
 JoinDigest walk_against_unique(const Workload& w, bool r_is_unique, int threads) {
   const RelationSpec& uniq = r_is_unique ? w.r : w.s;
@@ -36,26 +48,19 @@ JoinDigest walk_against_unique(const Workload& w, bool r_is_unique, int threads)
   KeyGen ug = make_keygen(uniq, nullptr);
   KeyGen wg = make_keygen(walk, walk.dist == KeyDist::ForeignKey ? &uniq : nullptr);
   RowDigester digest{relation_seed(w.r), relation_seed(w.s), w.r, w.s};
-  if (threads <= 0) threads = int(std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<JoinDigest> part(static_cast<size_t>(threads));
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) {
-    pool.emplace_back([&, t] {
-      RowRange rr = rank_slice(walk.rows, t, threads);
-      JoinDigest d;
-      for (uint64_t i = rr.begin; i < rr.end; ++i) {
-        uint64_t k = wg.key(i);
-        uint64_t j = ug.row_of_key(k);
-        if (j == ~0ULL) continue;
-        d.count++;
-        d.checksum += r_is_unique ? digest(k, j, i) : digest(k, i, j);
-      }
-      part[size_t(t)] = d;
-    });
-  }
-  for (auto& th : pool) th.join();
+  const std::vector<JoinDigest> parts = per_slice<JoinDigest>(walk.rows, threads, [&](RowRange rr) {
+    JoinDigest d;
+    for (uint64_t i = rr.begin; i < rr.end; ++i) {
+      uint64_t k = wg.key(i);
+      uint64_t j = ug.row_of_key(k);
+      if (j == ~0ULL) continue;
+      d.count++;
+      d.checksum += r_is_unique ? digest(k, j, i) : digest(k, i, j);
+    }
+    return d;
+  });
   JoinDigest total;
-  for (auto& d : part) { total.count += d.count; total.checksum += d.checksum; }
+  for (auto& d : parts) { total.count += d.count; total.checksum += d.checksum; }
   return total;
 }
 
@@ -105,18 +110,9 @@ ExpectedResult expected_count(const Workload& w, int threads) {
   }
   const KeyGen g = make_keygen(w.s, &w.r);  // S references R, whose keys are unique
   if (g.match_all) return {{w.s.rows, 0}, "closed form (every S key in R)"};
-  if (threads <= 0) threads = int(std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<uint64_t> part(size_t(threads), 0);
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t)
-    pool.emplace_back([&, t] {
-      const RowRange rr = rank_slice(w.s.rows, t, threads);
-      part[size_t(t)] = g.hits(rr.begin, rr.end - rr.begin);
-    });
-  for (auto& th : pool) th.join();
-  uint64_t count = 0;
-  for (uint64_t c : part) count += c;
-  return {{count, 0}, "closed form (S's foreign keys that hit R)"};
+  const std::vector<uint64_t> parts =
+      per_slice<uint64_t>(w.s.rows, threads, [&](RowRange rr) { return g.hits(rr.begin, rr.end - rr.begin); });
+  return {{std::accumulate(parts.begin(), parts.end(), uint64_t(0)), 0}, "closed form (S's foreign keys that hit R)"};
 }
 
 JoinDigest reference_join(const std::vector<uint64_t>& r_keys, const std::vector<uint64_t>& r_vals,
