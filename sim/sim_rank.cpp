@@ -475,6 +475,8 @@ class SimRank final : public Rank {
   // `start` sends it; none: sent at once.
   void after_software_cost(SimStream& st, double seconds, std::function<void()> start);
   sg4::Host* cpu_host(int rank) const;  // the multicore host of a rank's memory domain
+  // `bytes` through `host`'s memory link (its route to itself) at up to `rate`, started.
+  sg4::ActivityPtr start_memory_flow(sg4::Host* host, double bytes, double rate);
   // Once the stream's activity ends, it waits for these too (those not finished yet).
   void then_wait(SimStream& st, std::vector<sg4::ActivityPtr> rest);
   void check_peer(int peer, const char* what) const;
@@ -1214,28 +1216,18 @@ void SimRank::start_put_transfer(SimStream& st, int peer, uint64_t bytes, bool s
     // of the roof from the CPU operators there (the put ends when the network and they are done).
     if (!world_.profile.cpu.present() || !st.activity) return;
     std::vector<sg4::ActivityPtr> dma;
-    for (int end : {src_host ? id() : -1, dst_host ? peer : -1}) {
-      if (end < 0) continue;
-      world_.stats.flows++;
-      sg4::CommPtr m = sg4::Comm::sendto_init();
-      reinterpret_cast<simgrid::kernel::activity::CommImpl*>(m->get_impl())->set_rate(world_.profile.nic.bw);
-      m->set_payload_size(std::max<uint64_t>(bytes, 1));
-      m->set_source(cpu_host(end));
-      m->set_destination(cpu_host(end));  // starts it
-      dma.push_back(m);
-    }
+    for (int end : {src_host ? id() : -1, dst_host ? peer : -1})
+      if (end >= 0) dma.push_back(start_memory_flow(cpu_host(end), double(bytes), world_.profile.nic.bw));
     return then_wait(st, std::move(dma));
   }
   const Platform& pf = world_.platform;
   world_.stats.transfers++;
-  st.state = SimStream::Busy;
-  world_.busy++;
   if (src_host && dst_host) {
     st.track = "link host memory";
-    world_.busy--;  // start_cpu_work counts it
-    start_cpu_work(st, "copy", double(bytes), 2.0 * double(bytes));
-    return;
+    return start_cpu_work(st, "copy", double(bytes), 2.0 * double(bytes));
   }
+  st.state = SimStream::Busy;
+  world_.busy++;
   st.track = src_host ? "link pcie h2d" : "link pcie d2h";
   world_.stats.flows++;
   // The host side is the memory domain of the GPU end (the one with a PCIe route to it).
@@ -1245,6 +1237,17 @@ void SimRank::start_put_transfer(SimStream& st, int peer, uint64_t bytes, bool s
 }
 
 sg4::Host* SimRank::cpu_host(int rank) const { return world_.platform.cpus[size_t(world_.platform.cpu_of(rank))]; }
+
+sg4::ActivityPtr SimRank::start_memory_flow(sg4::Host* host, double bytes, double rate) {
+  world_.stats.flows++;
+  sg4::CommPtr m = sg4::Comm::sendto_init();
+  // 3.32 ignores s4u::Comm::set_rate for host-to-host comms: the kernel's CommImpl::set_rate (above).
+  reinterpret_cast<simgrid::kernel::activity::CommImpl*>(m->get_impl())->set_rate(rate);
+  m->set_payload_size(std::max<uint64_t>(uint64_t(bytes), 1));
+  m->set_source(host);
+  m->set_destination(host);  // starts it
+  return m;
+}
 
 void SimRank::after_software_cost(SimStream& st, double seconds, std::function<void()> start) {
   if (seconds <= 0) return start();
@@ -1288,15 +1291,8 @@ void SimRank::start_cpu_work(SimStream& st, const std::string& kind, double byte
                   ->set_host(host)
                   ->set_thread_count(threads);
   exec->start();
-  world_.stats.flows++;
-  sg4::CommPtr memory = sg4::Comm::sendto_init();
-  reinterpret_cast<simgrid::kernel::activity::CommImpl*>(memory->get_impl())
-      ->set_rate(traffic / (core_seconds / threads));
-  memory->set_payload_size(std::max<uint64_t>(uint64_t(traffic), 1));
-  memory->set_source(host);
-  memory->set_destination(host);  // starts it
   st.activity = exec;
-  then_wait(st, {memory});
+  then_wait(st, {start_memory_flow(host, traffic, traffic / (core_seconds / threads))});
 }
 
 void SimRank::then_wait(SimStream& st, std::vector<sg4::ActivityPtr> rest) {
@@ -1401,14 +1397,14 @@ void SimRank::start(SimStream& st, int index) {
         st.running.push_back(std::move(st.queue.front()));
         st.queue.pop_front();
       }
+      uint64_t total = 0;
       st.outgoing.clear();
       for (auto& s : st.running) {
         MessagePtr m = message_of(s.ranges);
         world_.post(id(), s.peer, s.tag, m);
         st.outgoing.push_back(std::move(m));
+        total += s.bytes;
       }
-      uint64_t total = 0;
-      for (auto& s : st.running) total += s.bytes;
       // Rendezvous: the bytes move once the receiver runs the matching receive (NCCL's
       // send/recv, UCX's and MPI's rendezvous protocol for large messages), so a receiver takes
       // one sender's data at a time on each of its receiving streams.
