@@ -79,13 +79,9 @@ class CudaBackend : public Backend {
   }
 
   // This machine's available memory over the ranks it hosts: every rank as threads of this
-  // process, or under mpirun the launcher's processes on this host (OMPI_COMM_WORLD_LOCAL_SIZE).
+  // process, or under mpirun a node's (the launch matches the shape, as the cpu backend's does).
   uint64_t host_memory_per_rank(const BackendConfig& cfg) override {
-    int here = cfg.shape.size();
-    if (launched_by_mpi()) {
-      const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-      here = local ? std::max(1, std::atoi(local)) : 1;
-    }
+    const int here = launched_by_mpi() ? cfg.shape.per_node : cfg.shape.size();
     return available_memory() / uint64_t(std::max(1, here));
   }
 
