@@ -993,11 +993,11 @@ void fit_cpu(const Calibration& c, const Profile& base, Profile& p, double duple
     p.cpu.rate[kind] = r.first;
     p.notes["cpu.rate." + kind] = r.second;
   }
+  double slowest = rates.begin()->second.first;
+  for (auto& [kind, r] : rates) slowest = std::min(slowest, r.first);
   for (auto& k : cpu_op_kinds())
     if (!p.cpu.rate.count(k)) {  // never measured: the slowest measured rate, said so
-      double low = 0;
-      for (auto& [kind, r] : rates) low = low == 0 ? r.first : std::min(low, r.first);
-      p.cpu.rate[k] = low;
+      p.cpu.rate[k] = slowest;
       p.notes["cpu.rate." + k] = "not measured: the slowest measured operator's rate";
     }
   if (c.cpu_sockets == 0 || c.host_mem_bw <= 0) {  // a samples file without them: the base's, said so
