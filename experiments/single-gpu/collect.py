@@ -8,6 +8,18 @@ from collections import defaultdict
 
 UNTIMED = ("generate", "verify")  # kGeneratePhase, kVerifyPhase (core/strategies/strategy.hpp)
 
+def by_phase(events, phases, args):
+    """Count and summed duration of the events per (timed phase they start in, name, *args)."""
+    agg = defaultdict(lambda: [0, 0.0])
+    for e in events:
+        ph = next((p["name"] for p in phases if p["ts"] <= e["ts"] <= p["ts"] + p["dur"] + 1), "?")
+        if ph in UNTIMED:
+            continue
+        key = (ph, e["name"]) + tuple(str(e.get("args", {}).get(a, "")) for a in args)
+        agg[key][0] += 1
+        agg[key][1] += e["dur"]
+    return agg
+
 def main():
     ap = argparse.ArgumentParser()
     for a in ("--device", "--date", "--commit", "--runs", "--csv", "--breakdown"):
@@ -49,27 +61,11 @@ def main():
         out.append(f"== {os.path.basename(path)}: timed region {total/1000:.3f} ms")
         for p in phases:
             out.append(f"  phase {p['name']:<12} {p['dur']/1000:9.3f} ms")
-        agg = defaultdict(lambda: [0, 0.0])
-        for e in ops:
-            ph = next((p["name"] for p in phases if p["ts"] <= e["ts"] <= p["ts"] + p["dur"] + 1), "?")
-            if ph in UNTIMED:
-                continue
-            args = e.get("args", {})
-            key = (ph, e["name"], str(args.get("detail", "")), str(args.get("fanout", "")))
-            agg[key][0] += 1
-            agg[key][1] += e["dur"]
+        agg = by_phase(ops, phases, ("detail", "fanout"))
         for (ph, name, detail, fanout), (n, dur) in sorted(agg.items(), key=lambda kv: -kv[1][1]):
             share = 100 * dur / total if total else 0
             out.append(f"    {ph:<12} {name:<18} {detail:<16} fanout {fanout:<6} x{n:<5} {dur/1000:9.3f} ms {share:5.1f}%")
-        kagg = defaultdict(lambda: [0, 0.0])
-        for e in kernels:
-            ph = next((p["name"] for p in phases if p["ts"] <= e["ts"] <= p["ts"] + p["dur"] + 1), "?")
-            if ph in UNTIMED:
-                continue
-            args = e.get("args", {})
-            key = (ph, e["name"], str(args.get("detail", "")))
-            kagg[key][0] += 1
-            kagg[key][1] += e["dur"]
+        kagg = by_phase(kernels, phases, ("detail",))
         out.append("  kernels:")
         for (ph, name, detail), (n, dur) in sorted(kagg.items(), key=lambda kv: -kv[1][1]):
             share = 100 * dur / total if total else 0
