@@ -3,27 +3,127 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <list>
+#include <mutex>
+#include <unordered_map>
 #include <vector>
 
 namespace joinlab::cpu {
 
 namespace {
 constexpr uint64_t kHugePage = 2ULL << 20;
-constexpr uint64_t kLargeAlloc = 4ULL << 20;  // from here on: huge-page aligned and advised
+constexpr uint64_t kLargeAlloc = 4ULL << 20;  // from here on: mapped, huge-page aligned and advised, cached
+
+// Large blocks are mapped by us and kept when freed, for the next allocation of the same
+// rounded size: a run's buffers recur with the same sizes in every repeat, and re-faulting
+// gigabytes of fresh pages (the kernel zeroes each one) would cost more than the passes that
+// write them, and more in some repeats than in others (glibc's mmap threshold moves as blocks
+// are freed). The cache never holds more than the largest amount of large memory that was
+// ever live at once less what is live now, so the process never holds more than it already
+// had at its peak; a miss evicts the least recently freed blocks first.
+class LargeBlocks {
+ public:
+  void* get(uint64_t rounded) {
+    std::lock_guard<std::mutex> g(mu_);
+    for (auto it = cached_.begin(); it != cached_.end(); ++it)
+      if (it->bytes == rounded) {
+        void* p = it->ptr;
+        cached_bytes_ -= rounded;
+        cached_.erase(it);
+        take(p, rounded);
+        return p;
+      }
+    // A miss: what the cache may keep shrinks by the new block.
+    while (!cached_.empty() && live_bytes_ + rounded + cached_bytes_ > peak_bytes_) evict_oldest();
+    void* p = map(rounded);
+    if (!p && !cached_.empty()) {  // out of address space or memory: give back everything kept
+      while (!cached_.empty()) evict_oldest();
+      p = map(rounded);
+    }
+    if (!p) return nullptr;
+    take(p, rounded);
+    return p;
+  }
+  bool put(void* p) {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = live_.find(p);
+    if (it == live_.end()) return false;
+    const uint64_t bytes = it->second;
+    live_.erase(it);
+    live_bytes_ -= bytes;
+    cached_.push_back({p, bytes});
+    cached_bytes_ += bytes;
+    return true;
+  }
+  void release() {
+    std::lock_guard<std::mutex> g(mu_);
+    while (!cached_.empty()) evict_oldest();
+  }
+  uint64_t cached_bytes() {
+    std::lock_guard<std::mutex> g(mu_);
+    return cached_bytes_;
+  }
+
+ private:
+  struct Block {
+    void* ptr;
+    uint64_t bytes;
+  };
+  // A huge-page aligned mapping: map one huge page more and unmap the misaligned ends.
+  static void* map(uint64_t bytes) {
+    void* raw = mmap(nullptr, bytes + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) return nullptr;
+    const uintptr_t start = reinterpret_cast<uintptr_t>(raw);
+    const uintptr_t aligned = (start + kHugePage - 1) / kHugePage * kHugePage;
+    if (aligned > start) munmap(raw, aligned - start);
+    const uintptr_t end = start + bytes + kHugePage;
+    if (end > aligned + bytes) munmap(reinterpret_cast<void*>(aligned + bytes), end - aligned - bytes);
+    madvise(reinterpret_cast<void*>(aligned), bytes, MADV_HUGEPAGE);
+    return reinterpret_cast<void*>(aligned);
+  }
+  void take(void* p, uint64_t bytes) {
+    live_.emplace(p, bytes);
+    live_bytes_ += bytes;
+    peak_bytes_ = std::max(peak_bytes_, live_bytes_);
+  }
+  void evict_oldest() {
+    munmap(cached_.front().ptr, cached_.front().bytes);
+    cached_bytes_ -= cached_.front().bytes;
+    cached_.pop_front();
+  }
+
+  std::mutex mu_;
+  std::unordered_map<void*, uint64_t> live_;
+  std::list<Block> cached_;  // oldest first
+  uint64_t live_bytes_ = 0, cached_bytes_ = 0, peak_bytes_ = 0;
+};
+
+LargeBlocks& large_blocks() {
+  static auto* blocks = new LargeBlocks;  // never destroyed: buffers may outlive static destruction
+  return *blocks;
+}
 }  // namespace
 
 void* host_alloc(uint64_t bytes) {
+  if (bytes >= kLargeAlloc) {
+    void* p = large_blocks().get((bytes + kHugePage - 1) / kHugePage * kHugePage);
+    if (!p) throw std::bad_alloc();
+    return p;
+  }
   if (bytes == 0) bytes = 1;
-  const uint64_t align = bytes >= kLargeAlloc ? kHugePage : 64;
-  const uint64_t rounded = (bytes + align - 1) / align * align;
-  void* p = std::aligned_alloc(align, rounded);
+  void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
   if (!p) throw std::bad_alloc();
-  if (bytes >= kLargeAlloc) madvise(p, rounded, MADV_HUGEPAGE);
   return p;
 }
 
-void host_free(void* p) { std::free(p); }
+void host_free(void* p) {
+  if (p && !large_blocks().put(p)) std::free(p);
+}
+
+void release_host_cache() { large_blocks().release(); }
+uint64_t host_cache_bytes() { return large_blocks().cached_bytes(); }
 
 void prefault(void* p, uint64_t bytes, int threads) {
   const int64_t page = 4096;

@@ -1,6 +1,7 @@
 // Host memory for CpuRank buffers and kernel scratch: cache-line aligned, and for large sizes
 // 2 MiB aligned and advised as transparent huge pages (radix scatters touch thousands of
-// pages at once; 4 KiB pages would make them TLB-bound).
+// pages at once; 4 KiB pages would make them TLB-bound). Large blocks are kept when freed and
+// given to the next allocation of the same size (host_memory.cpp says why and how much).
 #pragma once
 #include <cstdint>
 #include <new>
@@ -9,6 +10,10 @@ namespace joinlab::cpu {
 
 void* host_alloc(uint64_t bytes);  // never null; throws std::bad_alloc
 void host_free(void* p);
+// The large blocks kept for reuse: their bytes (memory the process can give back at once), and
+// giving them back.
+uint64_t host_cache_bytes();
+void release_host_cache();
 // Touches every page so that later kernels do not pay page faults (like device memory, which
 // is backed when allocated).
 void prefault(void* p, uint64_t bytes, int threads);
