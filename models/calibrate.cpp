@@ -13,6 +13,7 @@
 #include <iostream>
 #include <mutex>
 #include <set>
+#include <tuple>
 #include <sstream>
 #include <type_traits>
 #include <unistd.h>
@@ -744,6 +745,7 @@ void write_samples(const Calibration& c, std::ostream& out) {
   out << std::setprecision(17) << "# host_mem_bw: " << c.host_mem_bw << "\n";
   if (c.cpu_sockets > 0) out << "# cpu_sockets: " << c.cpu_sockets << "\n# cpu_cores: " << c.cpu_cores << "\n";
   if (c.cpu_clock_ghz > 0) out << "# cpu_clock_ghz: " << c.cpu_clock_ghz << "\n";
+  if (c.cpu_threads_all > 0) out << "# cpu_threads_all: " << c.cpu_threads_all << "\n";
   for (auto& [link, why] : c.skipped) out << "# skipped." << link << ": " << why << "\n";
   for (auto& r : c.runs) out << r.seconds << " " << r.sync_seconds << " " << r.device_seconds << " " << r.phase << "\n";
 }
@@ -769,11 +771,11 @@ Calibration read_samples(std::istream& in, const std::string& file) {
         if (end == value.c_str() || *end) throw InputError(where + "host_mem_bw '" + value + "' is not a number");
       }
       else if (key == "cpu_clock_ghz") c.cpu_clock_ghz = std::atof(value.c_str());
-      else if (key == "cpu_sockets" || key == "cpu_cores") {
+      else if (key == "cpu_sockets" || key == "cpu_cores" || key == "cpu_threads_all") {
         char* end = nullptr;
         const long v = std::strtol(value.c_str(), &end, 10);
         if (end == value.c_str() || *end || v < 1) throw InputError(where + key + " '" + value + "' is not a count");
-        (key == "cpu_sockets" ? c.cpu_sockets : c.cpu_cores) = int(v);
+        (key == "cpu_sockets" ? c.cpu_sockets : key == "cpu_cores" ? c.cpu_cores : c.cpu_threads_all) = int(v);
       }
       else if (key.rfind("skipped.", 0) == 0) c.skipped[key.substr(8)] = value;
       continue;
@@ -794,6 +796,7 @@ Calibration read_samples(std::istream& in, const std::string& file) {
 }
 
 const char* const kSingleCore = "cpu1.";
+const char* const kAllCores = "cpuall.";
 
 namespace {
 
@@ -809,25 +812,36 @@ int host_sockets() {
   return std::max<int>(1, int(packages.size()));
 }
 
-// Every operator once more on one core of the cpu backend (the host's CPUs, whatever backend is
-// calibrated) at one size, with --quick's parameters and warm caches (inputs far above the caches at that size):
-// its runs are kept as models "cpu1.<model>", the per-core rates of [cpu] (cpu_rates). The roof
-// is host_mem_bw (a parallel copy over every core).
+// Every operator once more on the cpu backend (the host's CPUs, whatever backend is calibrated)
+// at one size, with --quick's parameters and warm caches (inputs far above the caches at that
+// size): first on one core, kept as models "cpu1.<model>" (the per-core rates of [cpu],
+// cpu_rates), then on every core at once with as many rows per thread, kept as "cpuall.<model>"
+// (the per-core rates under full load, loaded_cpu_rates: hyper-threads share a core, cores share
+// the caches and the memory system). The roof is host_mem_bw (a parallel copy over every core).
 void measure_cpu(Calibration& c, const CalibrationOptions& opt, uint64_t rows) {
   auto cpu = make_backend("cpu");
   BackendConfig cfg;
   cfg.shape = {1, 1};
-  cfg.threads_per_rank = 1;
   CalibrationOptions one = opt;
   one.backend = "cpu";
   one.quick = true;  // the parameters of --quick (skews 0 and 1): a rate per operator kind, not a model
-  std::cerr << "calibrate: CPU operators on one core, " << rows << " rows\n";
-  cpu->run(cfg, [&](Rank& r) { Bench(r, one, {rows}, 0).run_operators(); },
-           [&](Rank& r) {
-             std::vector<CalibrationRun> runs = runs_of(r.phases(), r.trace().spans(), 0);
-             for (auto& run : runs) run.phase.insert(4, kSingleCore);  // "cal X" -> "cal cpu1.X"
-             add_runs(c, runs);
-           });
+  const int all = int(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
+  // Each operator keeps a few arrays of the input's size: an eighth of the free memory at most.
+  const uint64_t rows_all = std::max<uint64_t>(
+      rows, std::min<uint64_t>({rows * uint64_t(all), uint64_t(1) << 26, available_memory() / 8 / 128}));
+  for (const auto& [threads, n, prefix] : {std::tuple<int, uint64_t, const char*>{1, rows, kSingleCore},
+                                           std::tuple<int, uint64_t, const char*>{all, rows_all, kAllCores}}) {
+    if (prefix == kAllCores && threads < 2) continue;  // one core: the first pass was it
+    cfg.threads_per_rank = threads;
+    std::cerr << "calibrate: CPU operators on " << threads << " core(s), " << n << " rows\n";
+    cpu->run(cfg, [&](Rank& r) { Bench(r, one, {n}, 0).run_operators(); },
+             [&](Rank& r) {
+               std::vector<CalibrationRun> runs = runs_of(r.phases(), r.trace().spans(), 0);
+               for (auto& run : runs) run.phase.insert(4, prefix);  // "cal X" -> "cal cpu1.X"
+               add_runs(c, runs);
+             });
+  }
+  c.cpu_threads_all = all;
   c.cpu_sockets = host_sockets();
   c.cpu_cores = int(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN) / c.cpu_sockets));
   std::ifstream info("/proc/cpuinfo");
@@ -838,10 +852,11 @@ void measure_cpu(Calibration& c, const CalibrationOptions& opt, uint64_t rows) {
     }
 }
 
-}  // namespace
-
-std::map<std::string, std::pair<double, std::string>> cpu_rates(const Calibration& c) {
-  // The [cpu] kind of each model the single-core pass measures.
+// Per-core rate of each [cpu] kind from the samples of models `prefix`<model>, run on `threads`
+// threads: the median over the samples of the largest input, bytes per second per thread.
+std::map<std::string, std::pair<double, std::string>> rates_of(const Calibration& c, const std::string& prefix,
+                                                               int threads, const std::string& what) {
+  // The [cpu] kind of each model the CPU passes measure.
   auto kind_of = [](const std::string& model) -> std::string {
     const std::string base = model.substr(0, model.find('.'));
     if (model == "link.host_copy") return "copy";
@@ -856,15 +871,14 @@ std::map<std::string, std::pair<double, std::string>> cpu_rates(const Calibratio
   // cost is mostly per row, so the bytes per second of narrower tuples would understate it.
   // (kind, model): (input bytes, rate)
   std::map<std::pair<std::string, std::string>, std::vector<std::pair<double, double>>> samples_of;
-  const size_t prefix = std::string(kSingleCore).size();
   for (auto& [model, samples] : c.ops) {
-    if (model.rfind(kSingleCore, 0) != 0) continue;
-    const std::string m = model.substr(prefix), kind = kind_of(m);
+    if (model.rfind(prefix, 0) != 0) continue;
+    const std::string m = model.substr(prefix.size()), kind = kind_of(m);
     if (kind.empty()) continue;
     for (OpSample s : samples) {
       s.model = m;
       const double bytes = m == "link.host_copy" ? s.x.at(1) : sample_bytes(s);
-      if (bytes > 0 && s.seconds > 0) samples_of[{kind, m}].push_back({s.x.at(1), bytes / s.seconds});
+      if (bytes > 0 && s.seconds > 0) samples_of[{kind, m}].push_back({s.x.at(1), bytes / s.seconds / threads});
     }
   }
   std::map<std::string, std::vector<double>> rates;
@@ -877,15 +891,27 @@ std::map<std::string, std::pair<double, std::string>> cpu_rates(const Calibratio
   std::map<std::string, std::pair<double, std::string>> out;
   for (auto& [kind, r] : rates) {
     std::sort(r.begin(), r.end());
-    out[kind] = {r[r.size() / 2], "median of " + std::to_string(r.size()) +
-                                      " single-core samples of the largest input (bytes of the operator's features / "
-                                      "seconds), measured " + today()};
+    out[kind] = {r[r.size() / 2], "median of " + std::to_string(r.size()) + " " + what +
+                                      " samples of the largest input (bytes of the operator's features / seconds" +
+                                      (threads > 1 ? " / " + std::to_string(threads) + " threads" : "") +
+                                      "), measured " + today()};
   }
   // gpj's pack partitions a batch straight into its chunk images: one partition pass.
   if (!out.count("pack") && out.count("partition"))
     out["pack"] = {out["partition"].first, "the partition's rate (a pack with partition_by is one partition pass into "
                                            "the chunk images; not measured apart), measured " + today()};
   return out;
+}
+
+}  // namespace
+
+std::map<std::string, std::pair<double, std::string>> cpu_rates(const Calibration& c) {
+  return rates_of(c, kSingleCore, 1, "single-core");
+}
+
+std::map<std::string, std::pair<double, std::string>> loaded_cpu_rates(const Calibration& c) {
+  if (c.cpu_threads_all < 2) return {};
+  return rates_of(c, kAllCores, c.cpu_threads_all, "all-core (" + std::to_string(c.cpu_threads_all) + " threads)");
 }
 
 std::map<std::string, std::pair<MsgCost, std::string>> msg_costs(const Calibration& c, const LinkSpec& path) {
@@ -951,7 +977,10 @@ Calibration measure(const CalibrationOptions& opt) {
   backend->run(cfg, [&](Rank& r) { Bench(r, opt, sizes, evict).run_operators(); }, collect);
   // The host's CPUs (not for the simulator: its CPU work is the profile's [cpu] already).
   // One core at the CPU calibration's sizes (a GPU's 2^28 rows would take an hour); --quick: CI's seconds.
-  if (opt.backend != "sim") measure_cpu(c, opt, opt.quick ? sizes[sizes.size() / 2] : std::min<uint64_t>(sizes.back(), 1 << 22));
+  if (opt.backend != "sim")
+    measure_cpu(c, opt, opt.cpu_rows ? opt.cpu_rows
+                        : opt.quick  ? sizes[sizes.size() / 2]
+                                     : std::min<uint64_t>(sizes.back(), 1 << 22));
   cfg.shape = {1, 2};
   std::cerr << "calibrate: peer link (2 ranks)\n";
   try {
@@ -1000,6 +1029,11 @@ void fit_cpu(const Calibration& c, const Profile& base, Profile& p, double duple
       p.cpu.rate[k] = slowest;
       p.notes["cpu.rate." + k] = "not measured: the slowest measured operator's rate";
     }
+  // Under full load, where measured (kinds without it run at their single-core rate).
+  for (auto& [kind, r] : loaded_cpu_rates(c)) {
+    p.cpu.loaded[kind] = r.first;
+    p.notes["cpu.loaded." + kind] = r.second;
+  }
   if (c.cpu_sockets == 0 || c.host_mem_bw <= 0) {  // a samples file without them: the base's, said so
     if (!base.cpu.present()) throw InputError("calibrate: single-core samples but no sockets, cores or roof measured");
     for (const char* k : {"cpu.sockets", "cpu.cores", "cpu.mem_bw", "cpu.clock_ghz"})
@@ -1206,6 +1240,8 @@ int calibrate_main(const std::vector<std::string>& args) {
       "quick", po::bool_switch(&opt.quick), "few sizes (seconds, for CI)")(
       "min-rows", po::value(&opt.min_rows), "smallest input rows")("max-rows", po::value(&opt.max_rows), "largest input rows")(
       "repeat", po::value(&opt.repeat), "runs per sample (median kept)")(
+      "cpu-rows", po::value(&opt.cpu_rows), "rows of the host CPUs' single-core pass (the all-core pass: as many per "
+                                            "thread, up to 2^26; default: --quick's middle size, else up to 2^22)")(
       "threads", po::value(&opt.threads), "cpu backend: threads per rank (0: all cores)")(
       "samples", po::value(&opt.samples_out), "also write every timed run to this file (for --fit)")(
       "fit", po::value(&opt.samples_in), "fit the profile from a --samples file; measure nothing")(

@@ -48,6 +48,8 @@ struct CalibrationOptions {
   bool quick = false;        // few sizes: seconds instead of minutes (CI)
   uint64_t min_rows = 0, max_rows = 0;  // 0: the backend's default range
   int repeat = 3;            // runs per sample; the median is kept
+  uint64_t cpu_rows = 0;     // rows of the host CPUs' single-core pass (0: --quick's middle size, else
+                             // the largest up to 2^22); the all-core pass takes as many per thread
   int threads = 0;           // cpu backend: threads per rank (0: all cores)
   bool warm = false;         // leave the caches warm between runs (old protocol, comparison only)
   double cache_bytes = 0;    // last-level cache evicted before each sample (0: from --base / the host)
@@ -76,14 +78,19 @@ struct Calibration {
   // The host's CPUs ([cpu]): operators on one core (ops "cpu1.<model>", cpu_rates()) and the
   // sockets and cores it has (0: not measured); host_mem_bw above is the all-core roof.
   int cpu_sockets = 0, cpu_cores = 0;
+  int cpu_threads_all = 0;  // threads of the all-core pass (ops "cpuall.<model>", loaded_cpu_rates())
   double cpu_clock_ghz = 0;  // /proc/cpuinfo (0: unknown)
 };
 
 // Prefix of the models of the single-core operator samples ("cpu1.histogram", "cpu1.link.host_copy").
 extern const char* const kSingleCore;
+// Prefix of the models of the same operators on every core at once ("cpuall.histogram").
+extern const char* const kAllCores;
 // Per-core rate of each [cpu] operator kind (bytes of sample_bytes per second on one core, the
 // median over its single-core samples), with how it was found; kinds without samples are absent.
 std::map<std::string, std::pair<double, std::string>> cpu_rates(const Calibration& c);
+// The same per core with every core busy (the all-core samples' bytes per second / threads).
+std::map<std::string, std::pair<double, std::string>> loaded_cpu_rates(const Calibration& c);
 // The messages' samples: links "msg.<transport>.<kind>" (x = {1, bytes}), one-way, 2 ranks on one host.
 // Fits each to latency + bytes x slope and returns the software cost beyond the path the simulator
 // already charges (`path`: the peer link between the 2 ranks), clamped at 0.

@@ -30,6 +30,15 @@ const std::vector<std::string>& cpu_op_kinds() {
   return k;
 }
 
+// Linear in the busy cores between one core alone (rate) and every core busy (loaded).
+double CpuSpec::per_thread_rate(const std::string& kind, int busy, int cores) const {
+  const double one = rate.at(kind);
+  auto it = loaded.find(kind);
+  if (it == loaded.end() || cores < 2) return one;
+  const double f = std::clamp(double(busy - 1) / double(cores - 1), 0.0, 1.0);
+  return one + (it->second - one) * f;
+}
+
 const std::vector<std::string>& msg_transports() {
   static const std::vector<std::string> t{"inproc", "ucx", "mpi", "nccl", "peer"};
   return t;
@@ -185,6 +194,11 @@ const std::vector<Field>& fields() {
                         [op](P& p, const std::string&, double x) { p.cpu.rate[op] = x; },
                         [op](const P& p) { return num(p.cpu.rate.count(op) ? p.cpu.rate.at(op) : 0.0); },
                         [op](const P& p) { return p.cpu.present() && p.cpu.rate.count(op); }});
+    for (const std::string& op : cpu_op_kinds())
+      v.push_back(Field{"cpu.loaded." + op, Kind::Positive, false, {},
+                        [op](P& p, const std::string&, double x) { p.cpu.loaded[op] = x; },
+                        [op](const P& p) { return num(p.cpu.loaded.count(op) ? p.cpu.loaded.at(op) : 0.0); },
+                        [op](const P& p) { return p.cpu.present() && p.cpu.loaded.count(op); }});
     // [msg]: each key written where it was given (or measured).
     std::vector<std::string> transports{"none"};
     for (auto& t : msg_transports()) transports.push_back(t);

@@ -84,6 +84,13 @@ struct CpuSpec {
   double clock_ghz = 0;  // information (derived profiles scale per-core rates by clock ratios)
   bool per_socket = false;  // numa = per_socket
   std::map<std::string, double> rate;  // per CPU operator kind (cpu_op_kinds()): bytes per second of one core
+  // The same with every core of the host busy (optional per kind: hyper-threads, shared caches
+  // and memory make a loaded core slower); the simulator moves from `rate` to it as the ranks of
+  // a domain fill its cores.
+  std::map<std::string, double> loaded;
+  // Bytes per second of one of `threads` threads of an operator of `kind`, when `busy` threads of
+  // the domain's `cores` run at once.
+  double per_thread_rate(const std::string& kind, int busy, int cores) const;
   bool present() const { return sockets > 0; }
 };
 // The CPU operator kinds a [cpu] section gives a per-core rate for.

@@ -1283,7 +1283,10 @@ void SimRank::start_cpu_work(SimStream& st, const std::string& kind, double byte
   // A copy in host memory (a put between CPU ranks, a host copy) is the cpu backend's
   // parallel_copy: one thread per MiB up to the rank's threads (a chunk's put is one memcpy).
   if (kind == "copy") threads = cpu::copy_team(uint64_t(bytes), threads);
-  const double core_seconds = bytes / cpu.rate.at(kind);
+  // Each thread at the per-core rate for this load: the domain's ranks run their operators at
+  // once (they run the same phases), so busy = threads x ranks of the domain.
+  const int busy = std::min(cores, threads * std::max(1, pf.ranks_in_domain(pf.cpu_of(id()))));
+  const double core_seconds = bytes / cpu.per_thread_rate(kind, busy, cores);
   // A threaded execution's amount is each thread's (SimGrid runs thread_count x amount at up to
   // thread_count cores).
   auto exec = sg4::Exec::init()

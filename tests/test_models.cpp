@@ -503,6 +503,27 @@ TEST(CalibrationSamples, RoundTripWithTheClosingSynchronization) {
   EXPECT_THROW(read_samples(not_cal, "x.txt"), InputError);
 }
 
+TEST(CalibrationSamples, CpuRatesPerCoreAloneAndUnderFullLoad) {
+  // The same scan of 1 MiB (its feature: bytes) on one core in 1 ms and on all 4 cores at once in
+  // 0.5 ms: 1.05 GB/s for the core alone, 0.52 GB/s per core of the loaded 4.
+  Calibration c;
+  c.cpu_threads_all = 4;
+  add_runs(c, {{std::string("cal ") + kSingleCore + "scan 0 1 1048576", 1e-3, 0, 0},
+               {std::string("cal ") + kAllCores + "scan 0 1 1048576", 0.5e-3, 0, 0}});
+  const auto one = cpu_rates(c), loaded = loaded_cpu_rates(c);
+  ASSERT_TRUE(one.count("scan") && loaded.count("scan"));
+  EXPECT_NEAR(one.at("scan").first, 1048576 / 1e-3, 1e3);
+  EXPECT_NEAR(loaded.at("scan").first, 1048576 / 0.5e-3 / 4, 1e3);
+  EXPECT_NE(loaded.at("scan").second.find("4 threads"), std::string::npos) << loaded.at("scan").second;
+  std::stringstream file;
+  write_samples(c, file);
+  const Calibration back = read_samples(file, "s.txt");
+  EXPECT_EQ(back.cpu_threads_all, 4);
+  EXPECT_EQ(loaded_cpu_rates(back).at("scan").first, loaded.at("scan").first);
+  c.cpu_threads_all = 0;  // a samples file from before the all-core pass: no loaded rates
+  EXPECT_TRUE(loaded_cpu_rates(c).empty());
+}
+
 // The device's time of a sample is its operator's span, found by order after the eviction copy:
 // a probe sample, which runs after its table's build (a "prepare 1" phase), gets the probe's span,
 // not the build's, and the samples after it still get their own.

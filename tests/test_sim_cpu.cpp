@@ -121,6 +121,25 @@ TEST_F(SimCpuTest, ComputeBoundOperatorScalesWithCoresAndNotPastTheRoof) {
   EXPECT_NEAR(two_ranks, one / 2, one * 0.02) << "2 ranks on 4 cores: 2 cores each";
 }
 
+TEST_F(SimCpuTest, LoadedRatesApplyAsTheDomainsRanksFillItsCores) {
+  // One core alone at 1 GB/s; with all 4 cores busy each at 0.25 GB/s (hyper-threads, shared
+  // caches): an operator's thread moves linearly between the two with the busy cores.
+  const uint64_t rows = 1 << 22;
+  std::string cpu = cpu_section(4, 1e9, 1e13);
+  for (auto& k : cpu_op_kinds()) cpu += "loaded." + k + " = 2.5e8   # test value\n";
+  const std::string loaded = profile("loaded", cpu), plain = profile("plain", cpu_section(4, 1e9, 1e13));
+  const double alone = double(rows * 8) / 1e9;  // its keys at one core's rate
+  EXPECT_NEAR(phase_seconds(cluster(loaded, 1, 1, 1), host_histogram(rows), "histogram"), alone, 1e-6);
+  // 4 threads fill the domain: each at the loaded rate, 4 x 0.25 GB/s in all.
+  EXPECT_NEAR(phase_seconds(cluster(loaded, 1, 1, 4), host_histogram(rows), "histogram"), alone, alone * 0.01);
+  EXPECT_NEAR(phase_seconds(cluster(plain, 1, 1, 4), host_histogram(rows), "histogram"), alone / 4, alone * 0.01);
+  // 2 threads of 4 cores: a third of the way (1 GB/s -> 0.75 GB/s), 1.5 GB/s in all.
+  EXPECT_NEAR(phase_seconds(cluster(loaded, 1, 1, 2), host_histogram(rows), "histogram"), alone / 1.5, alone * 0.01);
+  // 2 ranks of 2 threads fill the domain between them, whichever rank is asked.
+  EXPECT_NEAR(phase_seconds(cluster(loaded, 1, 2, 2), host_histogram(rows), "histogram", 1), alone * 2, alone * 0.02)
+      << "2 ranks x 2 threads at 0.25 GB/s each, each rank its own rows";
+}
+
 TEST_F(SimCpuTest, DmaIntoHostMemorySlowsAConcurrentMemoryBoundOperator) {
   const uint64_t rows = 1 << 22;
   // Roof 2e10 B/s; the histogram alone would draw its 32 MiB at 4 cores x 1e10 = 4e10 (memory-bound);
@@ -246,6 +265,7 @@ TEST(SimCpuProfiles, BadCpuAndMsgSectionsAreRejectedNamingFileLineKey) {
     std::istringstream back(out.str());
     Profile q = parse_profile(back, "again.ini");
     EXPECT_EQ(q.cpu.rate, p.cpu.rate);
+    EXPECT_TRUE(q.cpu.loaded.empty());
     EXPECT_EQ(q.msg.put, "ucx");
   }
   std::string m = test::profile_rejection(with(cpu, "cores = 4   # test value", "cores = 4"));
@@ -259,6 +279,20 @@ TEST(SimCpuProfiles, BadCpuAndMsgSectionsAreRejectedNamingFileLineKey) {
   EXPECT_NE(m.find("bad.ini: [cpu] rate.sort is missing"), std::string::npos) << m;
   m = test::profile_rejection(with(cpu, "rate.sort", "rate.sorting"));
   EXPECT_NE(m.find("cpu.rate.sorting = 1e+09: unknown key in [cpu]"), std::string::npos) << m;
+  {  // loaded rates are optional per kind, and read and written back
+    std::istringstream in(machine.substr(0, machine.find("[op.")) + cpu + "loaded.join = 5e8   # test\n" + kOps);
+    Profile p = parse_profile(in, "loaded.ini");
+    EXPECT_EQ(p.cpu.loaded.size(), 1u);
+    EXPECT_EQ(p.cpu.per_thread_rate("join", 4, 4), 5e8);
+    EXPECT_EQ(p.cpu.per_thread_rate("probe", 4, 4), 1e9);  // no loaded rate: the single-core one
+    std::ostringstream out;
+    write_profile(p, out);
+    std::istringstream back(out.str());
+    EXPECT_EQ(parse_profile(back, "again.ini").cpu.loaded, p.cpu.loaded);
+  }
+  m = test::profile_rejection(with(cpu, "rate.probe = 1e+09   # test value\n",
+                                   "rate.probe = 1e+09   # test value\nloaded.probe = -1   # test value\n"));
+  EXPECT_NE(m.find("cpu.loaded.probe = -1"), std::string::npos) << m;
   m = test::profile_rejection(test::synthetic_machine("bad") + "[msg]\nsend = nccl\n" + kOps);
   EXPECT_NE(m.find("[msg] send = nccl: the profile gives no nccl.send"), std::string::npos) << m;
   m = test::profile_rejection(test::synthetic_machine("bad") + "[msg]\nnccl.send.seconds = 1e-6   # t\n" + kOps);

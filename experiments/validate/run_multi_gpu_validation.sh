@@ -14,19 +14,15 @@
 #              to several peers at once, several to one, every GPU to every other) -> links.csv
 #   calibrate  joinlab calibrate --backend cuda: this machine's profile (h100 or h200, from the GPU's
 #              name; the peer link is measured, two GPUs being visible), with the shuffle's hash
-#              partitions at fanouts 2, 4 and 8 -> PROFILE.ini, its samples in samples.tar.xz
+#              partitions at fanouts 2, 4 and 8, the host CPUs' per-core rates alone and with every
+#              core busy, the memory roof, and the transports' per-message costs over 2 ranks
+#              -> PROFILE.ini, its samples in samples.tar.xz
 #   shuffle1   multi-gpu-shuffle-1level.ini: one-level shuffle, 1 x 2 and 1 x 4 GPUs
 #   shuffle2   multi-gpu-shuffle-2level.ini: two-level shuffle, 2 x 1 and 2 x 2 GPUs (emulate_nodes)
 #   gpj        multi-gpu-gpj.ini: gpj and gpj-b, 2 and 4 GPUs
 #   crj        multi-gpu-crj.ini: crj, 2 and 4 CPU ranks
 #   localjoin  multi-gpu-local-join.ini (diagnostic, one GPU): npj (the shuffle's local join) and
 #              phj (gpj-b's) at 16-byte tuples, each with count_then_write and with direct output
-#   cpucal     SLOT for the CPU side of the profile: joinlab calibrate --backend cpu (per-core rates
-#              and the memory roof once the binary has them) -> samples.tar.xz: cpu.ini, its samples
-#   msgcal     SLOT for the transport's per-message cost, a joinlab calibrate mode over 2 ranks that
-#              is not in this tree yet: runs `joinlab calibrate $JL_MESSAGE_CALIBRATE_ARGS` when that
-#              variable is set (e.g. JL_MESSAGE_CALIBRATE_ARGS="--backend cuda --messages ..."), else is
-#              recorded as skipped -> samples.tar.xz: messages.*
 # GPU runs are ranks as threads over the peer transport (cluster.transport=peer), repeat 5 (the CSV's
 # total and phases are the median run's), each verified by joinlab (a wrong result exits 3 and is a
 # failed step, never a number). With 2 GPUs only the 2-GPU points run.
@@ -38,21 +34,21 @@
 #   ops.csv          per run, rank and phase: each operator kind's count, summed and busy time
 #   status.csv       step,exit,seconds,limit_s (exit 124: timed out; "skipped": not run, and why)
 #   logs.tar.xz      every log, the Chrome traces, nvidia-smi and the GPU topology
-#   samples.tar.xz   calibration samples (refit with joinlab calibrate --fit), the CPU profile, messages.*
+#   samples.tar.xz   calibration samples (refit with joinlab calibrate --fit)
 # Environment: JL_TOTAL_S (520: the deadline of the whole call, packing included), JL_REPEAT (5),
 # JL_PROFILE (h100 / h200: from the GPU's name), JL_CALIBRATE_ARGS (extra calibrate options),
-# JL_CPU_CALIBRATE_ARGS (--quick), JL_MESSAGE_CALIBRATE_ARGS (see msgcal), JOINLAB_COMMIT.
+# JOINLAB_COMMIT.
 # Expected time on 4 H100s (estimate from the steps' earlier runs: calibrate 43 s on an H100 before
 # the low fanouts were added; the 2^27-rows-per-GPU shuffles took 4 s a call, gpj 2^27 0.3 s a run):
-# links ~15 s, calibrate ~60 s, shuffles ~20 s each, gpj ~60 s, crj ~40 s, localjoin ~10 s,
-# cpucal ~30 s: about 4-5 minutes; the step limits below sum to more, the deadline caps the call.
+# links ~15 s, calibrate ~130 s, shuffles ~20 s each, gpj ~60 s, crj ~40 s, localjoin ~10 s: about
+# 4-5 minutes; the step limits below sum to more, the deadline caps the call.
 set -uo pipefail
-usage="usage: run_multi_gpu_validation.sh BIN_DIR OUT_DIR [links calibrate shuffle1 shuffle2 gpj crj localjoin cpucal msgcal]"
+usage="usage: run_multi_gpu_validation.sh BIN_DIR OUT_DIR [links calibrate shuffle1 shuffle2 gpj crj localjoin]"
 bin=$(cd "${1:?$usage}" && pwd)
 mkdir -p "${2:?$usage}"
 out=$(cd "$2" && pwd)
 shift 2
-steps=${*:-links calibrate shuffle1 shuffle2 gpj crj localjoin cpucal msgcal}
+steps=${*:-links calibrate shuffle1 shuffle2 gpj crj localjoin}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 deadline=$((SECONDS + ${JL_TOTAL_S:-520}))
@@ -131,27 +127,6 @@ for s in $steps; do
     gpj) run gpj 150 multi-gpu-gpj.ini --cluster.transport=peer --sweep.cluster.gpus_per_node="$counts" ;;
     crj) run crj 120 multi-gpu-crj.ini --sweep.cluster.gpus_per_node="$counts" ;;
     localjoin) run local-join 60 multi-gpu-local-join.ini ;;
-    cpucal)
-      # SLOT: the CPU side (per-core operator rates, the socket's memory roof) for the simulator's
-      # CPU work (gpj's senders, crj). Any build has `calibrate --backend cpu`; what it measures is
-      # the binary's.
-      # shellcheck disable=SC2086
-      step cpucal 90 "$work/logs/cpu-calibrate.log" "$bin/joinlab" calibrate --backend cpu --profile "$profile" \
-        --base "$profile" --out "$work/samples/cpu.ini" --samples "$work/samples/cpu-samples.txt" \
-        ${JL_CPU_CALIBRATE_ARGS:---quick} ;;
-    msgcal)
-      # SLOT: the transport's per-message cost (fixed time per message and per put over 2 ranks),
-      # a calibrate mode being added; set JL_MESSAGE_CALIBRATE_ARGS to its options, writing under
-      # $JL_SAMPLES (work/samples: its files come back in samples.tar.xz), e.g.
-      #   JL_MESSAGE_CALIBRATE_ARGS='--backend cuda --transport peer --out $JL_SAMPLES/messages.ini'
-      if [ -n "${JL_MESSAGE_CALIBRATE_ARGS:-}" ]; then
-        export JL_SAMPLES=$work/samples
-        eval "set -- $JL_MESSAGE_CALIBRATE_ARGS"
-        step msgcal 90 "$work/logs/message-calibrate.log" "$bin/joinlab" calibrate "$@"
-      else
-        echo "msgcal,skipped: JL_MESSAGE_CALIBRATE_ARGS not set,0,0" >> "$out/status.csv"
-        echo "=== msgcal: skipped (JL_MESSAGE_CALIBRATE_ARGS not set)"
-      fi ;;
     *) echo "unknown step '$s' ($usage)"; exit 2 ;;
   esac
 done
