@@ -9,8 +9,8 @@
 //    keys, or a scattered set such as sparse unique keys) restricted by the partitionings the
 //    rows went through (constraints: partition function + partition index).
 // Partitioning splits components exactly for heavy keys and in expectation for light rows, with
-// the expectations rounded to integers that sum to the rows (largest remainder, ties by index),
-// so histograms and partition offsets are exact integers and deterministic. Joins estimate
+// the expectations rounded to integers that sum to the rows (largest remainder; ties in index
+// order from a point that depends on the rows split), so histograms and partition offsets are exact integers and deterministic. Joins estimate
 // matches from two contents: heavy x heavy exactly, light x anything by density over the
 // shared universe (an R slice of unique keys has density = its share of R).
 #pragma once
@@ -127,8 +127,9 @@ double expected_matches(const KeyContent& r, const KeyContent& s);
 KeyAccess key_access(const KeyContent& c);
 
 // Largest-remainder rounding of non-negative weights to integers summing to `total`, ties
-// going to the lower index. The one rounding rule used everywhere, so counts stay consistent.
-std::vector<uint64_t> apportion(const std::vector<double>& weights, uint64_t total);
+// going in index order from `first` (then round). The one rounding rule used everywhere, so
+// counts stay consistent.
+std::vector<uint64_t> apportion(const std::vector<double>& weights, uint64_t total, size_t first = 0);
 
 // D'Hondt's apportionment of x seats (x <= the sum of w) to integer weights w: floor(x w / sum)
 // each, then the next seat to the largest w / (seats + 1), ties to the lower index. At x = sum

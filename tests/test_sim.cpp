@@ -342,6 +342,32 @@ TEST(SimContent, HistogramsAreExactIntegersThatSumToTheRows) {
   }
 }
 
+TEST(SimContent, TheRowsLeftOverByEqualSharesGoToDifferentPartitionsPerSplit) {
+  // Slices of a foreign key at match rate 0.3 (a component of hits, one of misses), each split
+  // by a hash into 32 equal shares: the rows left over must not all go to the lowest partitions,
+  // which would give the first receivers more rows and a one-row chunk more per batch.
+  RelationSpec r = relation("R", 1 << 20, KeyDist::UniqueDense);
+  RelationSpec s = relation("S", 1 << 20, KeyDist::ForeignKey);
+  s.match_rate = 0.3;
+  const PartitionFn fn{PartitionFn::Hash, 5, 0, 7};
+  std::vector<uint64_t> sum(fn.fanout(), 0);
+  const uint64_t slice = 65536;
+  for (uint64_t first = 0; first < s.rows; first += slice) {
+    auto c = sim::generated_content(s, &r, first, slice);
+    auto counts = sim::split_counts(*c, fn);
+    auto parts = sim::split_content(*c, fn);
+    for (size_t p = 0; p < counts.size(); ++p) {
+      EXPECT_EQ(parts[p]->rows(), counts[p]) << "the split and the counts round alike";
+      sum[p] += counts[p];
+    }
+  }
+  EXPECT_EQ(std::accumulate(sum.begin(), sum.end(), uint64_t(0)), s.rows);
+  const uint64_t low = std::accumulate(sum.begin(), sum.begin() + 16, uint64_t(0));
+  const uint64_t high = std::accumulate(sum.begin() + 16, sum.end(), uint64_t(0));
+  // 16 slices x 2 components leave at most 31 rows each: all to the low half would be ~ +500.
+  EXPECT_LT(low > high ? low - high : high - low, 200u) << low << " rows in partitions 0-15, " << high << " in 16-31";
+}
+
 TEST(SimContent, RadixPartitionOfDenseKeysFollowsTheKeyRange) {
   // Keys 1..100 partitioned on bits 4..6: 8 partitions, counts from the interval exactly.
   RelationSpec r = relation("R", 100, KeyDist::UniqueDense);
