@@ -25,6 +25,7 @@
 #include "core/experiment/environment.hpp"
 #include "core/runtime/cpu_backend.hpp"
 #include "core/strategies/rank_joins.hpp"
+#include "kernels/cpu/cpu_kernels.hpp"
 
 namespace joinlab {
 
@@ -600,11 +601,39 @@ class Bench {
         out.wait();
         end_sample();
       }
+      // And with every core copying in host memory meanwhile: what the memory system serves CPU
+      // work and DMA together, which neither alone reaches (the cores' copy is bound by the
+      // cores, the DMA by PCIe). Real buffers only (not on the simulator).
+      if (!host2->ptr || !host->ptr) continue;
+      const int threads = int(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
+      for (int r = 0; r < opt_.repeat; ++r) {
+        OpSample s;
+        s.model = "link.mixed";
+        s.x = {1.0, 4.0 * double(bytes)};  // the DMA's and the cores' copies, read + written each
+        begin_sample(sample_phase(s), false);
+        Event in = rank_.copy(Stream{0}, dev, 0, host, 0, bytes);
+        Event out = rank_.copy(Stream{1}, host3, 0, dev2, 0, bytes);
+        cpu::parallel_copy(host2->ptr, mixed_src(bytes), bytes, threads);
+        in.wait();
+        out.wait();
+        end_sample();
+      }
     }
+  }
+
+  // A host buffer of at least `bytes` written once (no page faults in the timed copy), the
+  // source of the cores' copy in the mixed samples.
+  const void* mixed_src(uint64_t bytes) {
+    if (!mixed_src_ || mixed_src_->bytes < bytes) {
+      mixed_src_ = rank_.alloc(MemSpace::Host, bytes, "calibrate.mixed");
+      cpu::parallel_fill(mixed_src_->ptr, 1, bytes, int(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN))));
+    }
+    return mixed_src_->ptr;
   }
 
   Rank& rank_;
   const CalibrationOptions& opt_;
+  Buffer mixed_src_;
   std::vector<uint64_t> sizes_;
   double cache_bytes_ = 0;
   Buffer flush_src_, flush_dst_;  // the eviction copy (none: --warm)
@@ -1014,8 +1043,9 @@ namespace {
 // [cpu] from the single-core samples and the roof: the CPUs as the runs on this machine have them
 // (a virtual machine's share of a host is what its runs use, and what validate compares).
 // duplex_bw: host memory bytes read + written per second by the host-to-device and
-// device-to-host copies at once (0: not measured).
-void fit_cpu(const Calibration& c, const Profile& base, Profile& p, double duplex_bw) {
+// device-to-host copies at once; mixed_bw: by those and a copy on every core at once (0: not
+// measured).
+void fit_cpu(const Calibration& c, const Profile& base, Profile& p, double duplex_bw, double mixed_bw) {
   const auto rates = cpu_rates(c);
   if (rates.empty()) return;
   for (auto& [kind, r] : rates) {
@@ -1048,14 +1078,15 @@ void fit_cpu(const Calibration& c, const Profile& base, Profile& p, double duple
   p.cpu.cores = c.cpu_cores;
   // The roof carries the DMA too (the simulator routes PCIe copies through it), so it is at least
   // what those copies drew from host memory, as [host] mem_bw.
-  p.cpu.mem_bw = std::max(c.host_mem_bw, duplex_bw) / c.cpu_sockets;
+  p.cpu.mem_bw = std::max({c.host_mem_bw, duplex_bw, mixed_bw}) / c.cpu_sockets;
   p.notes["cpu.sockets"] = "physical packages of this host's online CPUs (sysfs), " + today();
   p.notes["cpu.cores"] = "online CPUs of this host (sysconf) per socket, " + today();
   std::ostringstream n;
-  n << std::setprecision(3) << "the larger of a parallel copy over every core (" << c.host_mem_bw / 1e9
+  n << std::setprecision(3) << "the largest of a parallel copy over every core (" << c.host_mem_bw / 1e9
     << " GB/s, bytes read + written)";
   if (duplex_bw > 0)
-    n << " and of the host-to-device and device-to-host copies at once (" << duplex_bw / 1e9 << " GB/s)";
+    n << ", of the host-to-device and device-to-host copies at once (" << duplex_bw / 1e9 << " GB/s)";
+  if (mixed_bw > 0) n << " and of both at once (" << mixed_bw / 1e9 << " GB/s)";
   n << " over the sockets, measured " << today();
   p.notes["cpu.mem_bw"] = n.str();
 }
@@ -1149,14 +1180,19 @@ Profile fit_profile(const Calibration& c, const Profile& base, const Calibration
   // bandwidth is that of a parallel copy, not of one stream's copy. Host memory also served the
   // copies to and from the device at once (link.duplex): the simulator routes those through it
   // too, so it must carry at least that.
-  LinkSpec duplex;
+  LinkSpec duplex, mixed;
   const bool have_duplex = link_fit("duplex", duplex, "host.duplex");
-  if (c.host_mem_bw > 0 || have_duplex) {
+  // The same copies with every core copying in host memory at once: the memory system's capacity
+  // for CPU work and DMA together, at least the larger of the two alone.
+  const bool have_mixed = link_fit("mixed", mixed, "host.mixed");
+  const double dma_bw = std::max(have_duplex ? duplex.bw : 0.0, have_mixed ? mixed.bw : 0.0);
+  if (c.host_mem_bw > 0 || dma_bw > 0) {
     std::ostringstream n;
-    n << std::setprecision(3) << "the larger of a parallel copy over every core (" << c.host_mem_bw / 1e9
-      << " GB/s, bytes read + written) and of the host-to-device and device-to-host copies at once ("
-      << (have_duplex ? duplex.bw / 1e9 : 0.0) << " GB/s, bytes read + written), measured " << today();
-    p.host.mem_bw = std::max(c.host_mem_bw, have_duplex ? duplex.bw : 0.0);
+    n << std::setprecision(3) << "the largest of a parallel copy over every core (" << c.host_mem_bw / 1e9
+      << " GB/s, bytes read + written), the host-to-device and device-to-host copies at once ("
+      << (have_duplex ? duplex.bw / 1e9 : 0.0) << " GB/s) and both at once (" << (have_mixed ? mixed.bw / 1e9 : 0.0)
+      << " GB/s), measured " << today();
+    p.host.mem_bw = std::max(c.host_mem_bw, dma_bw);
     p.notes["host.mem_bw"] = n.str();
   }
   if (p.ops.has("copy.device")) {
@@ -1166,7 +1202,7 @@ Profile fit_profile(const Calibration& c, const Profile& base, const Calibration
       p.notes["gpu.mem_bw"] = "2 / slope of the fitted copy.device model (" + today() + ")";
     }
   }
-  fit_cpu(c, base, p, have_duplex ? duplex.bw : 0.0);
+  fit_cpu(c, base, p, have_duplex ? duplex.bw : 0.0, have_mixed ? mixed.bw : 0.0);
   // Messages: the software cost beyond the path the simulator charges between 2 ranks of a node.
   const LinkSpec path = p.topology.intra == IntraNode::PCIe
                             ? LinkSpec{std::min(p.h2d.bw, p.d2h.bw), p.h2d.latency + p.d2h.latency}

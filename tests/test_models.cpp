@@ -524,6 +524,33 @@ TEST(CalibrationSamples, CpuRatesPerCoreAloneAndUnderFullLoad) {
   EXPECT_TRUE(loaded_cpu_rates(c).empty());
 }
 
+TEST(CalibrationSamples, TheCpuRoofIsWhatCoresAndDmaDrewTogether) {
+  // Cores alone 50 GB/s, the two DMA directions alone 40 GB/s, both at once 80 GB/s: the roof
+  // that CPU work and DMA share in the simulator is the 80.
+  Calibration c;
+  c.host_mem_bw = 50e9;
+  c.cpu_sockets = 1;
+  c.cpu_cores = 8;
+  std::vector<CalibrationRun> runs{{std::string("cal ") + kSingleCore + "scan 0 1 1048576", 1e-3, 0, 0}};
+  for (double bytes : {1 << 20, 1 << 24, 1 << 26}) {
+    const auto at = [&](const char* link, double bw) {
+      return CalibrationRun{"cal link." + std::string(link) + " 0 1 " + std::to_string(uint64_t(bytes)),
+                            1e-5 + bytes / bw, 0, 0};
+    };
+    runs.push_back(at("duplex", 40e9));
+    runs.push_back(at("mixed", 80e9));
+  }
+  add_runs(c, runs);
+  CalibrationOptions opt;
+  opt.backend = "cuda";
+  Profile base;
+  base.name = "base";
+  const Profile p = fit_profile(c, base, opt);
+  EXPECT_NEAR(p.cpu.mem_bw, 80e9, 0.01 * 80e9);
+  EXPECT_NEAR(p.host.mem_bw, 80e9, 0.01 * 80e9);
+  EXPECT_NE(p.notes.at("cpu.mem_bw").find("both at once (80"), std::string::npos) << p.notes.at("cpu.mem_bw");
+}
+
 // The device's time of a sample is its operator's span, found by order after the eviction copy:
 // a probe sample, which runs after its table's build (a "prepare 1" phase), gets the probe's span,
 // not the build's, and the samples after it still get their own.
