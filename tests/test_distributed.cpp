@@ -165,14 +165,45 @@ TEST_F(Distributed, SeveralPayloadColumnsAreAnInputError) {
 
 TEST_F(Distributed, BadOptionsAreInputErrors) {
   for (const auto& [s, key, value] : std::vector<std::tuple<std::string, std::string, std::string>>{
-           {"gpj", "slots", "0"},
+           {"gpj", "slots", "-1"},
            {"gpj", "chunk_bytes", "8"},
+           {"gpj", "batch_rows", "-5"},
            {"gpj", "parts_per_receiver", "0"},
            {"gpj-h", "gpu_fill", "1.5"},
            {"crj", "chunk_timeout_s", "-1"},
            {"gpj-b", "radix_bits", "99"}}) {
     EXPECT_THROW(validate_point(point(s, pk_fk(100, 200), {{key, value}}, {1, 2})), InputError) << s << " " << key;
   }
+}
+
+TEST(ExchangeGeometry, FollowsTheClusterAndTheDataUnlessGiven) {
+  // The measured geometry where it fits: 1 MiB chunks, 16 slots, 16Mi-row batches.
+  ExchangeConfig c;
+  exchange_geometry(c, 2, uint64_t(3) << 30);
+  EXPECT_EQ(c.chunk_bytes, 1u << 20);
+  EXPECT_EQ(c.slots, 16u);
+  EXPECT_EQ(c.batch_rows, 16u << 20);
+  // 1024 ranks x 16 partitions: a receiver's rings within the budget, at 4 slots of 64 KiB.
+  ExchangeConfig big;
+  exchange_geometry(big, 1024, uint64_t(8) << 30);
+  EXPECT_EQ(big.slots, 4u);
+  EXPECT_LE(uint64_t(1024) * 16 * big.slots * big.chunk_bytes, kRingBudget);
+  EXPECT_EQ(big.chunk_bytes, 64u << 10);
+  EXPECT_GE(big.batch_rows, uint64_t(1024) * 16 * (big.chunk_bytes / 16)) << "a chunk per partition and batch";
+  // A small join: chunks no larger than half of what a sender has per partition.
+  ExchangeConfig small;
+  exchange_geometry(small, 2, 32u << 20);  // 1 MiB per partition of 32
+  EXPECT_LE(2 * small.chunk_bytes, 1u << 20);
+  EXPECT_LE(small.slots * small.chunk_bytes, 1u << 20);
+  // What the options give is kept.
+  ExchangeConfig given;
+  given.chunk_bytes = 4096;
+  given.slots = 2;
+  given.batch_rows = 1000;
+  exchange_geometry(given, 1024, uint64_t(8) << 30);
+  EXPECT_EQ(given.chunk_bytes, 4096u);
+  EXPECT_EQ(given.slots, 2u);
+  EXPECT_EQ(given.batch_rows, 1000u);
 }
 
 TEST_F(Distributed, PhasesNameThePipelineAndTheBlockingJoin) {
@@ -214,7 +245,7 @@ TEST_F(Distributed, ExchangeStreamsAndMaterializesInOneRun) {
   StrategyInfo info = find_strategy("gpj");
   info.name = "exchange_mixed_for_test";
   info.make = strategy_factory([](Rank& rank, const JoinJob& job) {
-    ExchangeConfig cfg = exchange_config(job.options);
+    ExchangeConfig cfg = exchange_config(job.options, rank.size(), job.workload);
     Inputs in = generate_inputs(rank, job, MemSpace::Host, MemSpace::Host);
     const auto parts = OverPartitioning::make(cfg.parts_per_receiver, rank.size(), cfg.seed);
     // Every other partition of a receiver streams, the rest is materialized.

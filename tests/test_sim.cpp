@@ -810,16 +810,18 @@ TEST_F(SimTest, PackChunksCostsOnePassEachWayOverHostMemory) {
 TEST_F(SimTest, PipelinedJoinOverlapsItsShuffleAndJoin) {
   // gpj streams the join into the shuffle: its stream phase takes about as long as gpj-b's
   // shuffle alone (the longer of shuffle and join: thostrup2023 section 6), while gpj-b adds its
-  // local join after the shuffle. Batches of 16 partitions x one full chunk each: no chunk is
+  // local join after the shuffle. Batches of 16 partitions x one full chunk (8192 rows) each: no chunk is
   // padded and no ring waits for a credit (a sender puts a partition's chunks in order, so more
   // chunks per partition and batch than slots stall it on the consumer, in simulation as on the
   // hardware). Output counted, not streamed to host memory (gpj-b leaves its result in device memory).
   const Workload w = pk_fk_16(1 << 20, 1 << 20);
   RunPoint p = one_sided_point("gpj", {1, 1}, w, (dir_ / "test.ini").string(), dir_.string());
-  p.strategy_options = {{"batch_rows", "131072"}, {"output", "count_only"}};
+  const std::map<std::string, std::string> geometry{{"batch_rows", "131072"}, {"chunk_bytes", "131072"}, {"slots", "4"}};
+  p.strategy_options = geometry;
+  p.strategy_options["output"] = "count_only";
   RunOutcome pipelined = run_point(p);
   p.strategy = "gpj-b";
-  p.strategy_options = {{"batch_rows", "131072"}};
+  p.strategy_options = geometry;
   RunOutcome blocking = run_point(p);
   const double shuffle = phase_of(blocking, "exchange");
   double join = 0;  // the busiest consumer's GPU time (its batches), on the traced ranks

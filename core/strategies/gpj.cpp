@@ -53,8 +53,8 @@ void add_gpj_options(po::options_description& d) {
       "costs the scatter a partly filled line per partition at each end");
 }
 
-ExchangeConfig gpj_config(const po::variables_map& vm) {
-  ExchangeConfig c = exchange_config(vm);
+ExchangeConfig gpj_config(const po::variables_map& vm, int ranks, const Workload& w) {
+  ExchangeConfig c = exchange_config(vm, ranks, w);
   c.count_slices = uint64_t(vm["count_slices"].as<int64_t>());
   c.min_slice_rows = uint64_t(vm["min_slice_rows"].as<int64_t>());
   c.output = output_mode(vm) == OutputMode::CountOnly ? OutputMode::CountOnly : OutputMode::Direct;
@@ -68,7 +68,7 @@ PlacementFn place_all(Placement p) {
 }
 
 void run_gpj(Rank& rank, const JoinJob& job) {
-  const ExchangeConfig cfg = gpj_config(job.options);
+  const ExchangeConfig cfg = gpj_config(job.options, rank.size(), job.workload);
   Inputs in = generate_inputs(rank, job, MemSpace::Host, MemSpace::Host);
   const auto parts = OverPartitioning::make(cfg.parts_per_receiver, rank.size(), cfg.seed);
   ExchangeResult res = run_exchange_sized(rank, in, parts, cfg, place_all(Placement::Stream));
@@ -94,7 +94,7 @@ struct GpuCost {
 };
 
 void run_gpj_h(Rank& rank, const JoinJob& job) {
-  ExchangeConfig cfg = gpj_config(job.options);
+  ExchangeConfig cfg = gpj_config(job.options, rank.size(), job.workload);
   const double fill = job.options["gpu_fill"].as<double>();
   Inputs in = generate_inputs(rank, job, MemSpace::Host, MemSpace::Host);
   const TupleFormat rf = in.r.tuples.fmt, sf = in.s.tuples.fmt;
@@ -163,7 +163,7 @@ double streamed_join_bytes(const Workload& w, const ClusterShape& shape, OutputM
 // Pipelined: the exchange and the join overlap, so the longer of the two.
 Bound gpj_bound(const JoinJob& job, const ClusterShape& shape, const Bandwidths& bw) {
   const Bound ex = exchange_bound(job.workload, shape, bw);
-  const Bound join = memory_bound(streamed_join_bytes(job.workload, shape, gpj_config(job.options).output), bw,
+  const Bound join = memory_bound(streamed_join_bytes(job.workload, shape, gpj_config(job.options, shape.size(), job.workload).output), bw,
                                   "chained build and probe of the streamed partitions, output");
   return ex.seconds >= join.seconds ? ex : join;
 }
@@ -172,7 +172,7 @@ Bound gpj_bound(const JoinJob& job, const ClusterShape& shape, const Bandwidths&
 // of its partitions, and the output double buffer.
 uint64_t gpj_working_set(const JoinJob& job, const ClusterShape& shape) {
   const Workload& w = job.workload;
-  const ExchangeConfig cfg = gpj_config(job.options);
+  const ExchangeConfig cfg = gpj_config(job.options, shape.size(), job.workload);
   const uint64_t n = uint64_t(shape.size());
   const TupleFormat rf = tuple_format(w.r), sf = tuple_format(w.s);
   const uint64_t slot_rows = chunk_rows(cfg, rf, sf);
@@ -190,7 +190,7 @@ uint64_t gpj_working_set(const JoinJob& job, const ClusterShape& shape) {
 // Blocking: the exchange, then phj on the materialized partitions in `space` (gpj-b: device
 // memory; crj: host memory).
 void run_materialized_join(Rank& rank, const JoinJob& job, MemSpace space) {
-  ExchangeConfig cfg = exchange_config(job.options);
+  ExchangeConfig cfg = exchange_config(job.options, rank.size(), job.workload);
   cfg.materialize_space = space;
   const PhjConfig local = phj_config(job.options);
   Inputs in = generate_inputs(rank, job, MemSpace::Host, MemSpace::Host);

@@ -628,11 +628,18 @@ OverPartitioning OverPartitioning::make(uint64_t parts_per_receiver, int receive
 void add_exchange_options(po::options_description& d) {
   d.add_options()("parts_per_receiver", int_option("parts_per_receiver", 16, 1, 1 << 16),
                   "partitions per receiving rank (over-partitioning; thostrup2023 found 16 per GPU most robust)")(
-      "batch_rows", int_option("batch_rows", int64_t(1) << 20, 1, int64_t(1) << 40),
-      "rows a sender partitions and ships at a time (the next batch is partitioned while this one is sent)")(
-      "chunk_bytes", int_option("chunk_bytes", 128 << 10, 64, int64_t(1) << 30),
-      "bytes of tuples in one streamed chunk, i.e. one one-sided put into a ring slot")(
-      "slots", int_option("slots", 4, 1, 1 << 16), "ring slots per (sender, partition) on every receiver")(
+      "batch_rows", int_option("batch_rows", 0, 0, int64_t(1) << 40),
+      "rows a sender partitions and ships at a time (the next batch is partitioned while this one is sent; "
+      "0: from the cluster, exchange_geometry)")(
+      "chunk_bytes",
+      po::value<int64_t>()->default_value(0)->notifier([](int64_t v) {
+        if (v == 0 || (v >= 64 && v <= (int64_t(1) << 30))) return;
+        throw po::error("chunk_bytes = " + std::to_string(v) + ": must be 0 (from the cluster) or in [64, " +
+                        std::to_string(int64_t(1) << 30) + "]");
+      }),
+      "bytes of tuples in one streamed chunk, i.e. one one-sided put into a ring slot (0: from the cluster)")(
+      "slots", int_option("slots", 0, 0, 1 << 16),
+      "ring slots per (sender, partition) on every receiver (0: from the cluster)")(
       "seed", int_option("seed", 0x5eed, 0, int64_t(1) << 62),
       "hash seed of the partitioning (the hash tables use their own, derived from it)")(
       "load_factor", fraction_option("load_factor", 0.5, 0.0, 1.0),
@@ -652,7 +659,7 @@ void add_exchange_options(po::options_description& d) {
       "the CPU work, which overlaps them) or pageable (each batch partitioned and packed, then put)");
 }
 
-ExchangeConfig exchange_config(const po::variables_map& vm) {
+ExchangeConfig exchange_config(const po::variables_map& vm, int ranks, const Workload& w) {
   ExchangeConfig c;
   c.parts_per_receiver = uint64_t(vm["parts_per_receiver"].as<int64_t>());
   c.batch_rows = uint64_t(vm["batch_rows"].as<int64_t>());
@@ -666,7 +673,38 @@ ExchangeConfig exchange_config(const po::variables_map& vm) {
   c.idle_timeout_s = vm["idle_timeout_s"].as<double>();
   c.chunks_per_put = uint64_t(vm["chunks_per_put"].as<int64_t>());
   c.send_space = vm["send_buffers"].as<std::string>() == "pageable" ? MemSpace::Host : MemSpace::Pinned;
+  const uint64_t widest = std::max(tuple_format(w.r).tuple_bytes(), tuple_format(w.s).tuple_bytes());
+  exchange_geometry(c, ranks, uint64_t(double(w.r.rows + w.s.rows) / std::max(1, ranks) * double(widest)));
   return c;
+}
+
+void exchange_geometry(ExchangeConfig& c, int ranks, uint64_t bytes_per_rank) {
+  // The geometry measured best on 2x H200 (experiments/multi-gpu/run_gpj_overlap.sh, 2026-11-22,
+  // experiments/results/2xh200/gpj-overlap*.csv): 1 MiB chunks, 16 slots, 16Mi-row batches.
+  const bool slots = c.slots == 0, chunk = c.chunk_bytes == 0;
+  if (slots) c.slots = 16;
+  if (chunk) c.chunk_bytes = 1 << 20;
+  // Every receiver holds a ring per sender and partition: fewer slots, then smaller chunks, until
+  // they fit kRingBudget (at 1024 ranks of 16 partitions each: 4 slots of 64 KiB).
+  const uint64_t n = uint64_t(std::max(1, ranks));
+  const uint64_t fanout = OverPartitioning::make(c.parts_per_receiver, ranks, c.seed).fanout();
+  const uint64_t rings = n * ((fanout + n - 1) / n);  // per sender, the receiver's most partitions
+  auto ring_bytes = [&] { return rings * c.slots * c.chunk_bytes; };
+  while (slots && c.slots > 4 && ring_bytes() > kRingBudget) c.slots /= 2;
+  while (chunk && c.chunk_bytes > (64 << 10) && ring_bytes() > kRingBudget) c.chunk_bytes /= 2;
+  // And no larger than what a sender has for a partition: half of it per chunk, a ring of slots
+  // no longer than all of it (a small join gets small chunks, not gigabytes of rings).
+  const uint64_t per_ring = bytes_per_rank / std::max<uint64_t>(1, fanout);
+  while (chunk && c.chunk_bytes > (64 << 10) && 2 * c.chunk_bytes > per_ring) c.chunk_bytes /= 2;
+  while (slots && c.slots > 4 && c.slots * c.chunk_bytes > per_ring) c.slots /= 2;
+  while (chunk && c.chunk_bytes > (64 << 10) && c.slots * c.chunk_bytes > per_ring) c.chunk_bytes /= 2;
+  // Batches of at least a chunk of 16-byte tuples per partition: a batch's last chunk of each
+  // partition is a partly filled put, and a batch thinner than the partitions ships only those.
+  if (c.batch_rows == 0) {
+    uint64_t b = uint64_t(16) << 20;
+    while (b < fanout * (c.chunk_bytes / 16) && b < (uint64_t(256) << 20)) b *= 2;
+    c.batch_rows = b;
+  }
 }
 
 uint64_t chunk_rows(const ExchangeConfig& cfg, TupleFormat r, TupleFormat s) {

@@ -56,9 +56,10 @@ enum class Placement : uint8_t { Stream, Materialize };
 
 struct ExchangeConfig {
   uint64_t parts_per_receiver = 16;  // thostrup2023: 16 per GPU was the most robust
-  uint64_t batch_rows = 1 << 20;     // rows a sender partitions and ships at a time
-  uint64_t chunk_bytes = 128 << 10;  // bytes of tuples in one streamed chunk (one put)
-  uint32_t slots = 4;                // ring slots per (sender, partition)
+  // 0: from the cluster (exchange_geometry).
+  uint64_t batch_rows = 0;           // rows a sender partitions and ships at a time
+  uint64_t chunk_bytes = 0;          // bytes of tuples in one streamed chunk (one put)
+  uint32_t slots = 0;                // ring slots per (sender, partition)
   uint64_t chunks_per_put = 8;       // consecutive chunks of a partition one put carries (<= slots / 2)
   // Slices the histogram pass counts each batch in (gpj's option count_slices; the strategies that
   // materialize everything count whole batches): where every partition streams, a batch is then
@@ -81,7 +82,16 @@ struct ExchangeConfig {
 };
 // Every key of ExchangeConfig but the memory spaces, of which send_space is option send_buffers.
 void add_exchange_options(po::options_description& d);
-ExchangeConfig exchange_config(const po::variables_map& vm);
+// The options, with the geometry left at 0 sized for `ranks` and the workload (exchange_geometry).
+ExchangeConfig exchange_config(const po::variables_map& vm, int ranks, const Workload& w);
+// Most bytes of rings a receiver holds when the geometry follows the cluster.
+constexpr uint64_t kRingBudget = uint64_t(4) << 30;
+// Chunk bytes, slots and batch rows left at 0: 1 MiB chunks and 16 slots, fewer slots (to 4) and
+// then smaller chunks (to 64 KiB) while a receiver's rings (ranks x partitions per receiver x
+// slots x chunk bytes) pass kRingBudget, and while a chunk is more than half, a ring more than
+// all, of the bytes a sender has per partition (bytes_per_rank / partitions); batches of 16Mi
+// rows, more (to 256Mi) until each partition gets a chunk of 16-byte tuples per batch.
+void exchange_geometry(ExchangeConfig& c, int ranks, uint64_t bytes_per_rank);
 
 // Decides, on a receiver, the placement of each of its partitions from their global rows.
 using PlacementFn = std::function<std::vector<Placement>(const std::vector<uint64_t>& r_rows,
