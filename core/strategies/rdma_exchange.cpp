@@ -338,6 +338,11 @@ class Exchange {
   // Returns whether there were any.
   bool pump_credits() {
     if (!progress_) return false;
+    // Nothing released since the last scan: nothing to return (the senders call this between
+    // puts and in every wait, and a scan reads every ring).
+    const uint64_t releases = progress_->releases();
+    if (releases != 0 && releases == scanned_releases_) return false;
+    scanned_releases_ = releases;
     bool any = false;
     const ReceiverLayout& mine = layouts_[size_t(me_)];
     const size_t per_sender = mine.streamed.size();
@@ -607,6 +612,7 @@ class Exchange {
   std::vector<std::vector<uint64_t>> expected_;
   std::vector<uint64_t> returned_;
   std::shared_ptr<StreamProgress> progress_;
+  uint64_t scanned_releases_ = 0;  // progress_->releases() at the last scan of every ring
   double polls_since_ = -1;
 };
 
