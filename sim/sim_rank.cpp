@@ -2085,7 +2085,7 @@ RankRecord SimRank::record_of() const {
   r.result = result();
   r.result.has_checksum = false;
   r.phases = phases();
-  r.spans = const_cast<SimRank*>(this)->trace().spans();
+  r.spans = const_cast<SimRank*>(this)->trace().take();  // the simulation is over
   r.bandwidths = bandwidths();
   return r;
 }
