@@ -1450,7 +1450,11 @@ void SimRank::start(SimStream& st, int index) {
       uint64_t total = 0;
       st.outgoing.clear();
       for (auto& p : st.running) {
-        auto m = std::make_shared<Message>();  // flag-only puts: no content
+        if (!p.bytes) {  // flag-only (gpj's credits, millions): nothing lands but the flag
+          st.outgoing.push_back(nullptr);
+          continue;
+        }
+        auto m = std::make_shared<Message>();
         m->bytes = p.bytes;
         m->pieces.emplace_back().bytes = p.bytes;
         if (p.bytes && p.buf) m->pieces.back().spans = sim_buffer(p.buf).regions.spans(p.off, p.off + p.bytes);
@@ -1549,8 +1553,9 @@ void SimRank::finish(SimStream& st, int index) {
     case Item::Put:
       for (size_t i = 0; i < st.running.size(); ++i) {
         const Item& x = st.running[i];
-        const Piece& m = st.outgoing[i]->pieces.front();
-        world_.ranks[size_t(x.peer)]->land_put(x.window, x.other_off, x.bytes, m.spans, x.flag, x.value);
+        static const std::vector<RegionMap::Span> kNone;
+        const std::vector<RegionMap::Span>& spans = st.outgoing[i] ? st.outgoing[i]->pieces.front().spans : kNone;
+        world_.ranks[size_t(x.peer)]->land_put(x.window, x.other_off, x.bytes, spans, x.flag, x.value);
         if (trace) {
           OpParams p;
           p.kind = OpKind::Put;
@@ -2083,7 +2088,7 @@ RankRecord SimRank::record_of() const {
   r.result = result();
   r.result.has_checksum = false;
   r.phases = phases();
-  r.spans = const_cast<SimRank*>(this)->trace().spans();
+  r.spans = const_cast<SimRank*>(this)->trace().take();  // the simulation is over
   r.bandwidths = bandwidths();
   return r;
 }

@@ -13,6 +13,7 @@
 #include "core/builtin.hpp"
 #include "core/common/error.hpp"
 #include "core/exec/chunk.hpp"
+#include "core/exec/trace.hpp"
 #include "core/experiment/runner.hpp"
 #include "core/runtime/cpu_streaming.hpp"
 #include "core/strategies/rank_joins.hpp"
@@ -576,6 +577,29 @@ void send_all(const StreamFixture& f, const Buffer& rings, const std::shared_ptr
 }
 
 }  // namespace
+
+// The senders skip their scan of every ring while releases() is unchanged: it must count each
+// release, and a log's take() must hand over its spans and leave it empty.
+TEST(StreamingOps, ProgressCountsReleasesAndTraceLogTakesItsSpans) {
+  StreamProgress p(3);
+  EXPECT_EQ(p.releases(), 0u);
+  p.release(1, 2);
+  EXPECT_EQ(p.releases(), 1u);
+  EXPECT_EQ(p.consumed(1), 2u);
+  p.release(1, 2);  // the same count again is still a release
+  p.release(2, 5);
+  EXPECT_EQ(p.releases(), 3u);
+  EXPECT_EQ(p.consumed(2), 5u);
+  EXPECT_EQ(p.consumed(0), 0u);
+
+  TraceLog log;
+  log.add({0, "stream 0", OpParams{}, 0.0, 1.0});
+  log.add({1, "stream 1", OpParams{}, 1.0, 2.0});
+  const std::vector<TraceSpan> taken = log.take();
+  ASSERT_EQ(taken.size(), 2u);
+  EXPECT_EQ(taken[1].track, "stream 1");
+  EXPECT_TRUE(log.spans().empty());
+}
 
 TEST(StreamingOps, PackedChunksCarryTheirChecksum) {
   StreamFixture f;

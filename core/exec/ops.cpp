@@ -200,8 +200,10 @@ StreamProgress::StreamProgress(size_t rings) : n_(rings) {
 }
 StreamProgress::~StreamProgress() { std::free(words_); }
 
-uint64_t StreamProgress::consumed(size_t ring) const { return __atomic_load_n(&words_[ring], __ATOMIC_ACQUIRE); }
-void StreamProgress::release(size_t ring, uint64_t chunks) { __atomic_store_n(&words_[ring], chunks, __ATOMIC_RELEASE); }
+void StreamProgress::release(size_t ring, uint64_t chunks) {
+  __atomic_store_n(&words_[ring], chunks, __ATOMIC_RELEASE);
+  __atomic_add_fetch(&releases_, 1, __ATOMIC_RELEASE);  // after the word: a reader that sees it sees the word
+}
 void StreamProgress::cancel() { __atomic_store_n(reinterpret_cast<int*>(words_ + n_), 1, __ATOMIC_RELEASE); }
 bool StreamProgress::cancelled() const {
   return __atomic_load_n(reinterpret_cast<const int*>(words_ + n_), __ATOMIC_ACQUIRE) != 0;

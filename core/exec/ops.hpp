@@ -242,8 +242,13 @@ class StreamProgress {
   StreamProgress(const StreamProgress&) = delete;
   StreamProgress& operator=(const StreamProgress&) = delete;
   size_t rings() const { return n_; }
-  uint64_t consumed(size_t ring) const;        // chunks of `ring` released so far (monotonic)
+  // Chunks of `ring` released so far (monotonic). Inline: senders scan every ring for credits
+  // hundreds of millions of times in a large simulation.
+  uint64_t consumed(size_t ring) const { return __atomic_load_n(&words_[ring], __ATOMIC_ACQUIRE); }
   void release(size_t ring, uint64_t chunks);  // the consumer is done with the first `chunks`
+  // Counts the release() calls: unchanged since a scan of every ring, no ring changed since. A
+  // consumer that writes consumed_words() itself (a GPU kernel) leaves it at 0: scan every time.
+  uint64_t releases() const { return __atomic_load_n(&releases_, __ATOMIC_ACQUIRE); }
   void cancel();                               // makes the consumer stop with an error
   bool cancelled() const;
   // The words behind it, for backends whose consumer is not a host thread (a GPU kernel writes
@@ -257,6 +262,7 @@ class StreamProgress {
  private:
   size_t n_, bytes_;
   uint64_t* words_;  // n_ consumed counts, then the cancel word; accessed atomically
+  uint64_t releases_ = 0;
 };
 
 // The persistent consumer of one receiver. Ring (s, q) = s * parts + q carries the chunks of local

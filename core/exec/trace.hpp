@@ -32,6 +32,13 @@ class TraceLog {
     std::lock_guard<std::mutex> g(mu_);
     return spans_;
   }
+  // The spans, leaving the log empty (no copy: a simulation's log holds up to a million).
+  std::vector<TraceSpan> take() {
+    std::lock_guard<std::mutex> g(mu_);
+    std::vector<TraceSpan> out;
+    out.swap(spans_);
+    return out;
+  }
   void clear() {
     std::lock_guard<std::mutex> g(mu_);
     spans_.clear();

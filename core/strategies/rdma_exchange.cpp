@@ -82,7 +82,7 @@ class Exchange {
     while (!consumer.done.done() || !materialized_complete()) {
       if (pump_credits()) moved();
       if (consumer.done.done() && consumer.result) consumer.get();  // rethrows its error
-      waited("the chunks and materialized rows sent to this rank");
+      waited([] { return std::string("the chunks and materialized rows sent to this rank"); });
     }
     if (consumer.result) finish_consumer(consumer.get(), res);
     for (size_t i = 0; i < partitioned_.size(); ++i) check_partitioned(i);
@@ -141,12 +141,14 @@ class Exchange {
     // Rows and chunks per partition: a batch's rows of a partition go in chunks of their own.
     std::vector<uint64_t> mine(fanout * kCounts + 1, 0);
     for (size_t i = 0; i < batches_.size(); ++i) {
-      const std::vector<uint64_t>& c = hist[i].get().values;  // slice-major: k * fanout
+      hist[i].get();
+      // Kept (not copied) for the batch's pack: hundreds of MB where many ranks share a process.
+      batches_[i].slice_counts = std::move(hist[i].result->values);
+      const std::vector<uint64_t>& c = batches_[i].slice_counts;  // slice-major: k * fanout
       const uint64_t k = batches_[i].slices.size() - 1;
       if (c.size() != k * fanout)
         throw RuntimeError("gpj exchange: the histogram of a batch in " + std::to_string(k) + " slices returned " +
                            std::to_string(c.size()) + " counts for a fanout of " + std::to_string(fanout));
-      batches_[i].slice_counts = c;
       std::vector<uint64_t> h(fanout, 0);
       for (uint64_t j = 0; j < c.size(); ++j) h[j % fanout] += c[j];
       const bool r = batches_[i].relation == 0;
@@ -336,6 +338,11 @@ class Exchange {
   // Returns whether there were any.
   bool pump_credits() {
     if (!progress_) return false;
+    // Nothing released since the last scan: nothing to return (the senders call this between
+    // puts and in every wait, and a scan reads every ring).
+    const uint64_t releases = progress_->releases();
+    if (releases != 0 && releases == scanned_releases_) return false;
+    scanned_releases_ = releases;
     bool any = false;
     const ReceiverLayout& mine = layouts_[size_t(me_)];
     const size_t per_sender = mine.streamed.size();
@@ -358,13 +365,15 @@ class Exchange {
   }
 
   // One pause of a polling loop, bounded by idle_timeout_s since the last change it saw (moved()).
-  void waited(const std::string& what) {
+  // `what()` names what it waits for, made only for the error (the loops pause millions of times).
+  template <class What>
+  void waited(const What& what) {
     rank_.poll_pause();
     const double now = rank_.now();
     if (polls_since_ < 0) polls_since_ = now;
     if (now - polls_since_ > cfg_.idle_timeout_s)
       throw RuntimeError("rank " + std::to_string(me_) + ": waited " + std::to_string(int(cfg_.idle_timeout_s)) +
-                         " s for " + what);
+                         " s for " + what());
   }
   void moved() { polls_since_ = -1; }
 
@@ -423,7 +432,7 @@ class Exchange {
     std::vector<uint64_t> mat_bytes(size_t(n_) * 4, 0);  // per receiver and window: bytes put
     partitioned_.clear();
     for (size_t i = 0; i < batches_.size(); ++i) {
-      const Batch& batch = batches_[i];
+      Batch& batch = batches_[i];
       const std::vector<uint64_t>& offsets = batch.offsets;
       BatchBuffers& bb = send_[i % 2];
       // The puts of two batches ago read these buffers.
@@ -450,7 +459,7 @@ class Exchange {
         pack.partition_by = parts_.fn();
         if (batch.slices.size() > 2) {  // one slice would leave the operator a single thread
           pack.in_slices = batch.slices;
-          pack.slice_rows = batch.slice_counts;
+          pack.slice_rows = std::move(batch.slice_counts);  // the batch needs them no more
         }
         partitioned_.push_back(rank_.launch_streaming(kCompute, pack));
         if (!queued) check_partitioned(partitioned_.size() - 1);
@@ -517,7 +526,7 @@ class Exchange {
     moved();
     while (!e.done()) {
       if (pump_credits()) moved();
-      waited("the sender's own partitioning, packing and puts");
+      waited([] { return std::string("the sender's own partitioning, packing and puts"); });
     }
   }
 
@@ -560,7 +569,7 @@ class Exchange {
     while (seq > rank_.read_flag(credit_window_, uint32_t(q)) + cfg_.slots) {
       if (pump_credits()) moved();
       if (consumer.result && consumer.done.done()) consumer.get();  // our consumer failed: stop
-      waited("a free ring slot for partition " + std::to_string(q) + " on rank " + std::to_string(j));
+      waited([&] { return "a free ring slot for partition " + std::to_string(q) + " on rank " + std::to_string(j); });
     }
     moved();
   }
@@ -603,6 +612,7 @@ class Exchange {
   std::vector<std::vector<uint64_t>> expected_;
   std::vector<uint64_t> returned_;
   std::shared_ptr<StreamProgress> progress_;
+  uint64_t scanned_releases_ = 0;  // progress_->releases() at the last scan of every ring
   double polls_since_ = -1;
 };
 
