@@ -18,10 +18,12 @@ StrategyInfo crj_strategy() {
         return materialized_join_bound(job, shape, bw, true);
       });
   i.check = [](const JoinJob& job) { require_tuple_payloads(job.workload, "crj"); };
-  // Its input, what it receives, and the local radix join's partitioned copy: all host memory.
+  // Its input, what it receives, the local radix join's partitioned copy and the senders'
+  // buffers: all host memory.
   i.host_bytes = [](const JoinJob& job, const ClusterShape& shape) {
     const Workload& w = job.workload;
-    return uint64_t(3 * (tuple_bytes_total(w.r) + tuple_bytes_total(w.s)) / shape.size());
+    return uint64_t(3 * (tuple_bytes_total(w.r) + tuple_bytes_total(w.s)) / shape.size()) +
+           sender_buffer_bytes(exchange_config(job.options, shape.size(), w), w, shape.size());
   };
   return i;  // host memory only: no device working set
 }

@@ -221,7 +221,8 @@ Bound materialized_join_bound(const JoinJob& job, const ClusterShape& shape, con
 
 // The senders' input stays in host memory (thostrup2023: the data starts in the nodes' memory).
 uint64_t senders_host_bytes(const JoinJob& job, const ClusterShape& shape) {
-  return uint64_t((tuple_bytes_total(job.workload.r) + tuple_bytes_total(job.workload.s)) / shape.size());
+  return uint64_t((tuple_bytes_total(job.workload.r) + tuple_bytes_total(job.workload.s)) / shape.size()) +
+         sender_buffer_bytes(exchange_config(job.options, shape.size(), job.workload), job.workload, shape.size());
 }
 
 StrategyInfo gpj_strategy() {

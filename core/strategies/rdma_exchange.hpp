@@ -90,8 +90,10 @@ constexpr uint64_t kRingBudget = uint64_t(4) << 30;
 // then smaller chunks (to 64 KiB) while a receiver's rings (ranks x partitions per receiver x
 // slots x chunk bytes) pass kRingBudget, and while a chunk is more than half, a ring more than
 // all, of the bytes a sender has per partition (bytes_per_rank / partitions); batches of 16Mi
-// rows, more (to 256Mi) until each partition gets a chunk of 16-byte tuples per batch.
+// rows, more (to 256Mi) until each partition gets 4 chunks of 16-byte tuples per batch.
 void exchange_geometry(ExchangeConfig& c, int ranks, uint64_t bytes_per_rank);
+// Host memory of a sender's buffers: two batches' partitioned copies and chunk images.
+uint64_t sender_buffer_bytes(const ExchangeConfig& c, const Workload& w, int ranks);
 
 // Decides, on a receiver, the placement of each of its partitions from their global rows.
 using PlacementFn = std::function<std::vector<Placement>(const std::vector<uint64_t>& r_rows,
