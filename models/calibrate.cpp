@@ -13,7 +13,6 @@
 #include <iostream>
 #include <mutex>
 #include <set>
-#include <tuple>
 #include <sstream>
 #include <type_traits>
 #include <unistd.h>
@@ -858,15 +857,19 @@ void measure_cpu(Calibration& c, const CalibrationOptions& opt, uint64_t rows) {
   // Each operator keeps a few arrays of the input's size: an eighth of the free memory at most.
   const uint64_t rows_all = std::max<uint64_t>(
       rows, std::min<uint64_t>({rows * uint64_t(all), uint64_t(1) << 26, available_memory() / 8 / 128}));
-  for (const auto& [threads, n, prefix] : {std::tuple<int, uint64_t, const char*>{1, rows, kSingleCore},
-                                           std::tuple<int, uint64_t, const char*>{all, rows_all, kAllCores}}) {
-    if (prefix == kAllCores && threads < 2) continue;  // one core: the first pass was it
-    cfg.threads_per_rank = threads;
-    std::cerr << "calibrate: CPU operators on " << threads << " core(s), " << n << " rows\n";
-    cpu->run(cfg, [&](Rank& r) { Bench(r, one, {n}, 0).run_operators(); },
+  struct Pass {
+    int threads;
+    uint64_t rows;
+    const char* prefix;
+  };
+  for (const Pass pass : {Pass{1, rows, kSingleCore}, Pass{all, rows_all, kAllCores}}) {
+    if (pass.prefix == kAllCores && pass.threads < 2) continue;  // one core: the first pass was it
+    cfg.threads_per_rank = pass.threads;
+    std::cerr << "calibrate: CPU operators on " << pass.threads << " core(s), " << pass.rows << " rows\n";
+    cpu->run(cfg, [&](Rank& r) { Bench(r, one, {pass.rows}, 0).run_operators(); },
              [&](Rank& r) {
                std::vector<CalibrationRun> runs = runs_of(r.phases(), r.trace().spans(), 0);
-               for (auto& run : runs) run.phase.insert(4, prefix);  // "cal X" -> "cal cpu1.X"
+               for (auto& run : runs) run.phase.insert(4, pass.prefix);  // "cal X" -> "cal cpu1.X"
                add_runs(c, runs);
              });
   }
