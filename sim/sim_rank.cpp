@@ -1276,16 +1276,14 @@ void SimRank::start_cpu_work(SimStream& st, const std::string& kind, double byte
     return;
   }
   const Platform& pf = world_.platform;
-  const int cores = host->get_core_count();
-  int threads = std::clamp(world_.options.threads > 0 ? world_.options.threads
-                                                      : cores / std::max(1, pf.ranks_in_domain(pf.cpu_of(id()))),
-                           1, cores);
+  const int cores = host->get_core_count(), ranks_here = std::max(1, pf.ranks_in_domain(pf.cpu_of(id())));
+  int threads = std::clamp(world_.options.threads > 0 ? world_.options.threads : cores / ranks_here, 1, cores);
   // A copy in host memory (a put between CPU ranks, a host copy) is the cpu backend's
   // parallel_copy: one thread per MiB up to the rank's threads (a chunk's put is one memcpy).
   if (kind == "copy") threads = cpu::copy_team(uint64_t(bytes), threads);
   // Each thread at the per-core rate for this load: the domain's ranks run their operators at
   // once (they run the same phases), so busy = threads x ranks of the domain.
-  const int busy = std::min(cores, threads * std::max(1, pf.ranks_in_domain(pf.cpu_of(id()))));
+  const int busy = std::min(cores, threads * ranks_here);
   const double core_seconds = bytes / cpu.per_thread_rate(kind, busy, cores);
   // A threaded execution's amount is each thread's (SimGrid runs thread_count x amount at up to
   // thread_count cores).

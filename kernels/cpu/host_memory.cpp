@@ -57,10 +57,6 @@ class LargeBlocks {
     cached_bytes_ += bytes;
     return true;
   }
-  void release() {
-    std::lock_guard<std::mutex> g(mu_);
-    while (!cached_.empty()) evict_oldest();
-  }
   uint64_t cached_bytes() {
     std::lock_guard<std::mutex> g(mu_);
     return cached_bytes_;
@@ -122,7 +118,6 @@ void host_free(void* p) {
   if (p && !large_blocks().put(p)) std::free(p);
 }
 
-void release_host_cache() { large_blocks().release(); }
 uint64_t host_cache_bytes() { return large_blocks().cached_bytes(); }
 
 void prefault(void* p, uint64_t bytes, int threads) {

@@ -10,10 +10,8 @@ namespace joinlab::cpu {
 
 void* host_alloc(uint64_t bytes);  // never null; throws std::bad_alloc
 void host_free(void* p);
-// The large blocks kept for reuse: their bytes (memory the process can give back at once), and
-// giving them back.
+// The bytes of the large blocks kept for reuse (memory the process can give back at once).
 uint64_t host_cache_bytes();
-void release_host_cache();
 // Touches every page so that later kernels do not pay page faults (like device memory, which
 // is backed when allocated).
 void prefault(void* p, uint64_t bytes, int threads);
