@@ -604,7 +604,7 @@ class Bench {
       // work and DMA together, which neither alone reaches (the cores' copy is bound by the
       // cores, the DMA by PCIe). Real buffers only (not on the simulator).
       if (!host2->ptr || !host->ptr) continue;
-      const int threads = int(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
+      const int threads = hardware_threads();  // as host_copy_bandwidth's all-core copy
       for (int r = 0; r < opt_.repeat; ++r) {
         OpSample s;
         s.model = "link.mixed";
@@ -625,7 +625,7 @@ class Bench {
   const void* mixed_src(uint64_t bytes) {
     if (!mixed_src_ || mixed_src_->bytes < bytes) {
       mixed_src_ = rank_.alloc(MemSpace::Host, bytes, "calibrate.mixed");
-      cpu::parallel_fill(mixed_src_->ptr, 1, bytes, int(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN))));
+      cpu::parallel_fill(mixed_src_->ptr, 1, bytes, hardware_threads());
     }
     return mixed_src_->ptr;
   }
@@ -853,7 +853,7 @@ void measure_cpu(Calibration& c, const CalibrationOptions& opt, uint64_t rows) {
   CalibrationOptions one = opt;
   one.backend = "cpu";
   one.quick = true;  // the parameters of --quick (skews 0 and 1): a rate per operator kind, not a model
-  const int all = int(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
+  const int all = hardware_threads();
   // Each operator keeps a few arrays of the input's size: an eighth of the free memory at most.
   const uint64_t rows_all = std::max<uint64_t>(
       rows, std::min<uint64_t>({rows * uint64_t(all), uint64_t(1) << 26, available_memory() / 8 / 128}));
@@ -1045,10 +1045,9 @@ namespace {
 
 // [cpu] from the single-core samples and the roof: the CPUs as the runs on this machine have them
 // (a virtual machine's share of a host is what its runs use, and what validate compares).
-// duplex_bw: host memory bytes read + written per second by the host-to-device and
-// device-to-host copies at once; mixed_bw: by those and a copy on every core at once (0: not
-// measured).
-void fit_cpu(const Calibration& c, const Profile& base, Profile& p, double duplex_bw, double mixed_bw) {
+// roof: host memory bytes read + written per second (fit_profile's, with what it is the largest
+// of: `roof_why`).
+void fit_cpu(const Calibration& c, const Profile& base, Profile& p, double roof, const std::string& roof_why) {
   const auto rates = cpu_rates(c);
   if (rates.empty()) return;
   for (auto& [kind, r] : rates) {
@@ -1081,17 +1080,10 @@ void fit_cpu(const Calibration& c, const Profile& base, Profile& p, double duple
   p.cpu.cores = c.cpu_cores;
   // The roof carries the DMA too (the simulator routes PCIe copies through it), so it is at least
   // what those copies drew from host memory, as [host] mem_bw.
-  p.cpu.mem_bw = std::max({c.host_mem_bw, duplex_bw, mixed_bw}) / c.cpu_sockets;
+  p.cpu.mem_bw = roof / c.cpu_sockets;
   p.notes["cpu.sockets"] = "physical packages of this host's online CPUs (sysfs), " + today();
   p.notes["cpu.cores"] = "online CPUs of this host (sysconf) per socket, " + today();
-  std::ostringstream n;
-  n << std::setprecision(3) << "the largest of a parallel copy over every core (" << c.host_mem_bw / 1e9
-    << " GB/s, bytes read + written)";
-  if (duplex_bw > 0)
-    n << ", of the host-to-device and device-to-host copies at once (" << duplex_bw / 1e9 << " GB/s)";
-  if (mixed_bw > 0) n << " and of both at once (" << mixed_bw / 1e9 << " GB/s)";
-  n << " over the sockets, measured " << today();
-  p.notes["cpu.mem_bw"] = n.str();
+  p.notes["cpu.mem_bw"] = roof_why + " over the sockets, measured " + today();
 }
 
 }  // namespace
@@ -1188,15 +1180,15 @@ Profile fit_profile(const Calibration& c, const Profile& base, const Calibration
   // The same copies with every core copying in host memory at once: the memory system's capacity
   // for CPU work and DMA together, at least the larger of the two alone.
   const bool have_mixed = link_fit("mixed", mixed, "host.mixed");
-  const double dma_bw = std::max(have_duplex ? duplex.bw : 0.0, have_mixed ? mixed.bw : 0.0);
-  if (c.host_mem_bw > 0 || dma_bw > 0) {
-    std::ostringstream n;
-    n << std::setprecision(3) << "the largest of a parallel copy over every core (" << c.host_mem_bw / 1e9
-      << " GB/s, bytes read + written), the host-to-device and device-to-host copies at once ("
-      << (have_duplex ? duplex.bw / 1e9 : 0.0) << " GB/s) and both at once (" << (have_mixed ? mixed.bw / 1e9 : 0.0)
-      << " GB/s), measured " << today();
-    p.host.mem_bw = std::max(c.host_mem_bw, dma_bw);
-    p.notes["host.mem_bw"] = n.str();
+  const double roof = std::max({c.host_mem_bw, have_duplex ? duplex.bw : 0.0, have_mixed ? mixed.bw : 0.0});
+  std::ostringstream why;
+  why << std::setprecision(3) << "the largest of a parallel copy over every core (" << c.host_mem_bw / 1e9
+      << " GB/s, bytes read + written)";
+  if (have_duplex) why << ", of the host-to-device and device-to-host copies at once (" << duplex.bw / 1e9 << " GB/s)";
+  if (have_mixed) why << " and of both at once (" << mixed.bw / 1e9 << " GB/s)";
+  if (roof > 0) {
+    p.host.mem_bw = roof;
+    p.notes["host.mem_bw"] = why.str() + ", measured " + today();
   }
   if (p.ops.has("copy.device")) {
     const auto& coef = p.ops.get("copy.device").pieces().back().coef;
@@ -1205,7 +1197,7 @@ Profile fit_profile(const Calibration& c, const Profile& base, const Calibration
       p.notes["gpu.mem_bw"] = "2 / slope of the fitted copy.device model (" + today() + ")";
     }
   }
-  fit_cpu(c, base, p, have_duplex ? duplex.bw : 0.0, have_mixed ? mixed.bw : 0.0);
+  fit_cpu(c, base, p, roof, why.str());
   // Messages: the software cost beyond the path the simulator charges between 2 ranks of a node.
   const LinkSpec path = p.topology.intra == IntraNode::PCIe
                             ? LinkSpec{std::min(p.h2d.bw, p.d2h.bw), p.h2d.latency + p.d2h.latency}

@@ -29,9 +29,9 @@
 
 namespace joinlab {
 
-namespace {
-
 int hardware_threads() { return int(std::max(1u, std::thread::hardware_concurrency())); }
+
+namespace {
 
 uint64_t physical_memory() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);

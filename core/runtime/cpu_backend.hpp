@@ -28,6 +28,9 @@ int cpu_threads_per_rank(const BackendConfig& cfg, int ranks_on_host);
 // The message of a caught exception (the reason a failing rank gives the others).
 std::string what_of(const std::exception_ptr& e);
 
+// This machine's hardware threads (at least 1): the cpu backend's threads when none are given.
+int hardware_threads();
+
 // Bytes this machine can allocate now without swapping (/proc/meminfo MemAvailable).
 uint64_t available_memory();
 
