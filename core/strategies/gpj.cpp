@@ -107,9 +107,7 @@ void run_gpj_h(Rank& rank, const JoinJob& job) {
   const uint64_t staging =
       cfg.output == OutputMode::CountOnly ? 0 : 2 * staging_rows * (rf.tuple_bytes() + sf.val_bytes);
   const double budget = std::max(0.0, double(*std::min_element(caps.begin(), caps.end())) * fill - double(staging));
-  const uint64_t slot_rows = chunk_rows(cfg, rf, sf);
-  const uint64_t slot = std::max(chunk_slot_bytes(rf, slot_rows), chunk_slot_bytes(sf, slot_rows));
-  GpuCost cost{rf, cfg.load_factor, uint64_t(n) * cfg.slots * slot};
+  GpuCost cost{rf, cfg.load_factor, uint64_t(n) * cfg.slots * slot_bytes(cfg, rf, sf)};
   // Fanout: 16 (parts_per_receiver) partitions per GPU on average when R's tables fit; more when
   // they do not, so that the average partition's table is 1/16 of a GPU (thostrup2023 section 5).
   const double table_per_rank =
@@ -175,8 +173,7 @@ uint64_t gpj_working_set(const JoinJob& job, const ClusterShape& shape) {
   const ExchangeConfig cfg = gpj_config(job.options, shape.size(), job.workload);
   const uint64_t n = uint64_t(shape.size());
   const TupleFormat rf = tuple_format(w.r), sf = tuple_format(w.s);
-  const uint64_t slot_rows = chunk_rows(cfg, rf, sf);
-  const uint64_t slot = std::max(chunk_slot_bytes(rf, slot_rows), chunk_slot_bytes(sf, slot_rows));
+  const uint64_t slot = slot_bytes(cfg, rf, sf);
   const uint64_t parts = OverPartitioning::make(cfg.parts_per_receiver, int(n), cfg.seed).fanout() / n;
   const uint64_t tables = parts * hash_table_bytes(TableKind::Chained, rf, w.r.rows / n / parts + 1, cfg.load_factor);
   const uint64_t staging = cfg.output == OutputMode::CountOnly

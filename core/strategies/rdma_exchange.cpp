@@ -47,7 +47,7 @@ class Exchange {
                          " streams per rank (partition/pack, puts, credits, consumer); the " + rank.backend() +
                          " backend gives " + std::to_string(rank.streams()));
     slot_rows_ = chunk_rows(cfg, rf_, sf_);
-    slot_bytes_ = std::max(chunk_slot_bytes(rf_, slot_rows_), chunk_slot_bytes(sf_, slot_rows_));
+    slot_bytes_ = slot_bytes(cfg, rf_, sf_);
   }
 
   ExchangeResult run(const PlacementFn& place, uint64_t stream_out_rows) {
@@ -725,7 +725,7 @@ uint64_t sender_buffer_bytes(const ExchangeConfig& c, const Workload& w, int ran
   const uint64_t batch = std::min(c.batch_rows, std::max(w.r.rows, w.s.rows) / n + 1);
   const uint64_t slot_rows = chunk_rows(c, rf, sf);
   const uint64_t fanout = OverPartitioning::make(c.parts_per_receiver, ranks, c.seed).fanout();
-  const uint64_t slot = std::max(chunk_slot_bytes(rf, slot_rows), chunk_slot_bytes(sf, slot_rows));
+  const uint64_t slot = slot_bytes(c, rf, sf);
   // Two batches in flight, each a partitioned copy and its chunk images (setup_sender).
   return 2 * (batch * widest.tuple_bytes() + (batch / slot_rows + fanout) * slot);
 }
@@ -733,6 +733,11 @@ uint64_t sender_buffer_bytes(const ExchangeConfig& c, const Workload& w, int ran
 uint64_t chunk_rows(const ExchangeConfig& cfg, TupleFormat r, TupleFormat s) {
   const uint64_t widest = std::max(r.tuple_bytes(), s.tuple_bytes());
   return std::max<uint64_t>(1, cfg.chunk_bytes / widest);
+}
+
+uint64_t slot_bytes(const ExchangeConfig& cfg, TupleFormat r, TupleFormat s) {
+  const uint64_t rows = chunk_rows(cfg, r, s);
+  return std::max(chunk_slot_bytes(r, rows), chunk_slot_bytes(s, rows));
 }
 
 ExchangeResult run_exchange(Rank& rank, const Inputs& in, const OverPartitioning& parts, const ExchangeConfig& cfg,

@@ -120,6 +120,8 @@ ExchangeResult run_exchange_sized(Rank& rank, const Inputs& in, const OverPartit
 
 // The chunk rows of a slot for R and S tuples of these formats (the same for both).
 uint64_t chunk_rows(const ExchangeConfig& cfg, TupleFormat r, TupleFormat s);
+// The bytes of a ring slot: a chunk of chunk_rows of the wider of the two.
+uint64_t slot_bytes(const ExchangeConfig& cfg, TupleFormat r, TupleFormat s);
 
 // The least time the exchange takes on one rank (the slowest, with balanced partitions): its
 // bytes over the links - the part that leaves the node over bw.net while the rest goes over
