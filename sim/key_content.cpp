@@ -414,6 +414,11 @@ size_t tie_start(const Component& comp, const PartitionFn& fn) {
   for (auto& c : comp.constraints) h = mix64(h ^ (uint64_t(c.part) << 8) ^ c.fn.seed ^ c.fn.bits);
   return size_t(h % std::max<uint32_t>(1, fn.fanout()));
 }
+
+// A component's light rows per partition of fn: split_counts and ContentSplit must agree.
+std::vector<uint64_t> light_counts(const Component& comp, const PartitionFn& fn) {
+  return apportion(light_fractions(comp, fn), comp.light, tie_start(comp, fn));
+}
 }  // namespace
 
 std::vector<uint64_t> split_counts(const KeyContent& c, const PartitionFn& fn) {
@@ -421,7 +426,7 @@ std::vector<uint64_t> split_counts(const KeyContent& c, const PartitionFn& fn) {
   for (auto& comp : c.parts) {
     for (auto& [key, n] : comp.heavy) counts[fn(key)] += n;
     if (comp.light == 0) continue;
-    auto light = apportion(light_fractions(comp, fn), comp.light, tie_start(comp, fn));
+    auto light = light_counts(comp, fn);
     for (size_t p = 0; p < light.size(); ++p) counts[p] += light[p];
   }
   return counts;
@@ -462,7 +467,7 @@ ContentSplit::ContentSplit(const KeyContent& c, const PartitionFn& fn) : fn_(fn)
     s.base.light = 0;
     s.constraints = std::move(s.base.constraints);
     s.base.constraints.clear();
-    if (comp.light) s.light = apportion(light_fractions(comp, fn), comp.light, tie_start(comp, fn));
+    if (comp.light) s.light = light_counts(comp, fn);
     for (auto& h : comp.heavy) s.heavy.push_back({fn(h.first), h});
     std::stable_sort(s.heavy.begin(), s.heavy.end(), [](auto& a, auto& b) { return a.first < b.first; });  // keys stay sorted
     shares_.push_back(std::move(s));
