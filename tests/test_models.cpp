@@ -13,6 +13,7 @@
 #include "models/calibrate.hpp"
 #include "models/op_model.hpp"
 #include "models/profile.hpp"
+#include "tests/test_profile_text.hpp"
 
 #ifdef JOINLAB_TEST_SIM
 #include <filesystem>
@@ -23,9 +24,7 @@
 #include "core/experiment/config.hpp"
 #include "core/experiment/report.hpp"
 #include "core/experiment/runner.hpp"
-#include "models/calibrate.hpp"
 #include "sim/key_content.hpp"
-#include "tests/test_profile_text.hpp"
 #endif
 
 namespace joinlab {
