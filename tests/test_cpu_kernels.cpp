@@ -15,6 +15,7 @@
 #include "core/verify/checksum.hpp"
 #include "core/workload/generate.hpp"
 #include "kernels/cpu/cpu_kernels.hpp"
+#include "kernels/cpu/host_memory.hpp"
 
 namespace joinlab {
 namespace {
@@ -182,6 +183,27 @@ std::vector<Widths> all_join_widths() {
 std::vector<TupleFormat> all_formats() { return {{4, 4}, {4, 8}, {8, 4}, {8, 8}}; }
 std::string name_of(const TupleFormat& f) {
   return "k" + std::to_string(f.key_bytes) + "v" + std::to_string(f.val_bytes);
+}
+
+// --- host memory ---------------------------------------------------------------------------------
+
+// A run's repeats reuse their large blocks even where some are never live together: two small
+// send buffers, freed before four larger blocks are made (as crj's before its local join), fit
+// the cache from the second repeat on, so the third maps nothing.
+TEST(CpuHostMemory, RepeatsOfBuffersThatAreNeverLiveTogetherMapNothingNew) {
+  constexpr uint64_t kMiB = 1 << 20;
+  auto repeat = [] {
+    void* send[2] = {cpu::host_alloc(4 * kMiB), cpu::host_alloc(4 * kMiB)};
+    for (void* p : send) cpu::host_free(p);
+    void* join[4];
+    for (void*& p : join) p = cpu::host_alloc(16 * kMiB);
+    for (void* p : join) cpu::host_free(p);
+  };
+  repeat();
+  repeat();
+  const uint64_t mapped = cpu::host_blocks_mapped();
+  repeat();
+  EXPECT_EQ(cpu::host_blocks_mapped(), mapped) << "the third repeat mapped blocks anew (faulting their pages again)";
 }
 
 // --- generation ----------------------------------------------------------------------------------

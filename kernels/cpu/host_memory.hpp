@@ -12,6 +12,8 @@ void* host_alloc(uint64_t bytes);  // never null; throws std::bad_alloc
 void host_free(void* p);
 // The bytes of the large blocks kept for reuse (memory the process can give back at once).
 uint64_t host_cache_bytes();
+// Large blocks mapped so far (each a cache miss): what a repeat that reuses its memory leaves unchanged.
+uint64_t host_blocks_mapped();
 // Touches every page so that later kernels do not pay page faults (like device memory, which
 // is backed when allocated).
 void prefault(void* p, uint64_t bytes, int threads);
