@@ -522,6 +522,10 @@ TEST(CudaDistributed, GpjGpjBGpjHAndCrjMatchTheExpectation) {
       expect_correct(point(s, pk_fk(20000, 50000), kSmallGeometry, ranks));
       expect_correct(point(s, pk_fk(20000, 40000, 8, 0.5, 1.2), kSmallGeometry, ranks));
     }
+  // gpj-b landed in pinned host memory, copied to the GPU before its join.
+  std::map<std::string, std::string> landed = kSmallGeometry;
+  landed["landing"] = "host";
+  for (int ranks : {1, 2}) expect_correct(point("gpj-b", pk_fk(20000, 50000), landed, ranks));
   // Defaults (128 KB chunks, 2^20-row batches) and a many-to-many join, whose output outgrows |S|
   // (gpj exchanges again with its exact size).
   Workload m = pk_fk(3000, 5000);

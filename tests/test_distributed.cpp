@@ -80,6 +80,20 @@ class Distributed : public ::testing::Test {
 
 }  // namespace
 
+TEST_F(Distributed, GpjBLandedInHostMemoryJoinsLikeLandedOnTheGpu) {
+  // landing = host: the shuffle lands in pinned host memory and is copied to the "GPU" (the
+  // rank's device budget) before the join, which must give the same verified result.
+  for (ClusterShape shape : {ClusterShape{1, 2}, ClusterShape{1, 3}}) {
+    Options o = kSmallGeometry;
+    o["landing"] = "host";
+    RunPoint p = point("gpj-b", pk_fk(20000, 50000), o, shape);
+    expect_correct(p);
+    const RunOutcome out = run_point(p);
+    EXPECT_TRUE(std::any_of(out.phases.begin(), out.phases.end(), [](auto& ph) { return ph.name == "copy_in"; }))
+        << "the landed relations are copied in a phase of their own";
+  }
+}
+
 TEST_F(Distributed, AllAreRegisteredForAnyRankCount) {
   for (auto& name : kDistributed) {
     EXPECT_NO_THROW(find_strategy(name)) << name;

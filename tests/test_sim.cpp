@@ -837,6 +837,22 @@ TEST_F(SimTest, PipelinedJoinOverlapsItsShuffleAndJoin) {
   EXPECT_EQ(pipelined.digest.count, blocking.digest.count);
 }
 
+TEST_F(SimTest, GpjBLandedInHostMemoryCopiesWhatArrivedOverPcie) {
+  // landing = host: the shuffle lands in pinned host memory, and each rank copies what arrived
+  // (its half of R and S, 16-byte tuples) to its GPU before the join: four column copies on one
+  // stream over its host-to-device link (10 GB/s and 10 us in the test profile).
+  const Workload w = pk_fk_16(1 << 18, 1 << 18);
+  RunPoint p = one_sided_point("gpj-b", {1, 2}, w, (dir_ / "test.ini").string(), dir_.string());
+  const RunOutcome device = run_point(p);
+  p.strategy_options["landing"] = "host";
+  const RunOutcome host = run_point(p);
+  EXPECT_EQ(host.digest.count, device.digest.count);
+  EXPECT_EQ(host.digest.count, w.s.rows);
+  EXPECT_EQ(phase_of(device, "copy_in"), 0) << "landed in GPU memory: nothing to copy";
+  const double copy = double(w.r.rows + w.s.rows) / 2 * 16 / 1e10 + 4 * 1e-5;
+  EXPECT_NEAR(phase_of(host, "copy_in"), copy, 0.1 * copy);
+}
+
 TEST_F(SimTest, OneSidedJoinSimulationsAreIdentical) {
   RunPoint p = one_sided_point("gpj", {2, 2}, pk_fk_16(1 << 18, 1 << 19), "h100", repo_profiles());
   p.workload.s.zipf_z = 1.0;

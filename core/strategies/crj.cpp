@@ -13,7 +13,7 @@ namespace joinlab {
 StrategyInfo crj_strategy() {
   StrategyInfo i = strategy_info(
       "crj", "distributed CPU radix join (the papers' CPU baseline): one-sided shuffle into host memory, then phj", 1,
-      0, add_materialized_join_options, [](Rank& rank, const JoinJob& job) { run_materialized_join(rank, job, MemSpace::Host); },
+      0, add_materialized_join_options, [](Rank& rank, const JoinJob& job) { run_materialized_join(rank, job, MemSpace::Host, MemSpace::Host); },
       [](const JoinJob& job, const ClusterShape& shape, const Bandwidths& bw) {
         return materialized_join_bound(job, shape, bw, true);
       });

@@ -15,7 +15,8 @@ StrategyInfo crj_strategy();
 // The blocking join shared by gpj-b (in device memory) and crj (in host memory): the one-sided
 // exchange materializes every partition on its receiver, then phj joins them there.
 void add_materialized_join_options(po::options_description& d);  // exchange + phj options
-void run_materialized_join(Rank& rank, const JoinJob& job, MemSpace space);
+// The exchange lands in `landing`; the local join runs in `space` (a copy first where they differ).
+void run_materialized_join(Rank& rank, const JoinJob& job, MemSpace space, MemSpace landing);
 Bound materialized_join_bound(const JoinJob& job, const ClusterShape& shape, const Bandwidths& bw, bool on_host);
 
 }  // namespace joinlab

@@ -182,18 +182,38 @@ uint64_t gpj_working_set(const JoinJob& job, const ClusterShape& shape) {
   return tables + n * parts * cfg.slots * slot + staging;
 }
 
+// Where gpj-b's shuffle lands: in GPU memory (GPUDirect RDMA), or in pinned host memory (what a NIC
+// can write into without GPUDirect) and copied to the GPU over PCIe before the join
+// (thostrup2023's blocking baseline without GPUDirect).
+bool lands_on_host(const po::variables_map& vm) { return vm.count("landing") && vm["landing"].as<std::string>() == "host"; }
+
+// A relation that arrived in one memory, copied into `space` on stream `st` (queued).
+Tuples copy_landed(Rank& rank, Stream st, const Tuples& t, MemSpace space, const std::string& tag) {
+  Tuples d = rank.alloc_tuples(space, t.rows, t.fmt, tag);
+  rank.copy(st, d.keys, 0, t.keys, t.offset * t.fmt.key_bytes, t.rows * t.fmt.key_bytes);
+  rank.copy(st, d.vals, 0, t.vals, t.offset * t.fmt.val_bytes, t.rows * t.fmt.val_bytes);
+  return d;
+}
+
 }  // namespace
 
-// Blocking: the exchange, then phj on the materialized partitions in `space` (gpj-b: device
-// memory; crj: host memory).
-void run_materialized_join(Rank& rank, const JoinJob& job, MemSpace space) {
+// Blocking: the exchange into `landing`, then phj on the materialized partitions in `space` (gpj-b:
+// device memory, landed there or copied in from host memory; crj: host memory).
+void run_materialized_join(Rank& rank, const JoinJob& job, MemSpace space, MemSpace landing) {
   ExchangeConfig cfg = exchange_config(job.options, rank.size(), job.workload);
-  cfg.materialize_space = space;
+  cfg.materialize_space = landing;
   const PhjConfig local = phj_config(job.options);
   Inputs in = generate_inputs(rank, job, MemSpace::Host, MemSpace::Host);
   const auto parts = OverPartitioning::make(cfg.parts_per_receiver, rank.size(), cfg.seed);
   ExchangeResult res = run_exchange(rank, in, parts, cfg, place_all(Placement::Materialize));
-  OutputSink out = phj_join(rank, Stream{0}, res.r, res.s, local, space, "local_");
+  Tuples r = res.r, s = res.s;
+  if (landing != space) {
+    begin_phase(rank, "copy_in");
+    r = copy_landed(rank, Stream{0}, res.r, space, "gpj.landed.R");
+    s = copy_landed(rank, Stream{0}, res.s, space, "gpj.landed.S");
+    res.r = res.s = Tuples{};  // the landed copies go once the copies that read them are done
+  }
+  OutputSink out = phj_join(rank, Stream{0}, r, s, local, space, "local_");
   report_output(rank, Stream{0}, out, in.r, in.s, space);
 }
 
@@ -201,6 +221,17 @@ void add_materialized_join_options(po::options_description& d) {
   add_exchange_options(d);
   add_phj_options(d);
 }
+
+namespace {
+
+void add_gpj_b_options(po::options_description& d) {
+  add_materialized_join_options(d);
+  d.add_options()("landing", choice_option("landing", {"device", "host"}, "device"),
+                  "where the shuffle lands: device (one-sided puts into GPU memory, GPUDirect RDMA) or host (into "
+                  "host memory, then copied to the GPU over PCIe before the join)");
+}
+
+}  // namespace
 
 Bound materialized_join_bound(const JoinJob& job, const ClusterShape& shape, const Bandwidths& bw, bool on_host) {
   const Workload& w = job.workload;
@@ -212,8 +243,13 @@ Bound materialized_join_bound(const JoinJob& job, const ClusterShape& shape, con
   const double rate = on_host ? bw.host_mem : bw.mem;
   const Bound ex = exchange_bound(w, shape, bw);
   const double join = rate > 0 ? join_bytes / rate : 0;
-  return {ex.seconds + join, ex.resource + ", then " + (on_host ? "host" : "device") + " memory " + rate_text(rate) +
-                                 ": the local radix join (the phases do not overlap)"};
+  // Landed in host memory: every arrived tuple crosses PCIe once more before the join.
+  const bool copies_in = !on_host && lands_on_host(job.options) && bw.h2d > 0;
+  const double copy = copies_in ? (tuple_bytes_total(w.r) + tuple_bytes_total(w.s)) / n / bw.h2d : 0;
+  return {ex.seconds + copy + join,
+          ex.resource + (copies_in ? ", then host-to-device " + rate_text(bw.h2d) + ": the landed R and S" : "") +
+              ", then " + (on_host ? "host" : "device") + " memory " + rate_text(rate) +
+              ": the local radix join (the phases do not overlap)"};
 }
 
 // The senders' input stays in host memory (thostrup2023: the data starts in the nodes' memory).
@@ -235,14 +271,24 @@ StrategyInfo gpj_strategy() {
 
 StrategyInfo gpj_b_strategy() {
   StrategyInfo i = strategy_info(
-      "gpj-b", "blocking distributed GPU join (thostrup2023's GPJ-B): one-sided shuffle into GPU memory, then phj", 1,
-      0, add_materialized_join_options,
-      [](Rank& rank, const JoinJob& job) { run_materialized_join(rank, job, MemSpace::Device); },
+      "gpj-b",
+      "blocking distributed GPU join (thostrup2023's GPJ-B): one-sided shuffle into GPU memory (or host memory, then "
+      "PCIe: landing = host), then phj",
+      1,
+      0, add_gpj_b_options,
+      [](Rank& rank, const JoinJob& job) {
+        run_materialized_join(rank, job, MemSpace::Device, lands_on_host(job.options) ? MemSpace::Pinned : MemSpace::Device);
+      },
       [](const JoinJob& job, const ClusterShape& shape, const Bandwidths& bw) {
         return materialized_join_bound(job, shape, bw, false);
       });
   i.check = [](const JoinJob& job) { require_tuple_payloads(job.workload, "gpj-b"); };
-  i.host_bytes = senders_host_bytes;
+  // Landed in host memory: what arrives stays there (until the join's end) beside the senders' input.
+  i.host_bytes = [](const JoinJob& job, const ClusterShape& shape) {
+    const Workload& w = job.workload;
+    return senders_host_bytes(job, shape) +
+           (lands_on_host(job.options) ? uint64_t((tuple_bytes_total(w.r) + tuple_bytes_total(w.s)) / shape.size()) : 0);
+  };
   // What arrives (R and S), and the local phj's partitioned copy of it, and its output.
   i.working_set_bytes = [](const JoinJob& job, const ClusterShape& shape) {
     const Workload& w = job.workload;
