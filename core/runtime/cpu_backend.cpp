@@ -136,14 +136,18 @@ double host_copy_bandwidth() {
   static double bw = [] {
     const int threads = hardware_threads();
     // DRAM, not the caches: 64 MiB per thread (each thread's memcpy then streams, past any
-    // per-core or shared cache) and at least 8 last-level caches in all, but no more than an
-    // eighth of the free memory per buffer, so a small VM still measures.
+    // per-core or shared cache) and at least 4 last-level caches per buffer (STREAM's rule for
+    // its arrays, www.cs.virginia.edu/stream/ref.html), but no more than 1/32 of the free memory
+    // per buffer, so a small VM still measures and four process ranks measuring at once on one
+    // host take a quarter of it at most. The buffers go back to the system at once: kept in
+    // the block cache (at 8 caches and 1/8), they held 5 GB in every process of a 140 000-row
+    // join on a 2-core VM, and four MPI ranks of a test were killed for memory.
     const long l3 = ::sysconf(_SC_LEVEL3_CACHE_SIZE), free_pages = ::sysconf(_SC_AVPHYS_PAGES);
     const uint64_t free_bytes = free_pages > 0 ? uint64_t(free_pages) * uint64_t(::sysconf(_SC_PAGE_SIZE)) : physical_memory();
-    uint64_t bytes = std::max<uint64_t>(uint64_t(threads) * (64ULL << 20), l3 > 0 ? 8 * uint64_t(l3) : 0);
-    bytes = std::max<uint64_t>(64ULL << 20, std::min(bytes, free_bytes / 8));
-    void* a = cpu::host_alloc(bytes);
-    void* b = cpu::host_alloc(bytes);
+    uint64_t bytes = std::max<uint64_t>(uint64_t(threads) * (64ULL << 20), l3 > 0 ? 4 * uint64_t(l3) : 0);
+    bytes = std::max<uint64_t>(64ULL << 20, std::min(bytes, free_bytes / 32));
+    void* a = cpu::host_map_once(bytes);
+    void* b = cpu::host_map_once(bytes);
     cpu::parallel_fill(a, 1, bytes, threads);  // first touch: the copies below fault no pages
     cpu::parallel_fill(b, 2, bytes, threads);
     double best = 0;
@@ -156,8 +160,8 @@ double host_copy_bandwidth() {
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       best = std::max(best, 2.0 * double(bytes) / s);
     }
-    cpu::host_free(a);
-    cpu::host_free(b);
+    cpu::host_unmap_once(a, bytes);
+    cpu::host_unmap_once(b, bytes);
     return best;
   }();
   return bw;

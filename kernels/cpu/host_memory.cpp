@@ -76,6 +76,7 @@ class LargeBlocks {
     uint64_t bytes;
   };
   // A huge-page aligned mapping: map one huge page more and unmap the misaligned ends.
+ public:
   static void* map(uint64_t bytes) {
     void* raw = mmap(nullptr, bytes + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (raw == MAP_FAILED) return nullptr;
@@ -87,6 +88,8 @@ class LargeBlocks {
     madvise(reinterpret_cast<void*>(aligned), bytes, MADV_HUGEPAGE);
     return reinterpret_cast<void*>(aligned);
   }
+
+ private:
   void take(void* p, uint64_t bytes) {
     live_.emplace(p, bytes);
     live_bytes_ += bytes;
@@ -125,6 +128,14 @@ void* host_alloc(uint64_t bytes) {
 void host_free(void* p) {
   if (p && !large_blocks().put(p)) std::free(p);
 }
+
+void* host_map_once(uint64_t bytes) {
+  void* p = LargeBlocks::map((bytes + kHugePage - 1) / kHugePage * kHugePage);
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+
+void host_unmap_once(void* p, uint64_t bytes) { munmap(p, (bytes + kHugePage - 1) / kHugePage * kHugePage); }
 
 uint64_t host_cache_bytes() { return large_blocks().cached_bytes(); }
 uint64_t host_blocks_mapped() { return large_blocks().mapped(); }

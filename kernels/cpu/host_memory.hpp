@@ -10,6 +10,10 @@ namespace joinlab::cpu {
 
 void* host_alloc(uint64_t bytes);  // never null; throws std::bad_alloc
 void host_free(void* p);
+// Huge-page advised memory that bypasses the cache and counts toward no peak: for one-off
+// buffers (a bandwidth measurement) that must go back to the system when freed.
+void* host_map_once(uint64_t bytes);  // never null; throws std::bad_alloc
+void host_unmap_once(void* p, uint64_t bytes);
 // The bytes of the large blocks kept for reuse (memory the process can give back at once).
 uint64_t host_cache_bytes();
 // Large blocks mapped so far (each a cache miss): what a repeat that reuses its memory leaves unchanged.
