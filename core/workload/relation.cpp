@@ -189,7 +189,6 @@ KeyGen make_keygen(const RelationSpec& spec, const RelationSpec* referenced) {
     case KeyDist::TpchLineitem:
       if (!referenced || referenced->dist != KeyDist::TpchOrders)
         throw InputError("relation " + spec.name + ": dist = tpch_lineitem needs the tpch_orders relation it references");
-      g.ref_rows = referenced->rows;
       g.lineitems = tpch::lineitem_index(referenced->rows);
       break;
   }
