@@ -419,6 +419,8 @@ TEST(Tpch, BadScaleFactorsAndPairingsNameFieldAndValue) {
   expect_msg(w, "relation R: scale_factor = 0: must be positive");
   w.r.scale_factor = w.s.scale_factor = 1e-7;  // 0.15 orders
   expect_msg(w, "scale_factor = 1e-07");
+  w.r.scale_factor = w.s.scale_factor = 2 * tpch::kMaxScaleFactor;
+  expect_msg(w, "beyond TPC-H's largest scale factor");
   w = test::tpch(0.01);
   w.s.rows += 1;
   expect_msg(w, "relation S: rows = " + std::to_string(w.s.rows) + ": tpch_lineitem has " + std::to_string(w.s.rows - 1));

@@ -170,7 +170,7 @@ const std::vector<KeyDef>& key_defs() {
                  [](PointBuilder& b, const std::string& v) {
                    b.run.workload.r.seed = b.run.workload.s.seed = parse_size(v, true);
                  }});
-    d.push_back({"workload.scale_factor", "number > 0", "(required for tpch_*)",
+    d.push_back({"workload.scale_factor", "number in (0, 100000]", "(required for tpch_*)",
                  "TPC-H scale factor: tpch_orders has 1.5 M x this rows, tpch_lineitem their lineitems",
                  [](PointBuilder& b, const std::string& v) {
                    const double sf = parse_number(v);

@@ -62,11 +62,12 @@ std::unique_ptr<OwnedIndex> build_index(uint64_t orders) {
 
 uint64_t orders_at(double sf) {
   const double orders = double(kOrdersPerScaleFactor) * sf;
-  if (!(orders >= 1.0 && orders < 9.2e18 && orders == std::floor(orders))) {
-    std::ostringstream m;
+  std::ostringstream m;
+  if (!(orders >= 1.0 && orders == std::floor(orders)))
     m << "must be positive, with 1,500,000 x scale_factor orders a whole number (here " << orders << ")";
-    throw InputError(m.str());
-  }
+  else if (sf > kMaxScaleFactor)  // lineitem's size alone is a pass over every order
+    m << "beyond TPC-H's largest scale factor, " << kMaxScaleFactor;
+  if (!m.str().empty()) throw InputError(m.str());
   return uint64_t(orders);
 }
 

@@ -15,6 +15,7 @@
 namespace joinlab::tpch {
 
 constexpr uint64_t kOrdersPerScaleFactor = 1500000;
+constexpr double kMaxScaleFactor = 100000;
 constexpr uint64_t kRandModulus = 2147483647;  // 2^31 - 1
 constexpr uint64_t kRandMultiplier = 16807;
 constexpr uint64_t kLineCountSeed = 1434868289;  // dbgen's O_LCNT stream
@@ -90,7 +91,7 @@ struct LineitemIndex {
 };
 
 // Orders at scale factor `sf`: 1.5 M x sf; throws InputError saying why unless that is a positive
-// whole number.
+// whole number and sf at most TPC-H's largest scale factor.
 uint64_t orders_at(double sf);
 // The index of orders 1..orders (built on first use, then shared; thread-safe).
 const LineitemIndex& lineitem_index(uint64_t orders);
