@@ -156,8 +156,9 @@ UniversePtr unique_universe(const RelationSpec& spec) {
     u->lo = 1;
     u->hi = spec.rows;
   } else {
+    // Sparse keys over the whole key width, or TPC-H's 8 of every 32 up to the largest order's.
     u->kind = KeyUniverse::Scattered;
-    u->hi = max_key(spec.key_bytes);
+    u->hi = spec.dist == KeyDist::TpchOrders ? tpch::order_key(spec.rows) : max_key(spec.key_bytes);
     u->exact_members = true;
     u->members = g;
   }
@@ -305,6 +306,7 @@ ContentPtr generated_content(const RelationSpec& spec, const RelationSpec* refer
   switch (spec.dist) {
     case KeyDist::UniqueDense:
     case KeyDist::UniqueSparse:
+    case KeyDist::TpchOrders:
       c.universe = unique_universe(spec);
       c.light = rows;
       c.cover = rows;
@@ -364,6 +366,10 @@ ContentPtr generated_content(const RelationSpec& spec, const RelationSpec* refer
       }
       return out;
     }
+    case KeyDist::TpchLineitem:  // each row holds its order's key (1 to 7 rows a key): all hits
+      c.universe = unique_universe(*referenced);
+      c.light = rows;
+      return single(std::move(c));
   }
   return unknown_content(rows);
 }

@@ -33,6 +33,7 @@
 #include "core/experiment/trace_writer.hpp"
 #include "core/experiment/values.hpp"
 #include "core/runtime/launcher.hpp"
+#include "core/workload/tpch.hpp"
 
 namespace joinlab {
 namespace {
@@ -553,6 +554,27 @@ TEST_F(CliTest, RejectsMissingRequiredKeys) {
   expect_rejected(cli({"run", f}), {f, "experiment.strategy is not set"});
   std::string g = write("norows.ini", "[experiment]\nstrategy = scripted\nbackend = scripted\n[workload]\nr.rows = 10\n");
   expect_rejected(cli({"run", g}), {g, "workload.s.rows is not set"});
+}
+
+TEST_F(CliTest, TpchRelationsTakeTheirRowsFromTheScaleFactor) {
+  const std::string head = "[experiment]\nstrategy = scripted\nbackend = scripted\n[workload]\n";
+  const std::string tpch = "r.dist = tpch_orders\ns.dist = tpch_lineitem\n";
+  const ExperimentPlan plan = plan_experiment(write("tpch.ini", head + tpch + "scale_factor = 0.01\n"));
+  ASSERT_EQ(plan.points.size(), 1u);
+  RelationSpec orders = plan.points[0].run.workload.r;
+  EXPECT_EQ(orders.rows, tpch::orders_at(0.01));
+  EXPECT_EQ(plan.points[0].run.workload.s.rows, tpch::lineitem_index(orders.rows).rows);
+
+  std::string f = write("nosf.ini", head + tpch);
+  expect_rejected(cli({"run", f}), {f, "workload.scale_factor is not set", "tpch_orders takes its rows from it"});
+  f = write("zerosf.ini", head + tpch + "scale_factor = 0\n");
+  expect_rejected(cli({"run", f}), {f + ":7", "workload.scale_factor = 0", "must be positive"});
+  f = write("fractionsf.ini", head + tpch + "scale_factor = 1e-7\n");
+  expect_rejected(cli({"run", f}), {f + ":7", "workload.scale_factor = 1e-7", "a whole number"});
+  f = experiment("r.dist = tpch_orders\ns.dist = tpch_lineitem\nscale_factor = 1\n");
+  expect_rejected(cli({"run", f}), {f + ":8", "workload.r.rows = 1000", "takes its rows from workload.scale_factor"});
+  f = write("pairing.ini", head + "r.dist = tpch_orders\nscale_factor = 0.01\n");
+  expect_rejected(cli({"run", f}), {f, "workload.s.dist (default fk)", "R is tpch_orders", "tpch_lineitem"});
 }
 
 TEST_F(CliTest, ValidatesEverySweepPointBeforeRunningAny) {

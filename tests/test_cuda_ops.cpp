@@ -9,6 +9,7 @@
 #include "core/exec/rank.hpp"
 #include "core/workload/generate.hpp"
 #include "tests/cuda_test_util.hpp"
+#include "tests/test_workloads.hpp"
 
 namespace joinlab {
 namespace {
@@ -92,6 +93,34 @@ TEST(CudaOps, GenerateMatchesCpuForEveryDistribution) {
             },
             "generate " + std::string(to_string(d)) + " rows " + std::to_string(n) + " key bytes " + std::to_string(kb));
       }
+}
+
+// Lineitem blocks that start inside an order and at the last rows, in device and pinned memory
+// (both written by the kernels, by runs of orders).
+TEST(CudaOps, GenerateTpchLineitemBlocksMatchesCpu) {
+  JL_REQUIRE_GPU();
+  for (uint8_t kb : {4, 8}) {
+    const Workload w = test::tpch(0.1, kb);
+    for (RowRange block : {RowRange{0, w.s.rows}, RowRange{123457, 123457 + 50000}, RowRange{4000, 4001},
+                           RowRange{w.s.rows - 9, w.s.rows}})
+      for (MemSpace space : {MemSpace::Device, MemSpace::Pinned})
+        for (bool rowid : {false, true})
+          same_on_both(
+              [&](Rank& rank) {
+                GenerateOp g;
+                g.spec = w.s;
+                g.referenced = &w.r;
+                g.first_row = block.begin;
+                g.value_is_rowid = rowid;
+                g.out = rank.alloc_tuples(space, block.size(), {kb, uint8_t(rowid ? 8 : 4)}, "lineitem");
+                rank.launch(Stream{0}, g).get();
+                Obs o;
+                add(o, digest(rank, g.out, 0, block.size()));
+                return o;
+              },
+              "tpch_lineitem rows " + std::to_string(block.begin) + ".." + std::to_string(block.end) + " in " +
+                  to_string(space) + (rowid ? ", row ids" : ""));
+  }
 }
 
 TEST(CudaOps, HistogramMatchesCpu) {

@@ -1,5 +1,6 @@
 // Simulated match counts are exact and verified: every strategy on the sim backend at 1, 2, 4 and
-// 10 ranks, over PK-FK joins with a match rate, Zipf-skewed references and both, counts exactly
+// 10 ranks, over PK-FK joins with a match rate, Zipf-skewed references and both, and TPC-H
+// orders x lineitem, counts exactly
 // the workload's closed form (core/verify/expected.*), which run_point checks (verify is on by
 // default in simulation: the count, there being no data to checksum).
 #include <gtest/gtest.h>
@@ -51,11 +52,13 @@ class SimCounts : public ::testing::Test {
     EXPECT_NE(o.verified.find("closed form"), std::string::npos) << o.verified;
   }
 
-  // PK-FK with a match rate of 0.3; references Zipf(1); both. Small: the suite runs in seconds.
+  // PK-FK with a match rate of 0.3; references Zipf(1); both; TPC-H at SF 0.01. Small: the suite
+  // runs in seconds.
   static std::vector<std::pair<std::string, Workload>> workloads() {
     return {{"match 0.3", pk_fk(3 << 12, 1 << 15, 4, 0.3)},
             {"zipf 1", pk_fk(3 << 12, 1 << 15, 4, 1.0, 1.0)},
-            {"zipf 1, match 0.3", pk_fk(3 << 12, 1 << 15, 8, 0.3, 1.0)}};
+            {"zipf 1, match 0.3", pk_fk(3 << 12, 1 << 15, 8, 0.3, 1.0)},
+            {"tpch sf 0.01", test::tpch(0.01)}};
   }
 };
 

@@ -9,10 +9,13 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/builtin.hpp"
 #include "core/common/error.hpp"
+#include "core/experiment/runner.hpp"
 #include "core/verify/checksum.hpp"
 #include "core/verify/expected.hpp"
 #include "core/workload/generate.hpp"
+#include "tests/test_workloads.hpp"
 
 using namespace joinlab;
 
@@ -25,6 +28,17 @@ RelationSpec spec(const std::string& name, uint64_t rows, KeyDist d, uint8_t key
   s.dist = d;
   s.key_bytes = key_bytes;
   return s;
+}
+
+// v.validate() must throw an InputError that mentions every needle.
+template <class Validated>
+void expect_invalid(const Validated& v, const std::vector<std::string>& needles) {
+  try {
+    v.validate();
+    ADD_FAILURE() << "accepted: " << needles.front();
+  } catch (const InputError& e) {
+    for (const auto& needle : needles) EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
 }
 
 // Keys of a relation generated as `nranks` slices and concatenated.
@@ -215,7 +229,7 @@ Workload make_workload(uint64_t nr, uint64_t ns, KeyDist rd, KeyDist sd, uint8_t
 }
 JoinDigest brute_force(const Workload& w) {
   auto rk = generate_keys(w.r, nullptr, {0, w.r.rows});
-  auto sk = generate_keys(w.s, w.s.dist == KeyDist::ForeignKey ? &w.r : nullptr, {0, w.s.rows});
+  auto sk = generate_keys(w.s, w.referenced_by_s(), {0, w.s.rows});
   auto rv = generate_payload(w.r, 0, {0, w.r.rows});
   auto sv = generate_payload(w.s, 0, {0, w.s.rows});
   return reference_join(rk, rv, sk, sv);
@@ -289,14 +303,7 @@ TEST(Verification, AnyCorruptionIsDetectedAndExplained) {
 }
 
 TEST(Validation, BadSpecsNameFieldAndValue) {
-  auto expect_msg = [](const RelationSpec& s, const std::string& needle) {
-    try {
-      s.validate();
-      FAIL() << "accepted: " << needle;
-    } catch (const InputError& e) {
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
-  };
+  auto expect_msg = [](const RelationSpec& s, const std::string& needle) { expect_invalid(s, {needle}); };
   auto s = spec("S", 10, KeyDist::ForeignKey);
   s.match_rate = 1.5;
   expect_msg(s, "match_rate = 1.5");
@@ -308,4 +315,133 @@ TEST(Validation, BadSpecsNameFieldAndValue) {
   r.rows = 10;
   r.key_bytes = 3;
   expect_msg(r, "key_bytes = 3");
+}
+
+// --- TPC-H orders and lineitem ------------------------------------------------------------------
+
+TEST(Tpch, ScaleFactorOneHasTheOfficialCountsAndLargestKey) {
+  const Workload w = test::tpch(1);
+  EXPECT_EQ(w.r.rows, 1500000u);
+  EXPECT_EQ(w.s.rows, 6001215u);
+  EXPECT_NO_THROW(w.validate());
+  const auto orders = generate_keys(w.r, nullptr, {0, w.r.rows});
+  const auto lineitems = generate_keys(w.s, &w.r, {0, w.s.rows});
+  EXPECT_EQ(*std::max_element(orders.begin(), orders.end()), 6000000u);
+  EXPECT_EQ(*std::max_element(lineitems.begin(), lineitems.end()), 6000000u);
+  EXPECT_EQ(std::unordered_set<uint64_t>(orders.begin(), orders.end()).size(), orders.size());
+}
+
+TEST(Tpch, OrderKeysAreEightOfEveryThirtyTwoAndInvertible) {
+  const Workload w = test::tpch(0.01);
+  const KeyGen g = make_keygen(w.r, nullptr);
+  const auto keys = generate_keys(w.r, nullptr, {0, w.r.rows});
+  ASSERT_TRUE(std::is_sorted(keys.begin(), keys.end()));
+  std::map<uint64_t, int> per_block;  // keys in each [32 m, 32 m + 32)
+  for (uint64_t i = 0; i < keys.size(); ++i) {
+    ASSERT_EQ(g.row_of_key(keys[i]), i);
+    ASSERT_EQ(keys[i] & 0x18, 0u) << "bits 3 and 4 are the update sequence, 0 in the base data";
+    per_block[keys[i] / 32]++;
+  }
+  for (auto [block, n] : per_block)
+    if (block > 0 && block + 1 < per_block.size()) {
+      EXPECT_EQ(n, 8) << "keys " << 32 * block << "..";
+    }
+  EXPECT_EQ(g.row_of_key(keys.back() + 1), ~0ULL);  // beyond the last order
+  EXPECT_EQ(g.row_of_key(8), ~0ULL);                // a key of the update sequences
+  EXPECT_EQ(g.row_of_key(0), ~0ULL);
+}
+
+TEST(Tpch, LineCountsAreOneDrawPerOrderFromTheJump) {
+  // The O(log n) jump to order n's word equals n steps of the generator from the seed, and each
+  // order's key repeats in lineitem as many times as its line count says, in order.
+  const Workload w = test::tpch(0.01);
+  const auto orders = generate_keys(w.r, nullptr, {0, w.r.rows});
+  const auto lineitems = generate_keys(w.s, &w.r, {0, w.s.rows});
+  uint64_t word = tpch::kLineCountSeed, row = 0;
+  std::set<uint32_t> seen;
+  for (uint64_t n = 1; n <= w.r.rows; ++n) {
+    word = tpch::next_line_word(word);
+    ASSERT_EQ(tpch::line_word(n), word) << "order " << n;
+    const uint32_t lines = tpch::lines_of_word(word);
+    seen.insert(lines);
+    for (uint32_t l = 0; l < lines; ++l, ++row) ASSERT_EQ(lineitems[row], orders[n - 1]) << "lineitem row " << row;
+  }
+  EXPECT_EQ(row, w.s.rows);
+  EXPECT_EQ(seen, (std::set<uint32_t>{1, 2, 3, 4, 5, 6, 7}));
+}
+
+TEST(Tpch, BlocksFromTheMiddleEqualTheWholeGeneration) {
+  const Workload w = test::tpch(0.1, 8);
+  const auto whole = generate_keys(w.s, &w.r, {0, w.s.rows});
+  // Blocks that start inside an order, on an index entry's first order and past the last entry.
+  const tpch::LineitemIndex& index = tpch::lineitem_index(w.r.rows);
+  ASSERT_GT(index.entries, 2u);
+  for (uint64_t first : {uint64_t(123457), index.rows_before[1], index.rows_before[1] + 1,
+                         index.rows_before[index.entries - 1] + 3, w.s.rows - 5}) {
+    const RowRange block{first, std::min(w.s.rows, first + 50000)};
+    const auto part = generate_keys(w.s, &w.r, block);
+    ASSERT_TRUE(std::equal(part.begin(), part.end(), whole.begin() + long(first))) << "block from row " << first;
+  }
+  for (int n : {2, 3, 7, 64}) EXPECT_EQ(keys_by_slices(w.s, &w.r, n), whole) << n << " ranks";
+}
+
+TEST(Tpch, ClosedFormEqualsReferenceJoin) {
+  const Workload w = test::tpch(0.01);
+  const ExpectedResult want = expected_result(w, 2);
+  EXPECT_EQ(want.method, "closed form (R keys unique)");
+  EXPECT_EQ(want.digest.count, w.s.rows);  // every lineitem has its order
+  EXPECT_EQ(want.digest, brute_force(w));
+  EXPECT_EQ(expected_count(w).digest.count, w.s.rows);
+}
+
+TEST(Tpch, JoinsOnTheCpuBackendVerify) {
+  register_builtin();
+  const Workload w = test::tpch(0.01);
+  for (const auto& [strategy, ranks] : std::vector<std::pair<std::string, int>>{{"phj", 1}, {"shuffle", 2}}) {
+    SCOPED_TRACE(strategy);
+    RunPoint p;
+    p.name = "tpch";
+    p.strategy = strategy;
+    p.backend = "cpu";
+    p.cluster.shape = {1, ranks};
+    p.workload = w;
+    RunOutcome o;
+    ASSERT_NO_THROW(o = run_point(p));  // run_point throws VerificationError on a wrong result
+    EXPECT_EQ(o.checked, "yes");
+    EXPECT_EQ(o.digest, expected_result(w).digest);
+  }
+}
+
+TEST(Tpch, BadScaleFactorsAndPairingsNameFieldAndValue) {
+  auto expect_msg = [](const Workload& w, const std::string& needle) { expect_invalid(w, {needle}); };
+  Workload w = test::tpch(0.01);
+  w.r.scale_factor = w.s.scale_factor = 0;
+  expect_msg(w, "relation R: scale_factor = 0: must be positive");
+  w.r.scale_factor = w.s.scale_factor = 1e-7;  // 0.15 orders
+  expect_msg(w, "scale_factor = 1e-07");
+  w.r.scale_factor = w.s.scale_factor = 2 * tpch::kMaxScaleFactor;
+  expect_msg(w, "beyond TPC-H's largest scale factor");
+  w = test::tpch(0.01);
+  w.s.rows += 1;
+  expect_msg(w, "relation S: rows = " + std::to_string(w.s.rows) + ": tpch_lineitem has " + std::to_string(w.s.rows - 1));
+  w = test::tpch(0.01);
+  w.s.dist = KeyDist::ForeignKey;
+  expect_msg(w, "relation S: dist = fk: R is tpch_orders");
+  w = test::tpch(0.01);
+  w.r.dist = KeyDist::UniqueDense;
+  expect_msg(w, "relation R: dist = unique_dense: S is tpch_lineitem");
+  w = test::tpch(0.01);
+  std::swap(w.r.dist, w.s.dist);
+  expect_msg(w, "relation R: dist = tpch_lineitem: R (the build side) takes tpch_orders");
+  w = test::tpch(0.01);
+  w.s.scale_factor = 0.02;
+  w.s.rows = tpch_rows(w.s);
+  expect_msg(w, "relation S: scale_factor = 0.02: differs from R's 0.01");
+  // Orders alone (lineitem's count at SF 1000 takes a while): keys beyond 4 bytes.
+  RelationSpec orders = test::tpch(0.01).r;
+  orders.scale_factor = 1000;
+  orders.rows = tpch_rows(orders);
+  expect_invalid(orders, {"relation R: scale_factor = 1000: its largest o_orderkey", "needs 8-byte keys"});
+  orders.key_bytes = 8;
+  EXPECT_NO_THROW(orders.validate());
 }

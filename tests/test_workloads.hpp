@@ -25,4 +25,16 @@ inline Workload pk_fk(uint64_t r_rows, uint64_t s_rows, uint8_t key_bytes = 4, d
   return w;
 }
 
+// TPC-H orders (R, one payload as wide as the key) and lineitem (S, one 4-byte payload) at scale
+// factor `sf`, keys as dbgen makes them, sizes from the scale factor.
+inline Workload tpch(double sf, uint8_t key_bytes = 4) {
+  Workload w = pk_fk(0, 0, key_bytes);
+  w.r.dist = KeyDist::TpchOrders;
+  w.s.dist = KeyDist::TpchLineitem;
+  w.r.scale_factor = w.s.scale_factor = sf;
+  w.r.rows = tpch_rows(w.r);
+  w.s.rows = tpch_rows(w.s);
+  return w;
+}
+
 }  // namespace joinlab::test

@@ -21,6 +21,7 @@
 #include "core/experiment/environment.hpp"
 #include "core/experiment/preflight.hpp"
 #include "core/experiment/values.hpp"
+#include "core/workload/tpch.hpp"
 
 namespace joinlab {
 
@@ -105,8 +106,9 @@ std::vector<KeyDef> relation_keys(const std::string& prefix, const std::string& 
 std::vector<KeyDef> distribution_keys(const std::string& prefix, const std::string& which, Sides sides,
                                       const std::string& default_dist) {
   std::vector<KeyDef> d;
-  d.push_back({prefix + "dist", "unique_dense|unique_sparse|uniform|zipf|fk", default_dist,
-               "key distribution of " + which + " (fk: foreign key into R; S only)",
+  d.push_back({prefix + "dist", "unique_dense|unique_sparse|uniform|zipf|fk|tpch_orders|tpch_lineitem", default_dist,
+               "key distribution of " + which + " (fk: foreign key into R; S only. tpch_orders: R only, "
+               "tpch_lineitem: S only, rows from workload.scale_factor)",
                each(sides, [](RelationSpec& r, const std::string& v) { r.dist = key_dist_from_string(trim(v)); })});
   d.push_back({prefix + "range_lo", "size", "1", "uniform: smallest key",
                each(sides, [](RelationSpec& r, const std::string& v) { r.range_lo = parse_size(v, true); })});
@@ -167,6 +169,13 @@ const std::vector<KeyDef>& key_defs() {
     d.push_back({"workload.seed", "integer >= 0", "42", "seed of both relations",
                  [](PointBuilder& b, const std::string& v) {
                    b.run.workload.r.seed = b.run.workload.s.seed = parse_size(v, true);
+                 }});
+    d.push_back({"workload.scale_factor", "number in (0, 100000]", "(required for tpch_*)",
+                 "TPC-H scale factor: tpch_orders has 1.5 M x this rows, tpch_lineitem their lineitems",
+                 [](PointBuilder& b, const std::string& v) {
+                   const double sf = parse_number(v);
+                   tpch::orders_at(sf);  // rejects 0, negatives and fractions of an order here
+                   b.run.workload.r.scale_factor = b.run.workload.s.scale_factor = sf;
                  }});
     for (auto& k : relation_keys("workload.", "R and S", both_sides, both_per_rank)) d.push_back(k);
     for (auto& k : relation_keys("workload.r.", "R", r_side, r_per_rank)) d.push_back(k);
@@ -430,6 +439,8 @@ class PointContext {
   std::string point_;
 };
 
+[[noreturn]] void fail_workload(const std::string& message, const PointContext& ctx);
+
 RunPoint build_point(const Settings& settings, const std::string& file, const PointContext& ctx) {
   PointBuilder b;
   b.run.name = file_stem(file);
@@ -457,10 +468,31 @@ RunPoint build_point(const Settings& settings, const std::string& file, const Po
     ctx.fail("cluster.gpus_per_node", "x cluster.nodes = " +
                                           std::to_string(int64_t(b.run.cluster.shape.nodes) * b.run.cluster.shape.per_node) +
                                           " ranks, more than the " + std::to_string(kMaxRanks) + " any backend runs");
+  try {  // before the sizes, which depend on the distributions
+    b.run.workload.check_pairing();
+  } catch (const InputError& e) {
+    fail_workload(e.what(), ctx);
+  }
   // Sizes: a side's own key beats the both-sides shorthand; at each level rows (total) and
-  // rows_per_rank exclude each other.
+  // rows_per_rank exclude each other. TPC-H relations take theirs from the scale factor.
   for (const std::string side : {"r", "s"}) {
     const std::string rows = "workload." + side + ".rows", per_rank = rows + "_per_rank";
+    RelationSpec& spec = side == "r" ? b.run.workload.r : b.run.workload.s;
+    if (spec.is_tpch()) {
+      for (const std::string& size_key : {rows, per_rank, std::string("workload.rows"), std::string("workload.rows_per_rank")})
+        if (settings.count(size_key))
+          ctx.fail(size_key, std::string("workload.") + side + ".dist = " + to_string(spec.dist) +
+                                 " takes its rows from workload.scale_factor; leave the rows unset");
+      if (!settings.count("workload.scale_factor"))
+        ctx.fail_here("workload.scale_factor is not set: workload." + side + ".dist = " + to_string(spec.dist) +
+                      " takes its rows from it");
+      try {
+        spec.rows = tpch_rows(spec);
+      } catch (const InputError& e) {
+        fail_workload(e.what(), ctx);
+      }
+      continue;
+    }
     const bool own_rows = settings.count(rows), own_per_rank = settings.count(per_rank);
     const bool all_rows = settings.count("workload.rows"), all_per_rank = settings.count("workload.rows_per_rank");
     if (own_rows && own_per_rank) ctx.fail(per_rank, "give " + rows + " (total) or " + per_rank + ", not both");
@@ -562,6 +594,7 @@ void check_strategy_options(RunPoint& p, const StrategyInfo& info, const std::se
   if (std::regex_match(message, m, field_error)) {
     std::string field = m[2].str() == "range" ? "range_lo" : m[2].str();
     std::string side = m[1].str() == "R" ? "r" : "s";
+    if (field == "scale_factor") ctx.fail("workload.scale_factor", m[3].str() + " (relation " + m[1].str() + ")");
     ctx.fail("workload." + side + "." + field, m[3].str() + " (relation " + m[1].str() + ")");
   }
   static const std::regex any_field("relation ([RS]): ([a-z_]+) = .*");

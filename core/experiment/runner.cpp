@@ -149,7 +149,7 @@ RunOutcome run_point(const RunPoint& p, const RepeatCallback& on_repeat) {
       o.verified = "count and checksum: " + full->method;
       continue;
     }
-    if (p.backend == "sim" && p.workload.s.dist != KeyDist::ForeignKey) {
+    if (p.backend == "sim" && !p.workload.s.references_r()) {
       // Exact only where S's keys reference R's unique ones (sim/README.md, "Operator results
       // without data"); other joins are estimates, which a closed form would fail.
       checked = "estimated";

@@ -129,7 +129,7 @@ RelationData generate_relation(Rank& rank, Stream s, const RelationSpec& spec, c
 Inputs generate_inputs(Rank& rank, const JoinJob& job, MemSpace r_space, MemSpace s_space) {
   begin_phase(rank, kGeneratePhase);
   const Workload& w = job.workload;
-  const RelationSpec* referenced = w.s.dist == KeyDist::ForeignKey ? &w.r : nullptr;
+  const RelationSpec* referenced = w.referenced_by_s();
   Inputs in;
   in.r = generate_relation(rank, Stream{0}, w.r, nullptr, rank_slice(w.r.rows, rank.id(), rank.size()), r_space, "R");
   in.s =
@@ -357,8 +357,9 @@ double tuple_bytes_total(const RelationSpec& spec) { return double(spec.rows) * 
 double full_row_bytes_total(const RelationSpec& spec) { return double(spec.rows) * double(spec.tuple_bytes()); }
 
 double bound_output_bytes(const Workload& w, OutputMode mode) {
-  if (mode == OutputMode::CountOnly || w.s.dist != KeyDist::ForeignKey) return 0;
-  return double(w.s.rows) * w.s.match_rate *
+  if (mode == OutputMode::CountOnly || !w.s.references_r()) return 0;
+  const double matching = w.s.dist == KeyDist::ForeignKey ? w.s.match_rate : 1.0;  // every lineitem has its order
+  return double(w.s.rows) * matching *
          (double(w.r.key_bytes) + tuple_format(w.r).val_bytes + tuple_format(w.s).val_bytes);
 }
 

@@ -29,9 +29,9 @@ bool can_verify(const Workload& w);
 ExpectedResult expected_result(const Workload& w, int threads = 0);
 
 // The match count alone (digest.checksum 0), for runs without a checksum (count-only output,
-// simulation): by the cheapest exact form. S foreign keys into R: |S| when every row matches,
-// else the rows whose match word hits (KeyGen::hits, one word per row, no key); otherwise the
-// count of expected_result. Throws InputError as expected_result does.
+// simulation): by the cheapest exact form. S tpch_lineitem: |S| (each row has its order). S
+// foreign keys into R: |S| when every row matches, else the rows whose match word hits
+// (KeyGen::hits, one word per row, no key); otherwise the count of expected_result. Throws InputError as expected_result does.
 ExpectedResult expected_count(const Workload& w, int threads = 0);
 
 // Reference join of explicit tuples (tests): every (r, s) pair with equal keys.

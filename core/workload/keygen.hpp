@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "core/common/hd.hpp"
+#include "core/workload/tpch.hpp"
 
 namespace joinlab {
 
@@ -118,6 +119,7 @@ struct KeyGen {
   uint8_t ref_dist = 0;
   uint64_t ref_rows = 0, ref_seed = 0;
   FeistelPerm ref_perm;
+  tpch::LineitemIndex lineitems;  // TpchLineitem: where each block of rows starts (host memory)
 
   // --- unique generators (also used for the referenced side of a foreign key) ---
   JL_HD static uint64_t sparse_key(uint64_t i, uint64_t seed, uint8_t key_bytes) {
@@ -152,6 +154,8 @@ struct KeyGen {
       case 1: return sparse_key(i, seed, key_bytes);
       case 2: return lo + random_word(seed, 2, i) % span;
       case 3: return 1 + perm(zipf.sample(seed, 3, i) - 1);
+      case 5: return tpch::order_key(i + 1);
+      case 6: return kEmptyKey64;  // TpchLineitem: rows come in blocks (for_each_key), not one by one
       default: {  // ForeignKey
         bool hit = match_all || random_word(seed, 1, i) < match_threshold;
         if (hit) {
@@ -175,11 +179,26 @@ struct KeyGen {
     for (uint64_t i = first; i < first + n; ++i) h += random_word(seed, 1, i) < match_threshold;
     return h;
   }
+  // Calls visit(row, key) for rows [first, end) in order: a tpch_lineitem block from a cursor at
+  // its first row (each row follows its order's), other distributions row by row. Host only.
+  template <class Visit>
+  void for_each_key(uint64_t first, uint64_t end, Visit&& visit) const {
+    if (dist == 6 && first < end) {
+      tpch::LineitemCursor c = lineitems.cursor(first);
+      for (uint64_t row = first; row < end; ++row, c.next()) visit(row, c.key());
+      return;
+    }
+    for (uint64_t row = first; row < end; ++row) visit(row, key(row));
+  }
   // For unique relations: the row holding `key`, or ~0 if no row does.
   JL_HD uint64_t row_of_key(uint64_t key) const {
     if (dist == 0) {
       if (key == 0 || key > rows) return ~0ULL;
       return perm.inverse(key - 1);
+    }
+    if (dist == 5) {
+      const uint64_t order = tpch::order_of_key(key);
+      return order && order <= rows ? order - 1 : ~0ULL;
     }
     uint64_t r = sparse_row(key, seed, key_bytes);
     return r < rows ? r : ~0ULL;

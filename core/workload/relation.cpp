@@ -1,6 +1,7 @@
 #include "core/workload/relation.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <sstream>
 
 #include "core/common/error.hpp"
@@ -9,17 +10,29 @@
 namespace joinlab {
 
 namespace {
-const char* kDistNames[] = {"unique_dense", "unique_sparse", "uniform", "zipf", "fk"};
+const char* kDistNames[] = {"unique_dense", "unique_sparse", "uniform", "zipf", "fk", "tpch_orders", "tpch_lineitem"};
 uint64_t max_key(uint8_t key_bytes) { return key_bytes == 4 ? 0xfffffffeULL : ~0ULL - 1; }
 }  // namespace
 
 const char* to_string(KeyDist d) { return kDistNames[int(d)]; }
 
 KeyDist key_dist_from_string(const std::string& s) {
-  for (int i = 0; i < 5; ++i)
+  for (int i = 0; i < int(std::size(kDistNames)); ++i)
     if (s == kDistNames[i]) return KeyDist(i);
   throw InputError("unknown key distribution '" + s +
-                   "' (expected unique_dense, unique_sparse, uniform, zipf or fk)");
+                   "' (expected unique_dense, unique_sparse, uniform, zipf, fk, tpch_orders or tpch_lineitem)");
+}
+
+uint64_t tpch_rows(const RelationSpec& spec) {
+  uint64_t orders = 0;
+  try {
+    orders = tpch::orders_at(spec.scale_factor);
+  } catch (const InputError& e) {
+    std::ostringstream m;
+    m << "relation " << spec.name << ": scale_factor = " << spec.scale_factor << ": " << e.what();
+    throw InputError(m.str());
+  }
+  return spec.dist == KeyDist::TpchOrders ? orders : tpch::lineitem_index(orders).rows;
 }
 
 uint64_t RelationSpec::tuple_bytes() const {
@@ -58,6 +71,19 @@ void RelationSpec::validate() const {
       }
       if ((zipf_domain ? zipf_domain : rows) > kmax) bad("zipf_domain", std::to_string(zipf_domain), "beyond the key width");
       break;
+    case KeyDist::TpchOrders:
+    case KeyDist::TpchLineitem: {
+      const uint64_t want = tpch_rows(*this);
+      if (rows != want)
+        bad("rows", std::to_string(rows), std::string(to_string(dist)) + " has " + std::to_string(want) + " rows at its scale_factor");
+      const uint64_t largest = tpch::order_key(tpch::orders_at(scale_factor));
+      if (largest > kmax) {
+        std::ostringstream v;
+        v << scale_factor;
+        bad("scale_factor", v.str(), "its largest o_orderkey " + std::to_string(largest) + " needs 8-byte keys");
+      }
+      break;
+    }
     case KeyDist::ForeignKey:
       if (!(match_rate >= 0.0 && match_rate <= 1.0)) {
         std::ostringstream v; v << match_rate;
@@ -72,16 +98,37 @@ void RelationSpec::validate() const {
 }
 
 void Workload::validate() const {
+  check_pairing();
   r.validate();
   s.validate();
   if (r.key_bytes != s.key_bytes)
     throw InputError("R and S key widths differ (" + std::to_string(r.key_bytes) + " vs " +
                      std::to_string(s.key_bytes) + " bytes)");
+}
+
+void Workload::check_pairing() const {
   if (r.dist == KeyDist::ForeignKey)
     throw InputError("relation R: dist = fk: only S may reference R (R is the build side)");
   if (s.dist == KeyDist::ForeignKey && !r.unique_keys())
     throw InputError(std::string("relation S: dist = fk references R, whose dist = ") + to_string(r.dist) +
                      " is not unique (use unique_dense or unique_sparse)");
+  // TPC-H keys come as the pair they are: orders the build side, lineitem the probe side.
+  if (r.dist == KeyDist::TpchLineitem || s.dist == KeyDist::TpchOrders) {
+    const RelationSpec& wrong = r.dist == KeyDist::TpchLineitem ? r : s;
+    throw InputError("relation " + wrong.name + ": dist = " + to_string(wrong.dist) +
+                     ": R (the build side) takes tpch_orders and S tpch_lineitem");
+  }
+  if (r.dist == KeyDist::TpchOrders && s.dist != KeyDist::TpchLineitem)
+    throw InputError(std::string("relation S: dist = ") + to_string(s.dist) +
+                     ": R is tpch_orders, whose keys only tpch_lineitem references (set S's dist to tpch_lineitem)");
+  if (s.dist == KeyDist::TpchLineitem && r.dist != KeyDist::TpchOrders)
+    throw InputError(std::string("relation R: dist = ") + to_string(r.dist) +
+                     ": S is tpch_lineitem, whose keys are those of tpch_orders (set R's dist to tpch_orders)");
+  if (r.is_tpch() && r.scale_factor != s.scale_factor) {
+    std::ostringstream m;
+    m << "relation S: scale_factor = " << s.scale_factor << ": differs from R's " << r.scale_factor;
+    throw InputError(m.str());
+  }
 }
 
 RowRange rank_slice(uint64_t rows, int rank, int nranks) {
@@ -137,6 +184,13 @@ KeyGen make_keygen(const RelationSpec& spec, const RelationSpec* referenced) {
       g.span = std::max<uint64_t>(1, std::min(room, std::max<uint64_t>(referenced->rows, 1024)));
       break;
     }
+    case KeyDist::TpchOrders:
+      break;
+    case KeyDist::TpchLineitem:
+      if (!referenced || referenced->dist != KeyDist::TpchOrders)
+        throw InputError("relation " + spec.name + ": dist = tpch_lineitem needs the tpch_orders relation it references");
+      g.lineitems = tpch::lineitem_index(referenced->rows);
+      break;
   }
   return g;
 }
@@ -144,7 +198,7 @@ KeyGen make_keygen(const RelationSpec& spec, const RelationSpec* referenced) {
 std::vector<uint64_t> generate_keys(const RelationSpec& spec, const RelationSpec* referenced, RowRange range) {
   KeyGen g = make_keygen(spec, referenced);
   std::vector<uint64_t> out(range.size());
-  for (uint64_t i = 0; i < out.size(); ++i) out[i] = g.key(range.begin + i);
+  g.for_each_key(range.begin, range.end, [&](uint64_t row, uint64_t key) { out[row - range.begin] = key; });
   return out;
 }
 

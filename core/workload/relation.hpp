@@ -13,6 +13,8 @@ enum class KeyDist : uint8_t {
   Uniform,       // uniform over [range_lo, range_hi], duplicates allowed
   Zipf,          // Zipf(z) over domain ranks 1..zipf_domain, ranks scattered over keys 1..domain
   ForeignKey,    // references the other relation (must be unique): match_rate, optional Zipf skew
+  TpchOrders,    // TPC-H o_orderkey as dbgen makes it (core/workload/tpch.hpp); rows from scale_factor
+  TpchLineitem,  // TPC-H l_orderkey: each order's key once per lineitem; references TpchOrders
 };
 
 const char* to_string(KeyDist d);
@@ -28,9 +30,15 @@ struct RelationSpec {
   double zipf_z = 0.0;                    // Zipf, and ForeignKey skew over referenced rows
   uint64_t zipf_domain = 0;               // Zipf: number of distinct ranks (0 = rows)
   double match_rate = 1.0;                // ForeignKey
+  double scale_factor = 0;                // TpchOrders, TpchLineitem: the TPC-H scale factor
   uint64_t seed = 42;
 
-  bool unique_keys() const { return dist == KeyDist::UniqueDense || dist == KeyDist::UniqueSparse; }
+  bool unique_keys() const {
+    return dist == KeyDist::UniqueDense || dist == KeyDist::UniqueSparse || dist == KeyDist::TpchOrders;
+  }
+  bool is_tpch() const { return dist == KeyDist::TpchOrders || dist == KeyDist::TpchLineitem; }
+  // Its keys are (some of) the other relation's, which are unique: exact counts in closed form.
+  bool references_r() const { return dist == KeyDist::ForeignKey || dist == KeyDist::TpchLineitem; }
   uint64_t tuple_bytes() const;  // key + all payload columns
   // Throws InputError naming the field and value when the spec is inconsistent.
   void validate() const;
@@ -40,7 +48,16 @@ struct RelationSpec {
 struct Workload {
   RelationSpec r, s;
   void validate() const;
+  // The distributions' pairing alone (fk references a unique R, TPC-H orders with lineitem), which
+  // needs no sizes: throws InputError naming the side and its dist.
+  void check_pairing() const;
+  // R when S's generator draws R's keys (ForeignKey, TpchLineitem), else null.
+  const RelationSpec* referenced_by_s() const { return s.references_r() ? &r : nullptr; }
 };
+
+// Rows of a TPC-H relation at its scale_factor (orders 1.5 M x SF, lineitem the sum of their
+// line counts). Throws InputError naming the scale factor when it is not usable.
+uint64_t tpch_rows(const RelationSpec& spec);
 
 // Rows [begin, end) of a relation owned by rank `rank` of `nranks`: contiguous blocks, so
 // the union over ranks is the same relation whatever the rank count.

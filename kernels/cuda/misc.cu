@@ -98,10 +98,69 @@ __global__ void generate_kernel(KeyGen gen, uint64_t rel_seed, bool rowid, uint6
   }
 }
 
+// tpch_lineitem: a row's key is its order's, so threads take runs of orders, not rows. Each run's
+// rows are counted (a jump to its first order's line-count word, then one draw per order),
+// scanned, and written from the run's first row on, keeping the block's rows.
+constexpr uint64_t kOrdersPerRun = 32;
+
+__global__ void lineitem_run_rows_kernel(uint64_t first_order, uint64_t orders, uint64_t* run_rows) {
+  const uint64_t runs = (orders + kOrdersPerRun - 1) / kOrdersPerRun;
+  for (uint64_t r = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; r < runs; r += uint64_t(gridDim.x) * blockDim.x) {
+    tpch::LineitemCursor c = tpch::LineitemCursor::first_line_of(first_order + r * kOrdersPerRun);
+    const uint64_t n = min(kOrdersPerRun, orders - r * kOrdersPerRun);
+    uint64_t lines = 0;
+    for (uint64_t k = 0; k < n; ++k, c.next_order()) lines += c.lines;
+    run_rows[r] = lines;
+  }
+}
+
+// `start`: the block's first row; run_first[r]: rows of the block's orders before run r.
+template <class K, class V>
+__global__ void lineitem_write_kernel(tpch::LineitemCursor start, uint64_t orders, const uint64_t* run_first,
+                                      uint64_t rel_seed, bool rowid, uint64_t first, uint64_t rows, K* keys, V* vals) {
+  const uint64_t runs = (orders + kOrdersPerRun - 1) / kOrdersPerRun;
+  for (uint64_t r = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; r < runs; r += uint64_t(gridDim.x) * blockDim.x) {
+    tpch::LineitemCursor c = tpch::LineitemCursor::first_line_of(start.order + r * kOrdersPerRun);
+    const uint64_t n = min(kOrdersPerRun, orders - r * kOrdersPerRun);
+    int64_t i = int64_t(run_first[r]) - int64_t(start.line);  // the run's first row in the block
+    for (uint64_t k = 0; k < n; ++k, c.next_order()) {
+      const uint64_t key = c.key();
+      for (uint32_t line = 0; line < c.lines; ++line, ++i) {
+        if (i < 0 || uint64_t(i) >= rows) continue;
+        const uint64_t row = first + uint64_t(i);
+        keys[i] = K(key);
+        vals[i] = V(rowid ? row : payload_value(rel_seed, 0, row, uint8_t(sizeof(V))));
+      }
+    }
+  }
+}
+
+template <class K, class V>
+void generate_lineitem(KernelContext& ctx, const KeyGen& gen, uint64_t rel_seed, bool value_is_rowid,
+                       uint64_t first_row, uint64_t rows, K* keys, V* vals) {
+  const tpch::LineitemCursor start = gen.lineitems.cursor(first_row);
+  const uint64_t orders = gen.lineitems.cursor(first_row + rows - 1).order - start.order + 1;
+  const uint64_t runs = (orders + kOrdersPerRun - 1) / kOrdersPerRun;
+  uint64_t* run_rows = ctx.scratch_array<uint64_t>(runs);
+  uint64_t* run_first = ctx.scratch_array<uint64_t>(runs);
+  const unsigned grid = grid_for(runs, 256, ctx.info().sm_count * 16);
+  lineitem_run_rows_kernel<<<grid, 256, 0, ctx.stream()>>>(start.order, orders, run_rows);
+  JL_CUDA_LAUNCHED("lineitem_run_rows_kernel");
+  exclusive_scan(ctx, run_rows, run_first, runs);
+  lineitem_write_kernel<K, V><<<grid, 256, 0, ctx.stream()>>>(start, orders, run_first, rel_seed, value_is_rowid,
+                                                              first_row, rows, keys, vals);
+  JL_CUDA_LAUNCHED("lineitem_write_kernel");
+  ctx.mark("lineitem_write_kernel");
+}
+
 template <class K, class V>
 void generate(KernelContext& ctx, const KeyGen& gen, uint64_t rel_seed, bool value_is_rowid,
               uint64_t first_row, uint64_t rows, K* keys, V* vals) {
   if (!rows) return;
+  if (gen.dist == uint8_t(KeyDist::TpchLineitem)) {
+    generate_lineitem(ctx, gen, rel_seed, value_is_rowid, first_row, rows, keys, vals);
+    return;
+  }
   generate_kernel<K, V><<<grid_for(rows, 256, ctx.info().sm_count * 16), 256, 0, ctx.stream()>>>(
       gen, rel_seed, value_is_rowid, first_row, rows, keys, vals);
   JL_CUDA_LAUNCHED("generate_kernel");
