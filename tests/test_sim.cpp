@@ -979,7 +979,7 @@ TEST_F(SimTest, ValidateComparesMeasuredCsvRowsWithTheirSimulation) {
     ResultRow row;
     row.experiment = plan.name;
     row.point = int(i) + 1;
-    row.swept = plan.points[i].label();
+    row.swept = plan.points[i].swept;
     row.outcome = run_point(plan.points[i].run);
     rows.push_back(row);
   }
