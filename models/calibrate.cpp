@@ -1329,7 +1329,7 @@ int calibrate_main(const std::vector<std::string>& args) {
 }
 
 void register_model_commands() {
-  register_profile_check([](const std::string& path) { load_profile(path); });
+  register_profile_check([](const std::string& path, const ProfileOverrides& overrides) { load_profile(path, overrides); });
   register_command("calibrate",
                    "joinlab calibrate [--backend cpu|cuda] [--profile NAME] [--out FILE] [--quick] [--samples F]\n"
                    "                                     measure every operator and link, fit the cost models, write a "

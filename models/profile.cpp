@@ -85,6 +85,7 @@ struct Field {
   std::function<void(Profile&, const std::string&, double)> set;
   std::function<std::string(const Profile&)> get;         // for writing
   std::function<bool(const Profile&)> has = nullptr;      // written only where it holds (unset: always)
+  std::string unread = "";  // why the simulator ignores it (kept for information): an override of it is refused
 };
 
 std::string num(double v) {
@@ -111,15 +112,22 @@ const std::vector<Field>& fields() {
     v.push_back(text("profile.source", false, [](P& p) -> std::string& { return p.source; }));
     v.push_back(number("gpu.memory", Kind::Positive, true, [](P& p) -> double& { return p.gpu.memory; }));
     v.push_back(number("gpu.mem_bw", Kind::Positive, true, [](P& p) -> double& { return p.gpu.mem_bw; }));
+    // What an override of a figure the simulator does not read would change: nothing.
+    auto unread = [&v](const std::string& why) { v.back().unread = why; };
+    const std::string in_the_models = "information only: the operator models hold what it implies";
     v.push_back(number("gpu.l2_bytes", Kind::Number, false, [](P& p) -> double& { return p.gpu.l2_bytes; }));
+    unread(in_the_models + " (their cache.* sizes)");
     v.push_back(number("gpu.sms", Kind::Number, false, [](P& p) -> double& { return p.gpu.sms; }));
+    unread(in_the_models);
     v.push_back(number("gpu.clock_ghz", Kind::Number, false, [](P& p) -> double& { return p.gpu.clock_ghz; }));
+    unread(in_the_models);
     v.push_back(Field{"gpu.streams", Kind::Count, false, {},
                       [](P& p, const std::string&, double x) { p.gpu.streams = int(x); },
                       [](const P& p) { return std::to_string(p.gpu.streams); }});
     v.push_back(number("host.memory", Kind::Positive, true, [](P& p) -> double& { return p.host.memory; }));
     v.push_back(number("host.mem_bw", Kind::Positive, true, [](P& p) -> double& { return p.host.mem_bw; }));
     v.push_back(number("host.cores", Kind::Number, false, [](P& p) -> double& { return p.host.cores; }));
+    unread("information only: the simulated cores are [cpu] sockets x cores");
     v.push_back(number("host.poll_seconds", Kind::Positive, false,
                        [](P& p) -> double& { return p.host.poll_seconds; }));
     v.push_back(number("host.phase_seconds", Kind::Number, false,
@@ -136,6 +144,7 @@ const std::vector<Field>& fields() {
     v.push_back(Field{"topology.gpus_per_node", Kind::Count, true, {},
                       [](P& p, const std::string&, double x) { p.topology.gpus_per_node = int(x); },
                       [](const P& p) { return std::to_string(p.topology.gpus_per_node); }});
+    unread("information only: cluster.gpus_per_node sets the simulated GPUs per node");
     v.push_back(Field{"topology.intra", Kind::Choice, true, {"nvswitch", "nvlink_mesh", "pcie"},
                       [](P& p, const std::string& s, double) {
                         p.topology.intra = s == "nvswitch" ? IntraNode::NVSwitch
@@ -186,6 +195,7 @@ const std::vector<Field>& fields() {
                       [](P& p, const std::string&, double x) { p.cpu.clock_ghz = x; },
                       [](const P& p) { return num(p.cpu.clock_ghz); },
                       [](const P& p) { return p.cpu.present() && p.cpu.clock_ghz > 0; }});
+    unread("information only: the per-core rates (cpu.rate.*, cpu.loaded.*) hold what it implies");
     v.push_back(Field{"cpu.numa", Kind::Choice, false, {"pooled", "per_socket"},
                       [](P& p, const std::string& s, double) { p.cpu.per_socket = s == "per_socket"; },
                       [](const P& p) { return std::string(p.cpu.per_socket ? "per_socket" : "pooled"); }, cpu_present});
@@ -241,10 +251,30 @@ std::string section_of(const std::string& key) {
   return key.substr(0, key.rfind('.'));
 }
 
-std::set<std::string> known_sections() {
-  std::set<std::string> s;
-  for (auto& f : fields()) s.insert(section_of(f.key));
+std::string list_text(const std::vector<std::string>& items) {
+  std::string s;
+  for (auto& i : items) s += (s.empty() ? "" : ", ") + i;
   return s;
+}
+
+// The sections of the fields, in file order.
+std::vector<std::string> known_sections() {
+  std::vector<std::string> s;
+  for (auto& f : fields())
+    if (std::find(s.begin(), s.end(), section_of(f.key)) == s.end()) s.push_back(section_of(f.key));
+  return s;
+}
+bool is_section(const std::string& name) {
+  const auto all = known_sections();
+  return std::find(all.begin(), all.end(), name) != all.end();
+}
+
+std::string sections_text() { return list_text(known_sections()) + ", op.<model>"; }
+
+std::string model_names_text() {
+  std::vector<std::string> names;
+  for (auto& m : model_specs()) names.push_back(m.name);
+  return list_text(names);
 }
 
 bool parse_double(const std::string& s, double& out) {
@@ -257,6 +287,98 @@ bool parse_double(const std::string& s, double& out) {
     return false;
   }
 }
+
+// Why `value` is not a value of `f` ("" when it is one); a number goes to `number`.
+std::string value_error(const Field& f, const std::string& value, double& number) {
+  if (value.empty()) return "empty value";
+  switch (f.kind) {
+    case Kind::Number:
+    case Kind::Positive:
+    case Kind::Count:
+      if (!parse_double(value, number)) return "not a number";
+      if (number < 0) return "must not be negative";
+      if ((f.kind == Kind::Positive || f.kind == Kind::Count) && number <= 0) return "must be positive";
+      if (f.kind == Kind::Count && (number != std::floor(number) || number > 1e9)) return "must be a whole number";
+      return "";
+    case Kind::Choice:
+      if (std::find(f.choices.begin(), f.choices.end(), value) == f.choices.end())
+        return "expected one of " + list_text(f.choices);
+      return "";
+    case Kind::Text:
+      return "";
+  }
+  return "";
+}
+
+const char* const kCacheBytesError = "expected a positive number of bytes";
+bool parse_cache_bytes(const std::string& value, double& bytes) { return parse_double(value, bytes) && bytes > 0; }
+
+// Why `level` is not a cache level of the model ("" when it is one).
+std::string cache_level_error(const ModelSpec& spec, const std::string& level) {
+  if (std::find(spec.caches.begin(), spec.caches.end(), level) != spec.caches.end()) return "";
+  return "model " + spec.name + " has no cache level '" + level + "'" +
+         (spec.caches.empty() ? std::string(" (it has none)") : " (it has " + list_text(spec.caches) + ")");
+}
+
+// The keys of [section], without the section ("bw, latency").
+std::string keys_of(const std::string& section) {
+  std::vector<std::string> keys;
+  for (auto& f : fields())
+    if (f.key.rfind(section + ".", 0) == 0) keys.push_back(f.key.substr(section.size() + 1));
+  return list_text(keys);
+}
+
+// What an override sets: a field, or the size of one cache level of an operator model.
+struct OverrideTarget {
+  const Field* field = nullptr;
+  std::string model, level;  // op.<model>.cache.<level>
+  double number = 0;
+};
+
+[[noreturn]] void fail_override(const std::string& key, const std::string& value, const std::string& file,
+                                const std::string& why) {
+  throw InputError(key + " = " + value + ": " + why + " (override of " + file + ")");
+}
+
+// Checks an override's key and value against the profile format, before the file is read.
+OverrideTarget override_target(const std::string& key, const std::string& value, const std::string& file) {
+  auto fail = [&](const std::string& why) { fail_override(key, value, file, why); };
+  OverrideTarget t;
+  if (key.rfind("op.", 0) == 0) {
+    const size_t cache = key.find(".cache.");
+    t.model = key.substr(3, cache == std::string::npos ? std::string::npos : cache - 3);
+    const ModelSpec* spec = find_model_spec(t.model);
+    if (cache == std::string::npos || !spec) {
+      if (spec || find_model_spec(t.model.substr(0, t.model.rfind('.'))))
+        fail_override(key, value, file, "an operator model's seg lines are a piecewise list, which an override cannot change; only its "
+             "cache.<level> sizes can be (copy the profile to change a model: cluster.profile takes a path)");
+      fail_override(key, value, file, "no operator model '" + t.model + "' (known: " + model_names_text() + ")");
+    }
+    t.level = key.substr(cache + 7);
+    const std::string no_level = cache_level_error(*spec, t.level);
+    if (!no_level.empty()) fail(no_level);
+    if (!parse_cache_bytes(value, t.number)) fail(kCacheBytesError);
+    return t;
+  }
+  t.field = find_field(key);
+  if (!t.field) {
+    const std::string section = section_of(key);
+    if (is_section(section)) fail("unknown key in [" + section + "] (known: " + keys_of(section) + ")");
+    std::string hint;  // "nic" for "link.nic"
+    for (auto& s : known_sections())
+      if (s.size() > section.size() && s.compare(s.size() - section.size() - 1, std::string::npos, "." + section) == 0)
+        hint = "; did you mean [" + s + "]?";
+    fail("unknown profile section [" + section + "] (known: " + sections_text() + ")" + hint);
+  }
+  if (t.field->kind == Kind::Text) fail("a text describing the profile, not a figure of the hardware");
+  if (!t.field->unread.empty()) fail(t.field->unread);
+  const std::string why = value_error(*t.field, value, t.number);
+  if (!why.empty()) fail(why);
+  return t;
+}
+
+// The note a replaced figure carries when the profile is written back.
+const char* const kOverrideNote = "override of the experiment";
 
 struct Parser {
   std::string file;
@@ -272,14 +394,16 @@ struct Parser {
 
 }  // namespace
 
-Profile parse_profile(std::istream& in, const std::string& file) {
+Profile parse_profile(std::istream& in, const std::string& file, const ProfileOverrides& overrides) {
+  std::map<std::string, OverrideTarget> targets;
+  for (auto& [key, value] : overrides) targets[key] = override_target(key, value, file);
+  std::set<std::string> replaced;  // the overrides the file gives a line for
   Profile p;
   Parser ps{file};
   std::string section, raw;
   std::set<std::string> seen;
   std::map<std::string, std::vector<ModelPiece>> pieces;
   std::map<std::string, std::map<std::string, double>> caches;  // model -> level -> bytes
-  const std::set<std::string> sections = known_sections();
   while (std::getline(in, raw)) {
     ps.line++;
     std::string t = trim(raw);
@@ -288,14 +412,9 @@ Profile parse_profile(std::istream& in, const std::string& file) {
       if (t.back() != ']') ps.fail("", "", "section header '" + t + "' lacks its closing ']'");
       section = trim(t.substr(1, t.size() - 2));
       const bool op = section.rfind("op.", 0) == 0;
-      if (op && !find_model_spec(section.substr(3))) {
-        std::string known;
-        for (auto& s : model_specs()) known += (known.empty() ? "" : ", ") + s.name;
-        ps.fail("", "", "unknown operator model [" + section + "] (known: " + known + ")");
-      }
-      if (!op && !sections.count(section))
-        ps.fail("", "", "unknown section [" + section + "] (known: profile, gpu, host, link.h2d, link.d2h, "
-                        "link.p2p, link.nic, topology, cpu, msg, op.<model>)");
+      if (op && !find_model_spec(section.substr(3)))
+        ps.fail("", "", "unknown operator model [" + section + "] (known: " + model_names_text() + ")");
+      if (!op && !is_section(section)) ps.fail("", "", "unknown section [" + section + "] (known: " + sections_text() + ")");
       continue;
     }
     size_t eq = t.find('=');
@@ -309,19 +428,20 @@ Profile parse_profile(std::istream& in, const std::string& file) {
     }
     std::string value = trim(rest);
     const std::string full = section + "." + key;
+    if (auto o = overrides.find(full); o != overrides.end()) {
+      value = o->second;
+      comment = kOverrideNote;
+      replaced.insert(full);
+    }
     if (section.rfind("op.", 0) == 0) {
       const std::string model = section.substr(3);
       const ModelSpec& spec = *find_model_spec(model);
       if (key.rfind("cache.", 0) == 0) {  // cache.<level> = BYTES
         const std::string level = key.substr(6);
-        if (std::find(spec.caches.begin(), spec.caches.end(), level) == spec.caches.end()) {
-          std::string levels;
-          for (auto& c : spec.caches) levels += (levels.empty() ? "" : ", ") + c;
-          ps.fail(full, value, "model " + model + " has no cache level '" + level + "'" +
-                                   (levels.empty() ? std::string(" (it has none)") : " (it has " + levels + ")"));
-        }
+        const std::string no_level = cache_level_error(spec, level);
+        if (!no_level.empty()) ps.fail(full, value, no_level);
         double d = 0;
-        if (!parse_double(value, d) || d <= 0) ps.fail(full, value, "expected a positive number of bytes");
+        if (!parse_cache_bytes(value, d)) ps.fail(full, value, kCacheBytesError);
         if (comment.empty()) ps.fail(full, value, "a number without a source: add '# where it comes from'");
         if (caches[model].count(level)) ps.fail(full, value, "given twice");
         caches[model][level] = d;
@@ -365,37 +485,30 @@ Profile parse_profile(std::istream& in, const std::string& file) {
     }
     const Field* f = find_field(full);
     if (!f) {
-      std::string known;
-      for (auto& fl : fields())
-        if (fl.key.rfind(section + ".", 0) == 0) known += (known.empty() ? "" : ", ") + fl.key.substr(section.size() + 1);
-      ps.fail(full, value, "unknown key in [" + section + "] (known: " + known + ")");
+      ps.fail(full, value, "unknown key in [" + section + "] (known: " + keys_of(section) + ")");
     }
     if (seen.count(full)) ps.fail(full, value, "given twice");
     seen.insert(full);
-    if (value.empty()) ps.fail(full, value, "empty value");
     double d = 0;
-    switch (f->kind) {
-      case Kind::Number:
-      case Kind::Positive:
-      case Kind::Count:
-        if (!parse_double(value, d)) ps.fail(full, value, "not a number");
-        if (d < 0) ps.fail(full, value, "must not be negative");
-        if ((f->kind == Kind::Positive || f->kind == Kind::Count) && d <= 0) ps.fail(full, value, "must be positive");
-        if (f->kind == Kind::Count && (d != std::floor(d) || d > 1e9)) ps.fail(full, value, "must be a whole number");
-        if (comment.empty()) ps.fail(full, value, "a number without a source: add '# where it comes from'");
-        break;
-      case Kind::Choice:
-        if (std::find(f->choices.begin(), f->choices.end(), value) == f->choices.end()) {
-          std::string c;
-          for (auto& x : f->choices) c += (c.empty() ? "" : ", ") + x;
-          ps.fail(full, value, "expected one of " + c);
-        }
-        break;
-      case Kind::Text:
-        break;
-    }
+    const std::string why = value_error(*f, value, d);
+    if (!why.empty()) ps.fail(full, value, why);
+    const bool number = f->kind != Kind::Text && f->kind != Kind::Choice;
+    if (number && comment.empty()) ps.fail(full, value, "a number without a source: add '# where it comes from'");
     f->set(p, value, d);
     if (!comment.empty()) p.notes[full] = comment;
+  }
+  // Overrides of figures the file leaves out: set as if it gave them, before the checks of the whole.
+  for (auto& [key, t] : targets) {
+    if (replaced.count(key)) continue;
+    const std::string& value = overrides.at(key);
+    if (t.field) {
+      t.field->set(p, value, t.number);
+      seen.insert(key);
+    } else {
+      if (!pieces.count(t.model)) fail_override(key, value, file, "the profile has no [op." + t.model + "] model");
+      caches[t.model][t.level] = t.number;
+    }
+    p.notes[key] = kOverrideNote;
   }
   for (auto& f : fields())
     if (f.required && !seen.count(f.key)) {
@@ -448,10 +561,10 @@ Profile parse_profile(std::istream& in, const std::string& file) {
   return p;
 }
 
-Profile load_profile(const std::string& path) {
+Profile load_profile(const std::string& path, const ProfileOverrides& overrides) {
   std::ifstream in(path);
   if (!in) throw InputError("profile " + path + ": cannot be read (missing or unreadable file)");
-  return parse_profile(in, path);
+  return parse_profile(in, path, overrides);
 }
 
 std::string resolve_profile_path(const std::string& name_or_path, const std::string& dir) {

@@ -138,9 +138,18 @@ struct Profile {
   bool provisional() const { return status.rfind("provisional", 0) == 0; }
 };
 
-// Reads and checks a profile; InputError "file:line: key = value: why" on any problem.
-Profile load_profile(const std::string& path);
-Profile parse_profile(std::istream& in, const std::string& file);
+// Figures of a profile replaced for one experiment, keyed as the profile file writes them
+// ("link.nic.bw" -> "5e10", "topology.fabric" -> "fat_tree", "op.probe.linear.cache.far" ->
+// "3e7"). Any key the simulator reads may be given, also one the file leaves out; the [profile]
+// texts, figures kept for information only and the `seg` lines of operator models (piecewise
+// lists) may not.
+using ProfileOverrides = std::map<std::string, std::string>;
+
+// Reads and checks a profile; InputError "file:line: key = value: why" on any problem. With
+// overrides, each replaces the file's value and is checked as the file's own would be; a bad
+// one is an InputError "key = value: why (override of FILE)".
+Profile load_profile(const std::string& path, const ProfileOverrides& overrides = {});
+Profile parse_profile(std::istream& in, const std::string& file, const ProfileOverrides& overrides = {});
 // Name ("h100", looked up in `dir`) or path ("x/y.ini") to a file path; InputError listing the
 // profiles in `dir` when there is none.
 std::string resolve_profile_path(const std::string& name_or_path, const std::string& dir);

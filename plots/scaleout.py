@@ -1,66 +1,58 @@
 #!/usr/bin/env python3
 """Scale-out plot: join throughput and time against the number of GPUs, with the analytic bound.
 
-    plots/scaleout.py --run [--nodes 1,2,...,128] [--experiment experiments/sim-scaleout.ini]
-                      [--rows-per-gpu 500000000] [--csv results/scaleout.csv] [--out results/scaleout]
+    plots/scaleout.py --run [--experiment experiments/sim-scaleout.ini] [--nodes 1,2,...,128]
+                      [--gpus-per-node 8] [--rows-per-gpu 500000000] [--csv results/scaleout.csv]
+                      [--out results/scaleout]
     plots/scaleout.py --csv results/scaleout.csv [--out results/scaleout]
 
---run simulates the weak-scaling sweep first: one `joinlab run` per node count, with
-cluster.nodes and workload.rows (rows per GPU x GPUs) set on the command line, every point of the
-experiment's own sweep (e.g. strategy.levels) included; their CSV rows are gathered into --csv.
-Without --run, the CSV (joinlab's result columns: ranks, total_s, bound_s, throughput, swept,
-strategy_options) is plotted as it is. Writes OUT.png and OUT.svg.
+--run simulates the experiment's weak-scaling sweep first, in one `joinlab run`: its [sweep]
+over cluster.nodes with workload.rows_per_rank, every other swept key (e.g. strategy.levels)
+included; --nodes, --gpus-per-node and --rows-per-gpu replace the file's values. Its CSV is
+copied to --csv. Without --run, the CSV (joinlab's result columns: ranks, total_s, bound_s,
+throughput and a column per swept key) is plotted as it is; a curve per value of the swept keys
+other than cluster.nodes. Writes OUT.png and OUT.svg. plots/sweep.py draws any other swept key.
 """
 import argparse
-import csv
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 
+from sweep import import_pyplot, read_results, save, series, short_key
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+NAME = "scaleout"
 
 
 def run_sweep(args):
-    rows = []
     exe = os.path.join(ROOT, args.build, "joinlab")
     with tempfile.TemporaryDirectory() as tmp:
-        for nodes in [int(n) for n in args.nodes.split(",")]:
-            gpus = nodes * args.gpus_per_node
-            cmd = [exe, "run", args.experiment, "--quiet", "--experiment.output_dir=" + tmp,
-                   "--experiment.name=scaleout_%d" % nodes, "--cluster.nodes=%d" % nodes,
-                   "--cluster.gpus_per_node=%d" % args.gpus_per_node,
-                   "--workload.rows=%d" % (args.rows_per_gpu * gpus)]
-            print("plots/scaleout.py: %d GPUs: %s" % (gpus, " ".join(cmd[1:])), file=sys.stderr)
-            subprocess.run(cmd, check=True)
-            with open(os.path.join(tmp, "scaleout_%d-sim.csv" % nodes)) as f:
-                rows.extend(csv.DictReader(f))
-    os.makedirs(os.path.dirname(os.path.abspath(args.csv)), exist_ok=True)
-    with open(args.csv, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
-        w.writeheader()
-        w.writerows(rows)
-    return rows
+        cmd = [exe, "run", args.experiment, "--quiet", "--experiment.output_dir=" + tmp, "--experiment.name=" + NAME]
+        if args.nodes:
+            cmd.append("--sweep.cluster.nodes=" + args.nodes)
+        if args.gpus_per_node:
+            cmd.append("--cluster.gpus_per_node=%d" % args.gpus_per_node)
+        if args.rows_per_gpu:
+            cmd.append("--workload.rows_per_rank=%d" % args.rows_per_gpu)
+        print("plots/scaleout.py: " + " ".join(cmd[1:]), file=sys.stderr)
+        subprocess.run(cmd, check=True)
+        os.makedirs(os.path.dirname(os.path.abspath(args.csv)), exist_ok=True)
+        shutil.copyfile(os.path.join(tmp, NAME + "-sim.csv"), args.csv)
 
 
-def series_name(row):
-    label = row.get("swept") or row.get("strategy_options") or ""
-    return ("%s %s" % (row["strategy"], label.replace("strategy.", ""))).strip()
+def series_name(name, pts):
+    label = " ".join(short_key(part) for part in name.split())
+    return ("%s %s" % (pts[0]["strategy"], label)).strip()
 
 
-def plot(rows, out):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        sys.exit("plots/scaleout.py: matplotlib is missing (Debian: apt-get install python3-matplotlib)")
-    series = {}
-    for r in rows:
-        series.setdefault(series_name(r), []).append(r)
+def plot(rows, keys, out):
+    plt = import_pyplot("plots/scaleout.py")
     fig, (ax_t, ax_s) = plt.subplots(1, 2, figsize=(12, 4.8))
-    for i, (name, pts) in enumerate(sorted(series.items())):
+    for i, (key, pts) in enumerate(sorted(series(rows, keys, "cluster.nodes").items())):
+        name = series_name(key, pts)
         pts.sort(key=lambda r: int(r["ranks"]))
         gpus = [int(r["ranks"]) for r in pts]
         total = [float(r["total_s"]) for r in pts]
@@ -85,31 +77,26 @@ def plot(rows, out):
     hw = rows[0].get("hardware", "")
     fig.suptitle("scale-out: %s, %s" % (rows[0]["strategy"], hw), fontsize=10)
     fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(out)) or ".", exist_ok=True)
-    for ext in ("png", "svg"):
-        fig.savefig(out + "." + ext, dpi=130)
-        print("plots/scaleout.py: wrote %s.%s" % (out, ext), file=sys.stderr)
+    save(fig, out, "plots/scaleout.py")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--run", action="store_true", help="simulate the sweep first")
     ap.add_argument("--experiment", default=os.path.join(ROOT, "experiments", "sim-scaleout.ini"))
-    ap.add_argument("--nodes", default="1,2,4,8,16,32,64,128", help="node counts (8 GPUs each: 8..1024 GPUs)")
-    ap.add_argument("--gpus-per-node", type=int, default=8)
-    ap.add_argument("--rows-per-gpu", type=int, default=500000000)
+    ap.add_argument("--nodes", help="node counts, e.g. 1,2,4 (default: the experiment's sweep)")
+    ap.add_argument("--gpus-per-node", type=int, help="default: the experiment's")
+    ap.add_argument("--rows-per-gpu", type=int, help="rows per table per GPU (default: the experiment's)")
     ap.add_argument("--build", default="build", help="build folder holding joinlab")
-    ap.add_argument("--csv", default=os.path.join(ROOT, "results", "scaleout.csv"))
-    ap.add_argument("--out", default=os.path.join(ROOT, "results", "scaleout"))
+    ap.add_argument("--csv", default=os.path.join(ROOT, "results", NAME + ".csv"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "results", NAME))
     args = ap.parse_args()
     if args.run:
-        rows = run_sweep(args)
-    else:
-        with open(args.csv) as f:
-            rows = list(csv.DictReader(f))
+        run_sweep(args)
+    rows, keys = read_results(args.csv)
     if not rows:
         sys.exit("plots/scaleout.py: no rows in " + args.csv)
-    plot(rows, args.out)
+    plot(rows, keys, args.out)
 
 
 if __name__ == "__main__":

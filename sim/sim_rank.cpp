@@ -2105,11 +2105,15 @@ void advise_huge_heap() {
   if (block && after > from + kHuge) madvise(from, size_t(after - from) & ~(kHuge - 1), MADV_HUGEPAGE);
 }
 
+// The profile a run simulates: the named one (or the default) with the run's overrides.
+Profile profile_of(const BackendConfig& cfg) {
+  return load_profile(resolve_profile_path(cfg.profile.empty() ? kDefaultProfile : cfg.profile, cfg.profile_dir),
+                      cfg.profile_overrides);
+}
+
 }  // namespace
 
-void check_config(const BackendConfig& cfg) {
-  parse_options(cfg, load_profile(resolve_profile_path(cfg.profile.empty() ? kDefaultProfile : cfg.profile, cfg.profile_dir)));
-}
+void check_config(const BackendConfig& cfg) { parse_options(cfg, profile_of(cfg)); }
 
 SimOutcome simulate(const BackendConfig& cfg, const std::function<void(Rank&)>& body) {
   SimOutcome out;
@@ -2117,7 +2121,7 @@ SimOutcome simulate(const BackendConfig& cfg, const std::function<void(Rank&)>& 
   Profile prof;
   Options opt;
   try {
-    prof = load_profile(resolve_profile_path(cfg.profile.empty() ? kDefaultProfile : cfg.profile, cfg.profile_dir));
+    prof = profile_of(cfg);
     opt = parse_options(cfg, prof);
     // The simulated twin of a run on another backend pays that backend's transports.
     if (opt.msg_backend != "profile")

@@ -16,6 +16,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -1096,6 +1097,102 @@ TEST_F(CliTest, AFailedWriteLeavesNoTruncatedFile) {
   EXPECT_EQ(WEXITSTATUS(status), 3) << "the failed write was not reported";
   EXPECT_FALSE(fs::exists(path));
   EXPECT_FALSE(fs::exists(path + ".partial"));
+}
+
+// --- what-ifs: profile keys; weak and strong scaling in one run -------------------------------
+
+// The cells of a CSV column (quoted fields as csv_text writes them), one per row.
+std::vector<std::string> csv_column(const std::string& csv, const std::string& name) {
+  auto cells = [](const std::string& line) {
+    std::vector<std::string> v(1);
+    bool quoted = false;
+    for (char c : line) {
+      if (c == '"') quoted = !quoted;
+      else if (c == ',' && !quoted) v.emplace_back();
+      else v.back() += c;
+    }
+    return v;
+  };
+  std::istringstream lines(csv);
+  std::string line;
+  std::getline(lines, line);
+  const auto header = cells(line);
+  const auto at = std::find(header.begin(), header.end(), name);
+  if (at == header.end()) {
+    ADD_FAILURE() << "no column " << name << " in " << csv;
+    return {};
+  }
+  std::vector<std::string> column;
+  while (std::getline(lines, line)) column.push_back(cells(line).at(size_t(at - header.begin())));
+  return column;
+}
+
+std::string sim_experiment_text(const std::string& out_dir) {
+  return "[experiment]\nstrategy = shuffle\nbackend = sim\noutput_dir = " + out_dir +
+         "\n[cluster]\nnodes = 2\n[workload]\nrows = 2^16\n";
+}
+
+TEST_F(CliTest, ProfileKeysComeFromTheFileTheCommandLineAndSweeps) {
+  if (!has_backend("sim")) GTEST_SKIP() << "no sim backend in this build";
+  // [profile] holds section.key; [profile.section] holds key: the same keys.
+  std::string f = write("what-if.ini", sim_experiment_text((dir_ / "out").string()) +
+                                           "[profile]\nlink.nic.bw = 5e10\n[profile.topology]\nfabric = fat_tree\n");
+  auto plan = plan_experiment(f);
+  ASSERT_EQ(plan.points.size(), 1u);
+  EXPECT_EQ(plan.points[0].run.cluster.profile_overrides,
+            (std::map<std::string, std::string>{{"link.nic.bw", "5e10"}, {"topology.fabric", "fat_tree"}}));
+
+  plan = plan_experiment(f, {{"profile.link.nic.bw", "1e11"}, {"sweep.profile.link.nic.latency", "1e-6, 2e-6"}});
+  ASSERT_EQ(plan.points.size(), 2u);
+  EXPECT_EQ(plan.swept_keys, (std::vector<std::string>{"profile.link.nic.latency"}));
+  for (size_t i = 0; i < 2; ++i) {
+    const auto& overrides = plan.points[i].run.cluster.profile_overrides;
+    EXPECT_EQ(overrides.at("link.nic.bw"), "1e11");  // the command line beats the file
+    EXPECT_EQ(overrides.at("link.nic.latency"), i == 0 ? "1e-6" : "2e-6");
+    EXPECT_EQ(overrides.at("topology.fabric"), "fat_tree");
+  }
+  EXPECT_EQ(plan.points[1].label(), "profile.link.nic.latency=2e-6");
+}
+
+TEST_F(CliTest, UnknownProfileKeysAndBadValuesAreErrorsNamingThem) {
+  if (has_backend("sim")) {
+    std::string f = write("bad.ini", sim_experiment_text((dir_ / "out").string()) + "[profile]\nlink.nic.bandwidth = 5e10\n");
+    expect_rejected(cli({"run", f}), {f + ":10: profile.link.nic.bandwidth = 5e10", "unknown key in [link.nic]", "bw"});
+    std::string ok = write("ok.ini", sim_experiment_text((dir_ / "out").string()));
+    expect_rejected(cli({"run", ok, "--profile.nic.bw=5e10"}),
+                    {"command line (--profile.nic.bw=5e10): profile.nic.bw = 5e10", "did you mean [link.nic]?"});
+    expect_rejected(cli({"run", ok, "--sweep.profile.link.nic.bw=1e10,fast"}),
+                    {"profile.link.nic.bw = fast", "not a number", "sweep point 2 of 2"});
+    expect_rejected(cli({"run", ok, "--profile.gpu.sms=264"}), {"profile.gpu.sms = 264", "information only"});
+    expect_rejected(cli({"run", ok, "--profile.op.probe.linear.seg=0 1 2"}),
+                    {"profile.op.probe.linear.seg = 0 1 2", "piecewise list"});
+  }
+  // A backend that simulates no profile would ignore them.
+  expect_rejected(cli({"run", experiment(), "--profile.link.nic.bw=5e10"}),
+                  {"profile.link.nic.bw = 5e10", "the scripted backend simulates no profile"});
+}
+
+TEST_F(CliTest, SweepingTheNodesWithRowsPerRankIsWeakScalingAndWithRowsStrongScaling) {
+  const std::vector<std::string> nodes{"1", "2", "4"};
+  const uint64_t rows = 1000;
+  for (const bool weak : {true, false}) {
+    std::string f = write(weak ? "weak.ini" : "strong.ini",
+                          "[experiment]\nstrategy = scripted\nbackend = scripted\noutput_dir = " + (dir_ / "out").string() +
+                              "\n[workload]\n" + (weak ? "rows_per_rank" : "rows") + " = " + std::to_string(rows) +
+                              "\n[sweep]\ncluster.nodes = 1, 2, 4\n");
+    auto r = cli({"run", f, "--quiet"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const std::string csv = read((dir_ / "out" / (weak ? "weak-scripted.csv" : "strong-scripted.csv")).string());
+    EXPECT_EQ(csv_column(csv, "cluster.nodes"), nodes);  // the swept key, a column of its own
+    const auto ranks = csv_column(csv, "ranks"), r_rows = csv_column(csv, "r_rows"), s_rows = csv_column(csv, "s_rows");
+    ASSERT_EQ(r_rows.size(), nodes.size()) << csv;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      EXPECT_EQ(ranks[i], nodes[i]);
+      const uint64_t want = weak ? rows * std::stoull(nodes[i]) : rows;
+      EXPECT_EQ(r_rows[i], std::to_string(want)) << (weak ? "weak" : "strong") << " scaling, " << nodes[i] << " nodes";
+      EXPECT_EQ(s_rows[i], std::to_string(want));
+    }
+  }
 }
 
 }  // namespace

@@ -742,7 +742,7 @@ seg = 0 1e-6 2e-12   # test value
   ResultRow row;
   row.experiment = plan.name;
   row.point = 1;
-  row.swept = plan.points[0].label();
+  row.swept = plan.points[0].swept;
   row.outcome = run_point(plan.points[0].run);
   const std::string measured = (dir / "measured.csv").string(), out = (dir / "out.csv").string();
   write_csv(measured, {row});

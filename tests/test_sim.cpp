@@ -265,10 +265,14 @@ TEST_F(SimTest, NodeFlowsMergeTheTransfersOfAnInstantHoweverTheirRanksWake) {
 }
 
 TEST_F(SimTest, OversubscribedFatTreeSlowsCrossLeafTraffic) {
-  // 4 nodes x 1 GPU, 2 nodes per leaf, leaf uplinks at half the leaf's NIC capacity.
-  BackendConfig c = cluster(4, 1);
-  c.options = {{"fabric", "fat_tree"}, {"levels", "2"}, {"leaf_nodes", "2"}, {"oversubscription", "2"}};
+  // 4 nodes x 1 GPU, 2 nodes per leaf, leaf uplinks at half the leaf's NIC capacity: the
+  // simulator's [cluster] keys, or the same figures of the profile replaced by overrides.
+  BackendConfig by_cluster_keys = cluster(4, 1), by_profile_keys = cluster(4, 1);
+  by_cluster_keys.options = {{"fabric", "fat_tree"}, {"levels", "2"}, {"leaf_nodes", "2"}, {"oversubscription", "2"}};
+  by_profile_keys.profile_overrides = {{"topology.fabric", "fat_tree"}, {"topology.levels", "2"},
+                                       {"topology.leaf_nodes", "2"}, {"topology.oversubscription", "2"}};
   const uint64_t b = 1000000000;
+  for (const BackendConfig& c : {by_cluster_keys, by_profile_keys})
   for (bool cross : {false, true}) {
     auto ph = simulate(c, [&](Rank& r) {
       Buffer buf = r.alloc(MemSpace::Device, b, "b");
@@ -281,8 +285,33 @@ TEST_F(SimTest, OversubscribedFatTreeSlowsCrossLeafTraffic) {
       r.end_phases();
     });
     const double t = seconds(ph[cross ? 2 : 1], "transfer");
-    EXPECT_NEAR(t, (cross ? 2.0 : 1.0) * b / 1e10, 1e-4) << (cross ? "across leaves" : "within a leaf");
+    EXPECT_NEAR(t, (cross ? 2.0 : 1.0) * b / 1e10, 1e-4)
+        << (cross ? "across leaves" : "within a leaf") << (c.options.empty() ? ", profile keys" : ", cluster keys");
   }
+}
+
+TEST_F(SimTest, AProfileOverrideChangesTheLinkItNames) {
+  // One transfer between nodes takes the NIC's latency + bytes / bandwidth (the profile's
+  // figures): with the bandwidth doubled by an override, the bytes take half the time.
+  const Profile file = load_profile((dir_ / "test.ini").string());
+  const uint64_t bytes = 1000000000;
+  auto transfer_seconds = [&](const BackendConfig& c) {
+    auto ph = simulate(c, [&](Rank& r) {
+      Buffer b = r.alloc(MemSpace::Device, bytes, "b");
+      r.phase("transfer");
+      if (r.id() == 0) r.send(Stream{0}, 1, b, 0, bytes, 7).wait();
+      else r.recv(Stream{0}, 0, b, 0, bytes, 7).wait();
+      r.end_phases();
+    });
+    return seconds(ph[1], "transfer");
+  };
+  BackendConfig doubled = cluster(2, 1);
+  doubled.profile_overrides = {{"link.nic.bw", std::to_string(2 * file.nic.bw)}};
+  const double before = transfer_seconds(cluster(2, 1)), after = transfer_seconds(doubled);
+  const double want_before = file.nic.latency + bytes / file.nic.bw, want_after = file.nic.latency + bytes / (2 * file.nic.bw);
+  EXPECT_NEAR(before, want_before, 1e-9 * want_before);
+  EXPECT_NEAR(after, want_after, 1e-9 * want_after);
+  EXPECT_NEAR(after / before, want_after / want_before, 1e-6);  // close to 1/2: the latency is small
 }
 
 TEST_F(SimTest, TwoKernelsOnOneGpuShareIt) {
@@ -545,6 +574,59 @@ TEST_F(SimTest, SixtyFourGpuShuffleEndToEnd) {
   EXPECT_GE(o.total_seconds, o.bound.seconds) << "no simulated run beats its analytic bound";
   EXPECT_FALSE(o.trace.empty());
   EXPECT_EQ(o.rank_phases.size(), 64u);
+}
+
+TEST_F(SimTest, ASweepOverAProfileKeyGivesARowPerValueWithTheKeyRecorded) {
+  // A shuffle between 2 nodes of 1 GPU, every tuple's half for the other node crossing the NICs;
+  // the NIC bandwidth swept over x1 and x2 of the profile's.
+  const Profile file = load_profile((dir_ / "test.ini").string());
+  const std::vector<std::string> bandwidths{std::to_string(file.nic.bw), std::to_string(2 * file.nic.bw)};
+  const fs::path ini = dir_ / "what-if.ini";
+  std::ofstream(ini) << "[experiment]\nstrategy = shuffle\nbackend = sim\n[cluster]\nnodes = 2\nprofile = "
+                     << (dir_ / "test.ini").string() << "\n[workload]\nrows_per_rank = 2^22\n[sweep]\nprofile.link.nic.bw = "
+                     << bandwidths[0] << ", " << bandwidths[1] << "\n";
+  const ExperimentPlan plan = plan_experiment(ini.string());
+  ASSERT_EQ(plan.points.size(), 2u);
+  std::vector<ResultRow> rows;
+  for (auto& pp : plan.points) {
+    ResultRow row;
+    row.point = int(rows.size()) + 1;
+    row.swept = pp.swept;
+    row.outcome = run_point(pp.run);
+    rows.push_back(row);
+  }
+  // The CSV: a column named by the swept key, and the overrides of each row.
+  std::istringstream csv(csv_text(rows));
+  std::vector<std::vector<std::string>> cells;
+  for (std::string line; std::getline(csv, line);) {
+    cells.emplace_back();
+    std::stringstream ls(line);
+    for (std::string c; std::getline(ls, c, ',');) cells.back().push_back(c);
+  }
+  ASSERT_EQ(cells.size(), 3u);
+  auto column = [&](const std::string& name) {
+    const auto at = std::find(cells[0].begin(), cells[0].end(), name);
+    EXPECT_NE(at, cells[0].end()) << name;
+    return size_t(at - cells[0].begin());
+  };
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(cells[i + 1][column("profile.link.nic.bw")], bandwidths[i]);
+    EXPECT_EQ(cells[i + 1][column("profile_overrides")], "link.nic.bw=" + bandwidths[i]);
+  }
+  // The bound is the NICs' bytes over their bandwidth: half of it at twice the bandwidth. The
+  // shuffle phase saves at most its NIC time, and at least part of it.
+  const RunOutcome &base = rows[0].outcome, &fast = rows[1].outcome;
+  EXPECT_NE(base.bound.resource.find("network"), std::string::npos) << base.bound.resource;
+  EXPECT_NEAR(fast.bound.seconds, base.bound.seconds / 2, 1e-9 * base.bound.seconds);
+  auto shuffle_seconds = [](const RunOutcome& o) {
+    for (auto& ph : o.phases)
+      if (ph.name == "shuffle") return ph.seconds;
+    ADD_FAILURE() << "no shuffle phase";
+    return 0.0;
+  };
+  const double saved = shuffle_seconds(base) - shuffle_seconds(fast);
+  EXPECT_GT(saved, base.bound.seconds / 4) << "the shuffle is bound by the NICs";
+  EXPECT_LE(saved, base.bound.seconds / 2 * 1.01);
 }
 
 TEST_F(SimTest, RepeatedSimulationsAreIdentical) {
@@ -995,7 +1077,7 @@ TEST_F(SimTest, ValidateComparesMeasuredCsvRowsWithTheirSimulation) {
     ResultRow row;
     row.experiment = plan.name;
     row.point = int(i) + 1;
-    row.swept = plan.points[i].label();
+    row.swept = plan.points[i].swept;
     row.outcome = run_point(plan.points[i].run);
     rows.push_back(row);
   }
@@ -1152,6 +1234,46 @@ TEST_F(SimTest, EveryStrategyPhasePaysTheProfilesPhaseSeconds) {
   }
   EXPECT_TRUE(names.count("partition") && names.count("join"));
   EXPECT_NEAR(with.total_seconds - without.total_seconds, 0.002, 1e-9) << "two timed phases: partition and join";
+}
+
+TEST(SimProfiles, OverridesAreCheckedAsTheFilesOwnValues) {
+  auto parse = [](const ProfileOverrides& overrides) {
+    std::istringstream in(kTestProfile);
+    return parse_profile(in, "test.ini", overrides);
+  };
+  // A figure the file gives, a choice, one the file leaves out: all replaced or added.
+  const Profile p = parse({{"link.nic.bw", "2.5e10"}, {"topology.fabric", "fat_tree"}, {"topology.hop_latency", "5e-7"}});
+  EXPECT_EQ(p.nic.bw, 2.5e10);
+  EXPECT_EQ(p.topology.fabric, Fabric::FatTree);
+  EXPECT_EQ(p.topology.hop_latency, 5e-7);
+  EXPECT_EQ(p.h2d.bw, parse({}).h2d.bw) << "the others as the file has them";
+  // A cache size of an operator model.
+  const Profile h100 = load_profile(repo_profiles() + "/h100.ini", {{"op.probe.linear.cache.far", "1e6"}});
+  const ModelSpec& probe = *find_model_spec("probe.linear");
+  const size_t far = size_t(std::find(probe.caches.begin(), probe.caches.end(), "far") - probe.caches.begin());
+  EXPECT_EQ(h100.ops.get("probe.linear").caches().at(far), 1e6);
+
+  auto rejection = [&](const std::string& key, const std::string& value) {
+    try {
+      parse({{key, value}});
+    } catch (const InputError& e) {
+      const std::string m = e.what();
+      EXPECT_EQ(m.rfind(key + " = " + value + ": ", 0), 0u) << "the message begins with the override: " << m;
+      return m;
+    }
+    ADD_FAILURE() << key << " = " << value << " was accepted";
+    return std::string();
+  };
+  EXPECT_NE(rejection("link.nic.bandwidth", "1e10").find("unknown key in [link.nic] (known: bw, latency)"), std::string::npos);
+  EXPECT_NE(rejection("nic.bw", "1e10").find("did you mean [link.nic]?"), std::string::npos);
+  EXPECT_NE(rejection("link.nic.bw", "fast").find("not a number"), std::string::npos);
+  EXPECT_NE(rejection("link.nic.bw", "0").find("must be positive"), std::string::npos);
+  EXPECT_NE(rejection("topology.intra", "infiniband").find("expected one of nvswitch, nvlink_mesh, pcie"), std::string::npos);
+  EXPECT_NE(rejection("profile.name", "x").find("not a figure of the hardware"), std::string::npos);
+  EXPECT_NE(rejection("topology.gpus_per_node", "4").find("cluster.gpus_per_node"), std::string::npos);
+  EXPECT_NE(rejection("op.scan.seg", "0 1 2").find("piecewise list"), std::string::npos);
+  EXPECT_NE(rejection("op.scann.cache.far", "1e6").find("no operator model 'scann'"), std::string::npos);
+  EXPECT_NE(rejection("op.probe.linear.cache.l3", "1e6").find("no cache level 'l3'"), std::string::npos);
 }
 
 TEST_F(SimTest, UnknownProfileAndBadClusterKeysAreInputErrors) {

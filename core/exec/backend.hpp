@@ -17,6 +17,9 @@ struct BackendConfig {
   int threads_per_rank = 0;      // CPU worker threads per rank; 0 = cores / ranks
   std::string profile;           // hardware profile name (sim; bounds on real backends if set)
   std::string profile_dir;       // where profiles live (models/profiles)
+  // Figures of the profile replaced for this run ([profile] keys of the experiment), keyed as the
+  // profile file writes them: "link.nic.bw" -> "5e10" (models/profile.hpp, ProfileOverrides).
+  std::map<std::string, std::string> profile_overrides;
   uint64_t device_memory = 0;    // bytes per rank for MemSpace::Device; 0 = backend default
   std::map<std::string, std::string> options;  // backend-specific ([cluster] extras)
   // Bytes the run's trace file may hold (experiment.trace_max_bytes; 0: no limit): a backend that

@@ -185,14 +185,14 @@ int run_command(const std::vector<std::string>& args) {
     }
     row.experiment = plan.name;
     row.point = i + 1;
-    row.swept = pp.label();
+    row.swept = pp.swept;
     row.hardware = describe_hardware(pp.run);
     row.date = utc_timestamp();
     row.git_commit = commit;
     row.trace_file = n == 1 ? base + ".trace.json" : base + "-" + std::to_string(i + 1) + ".trace.json";
     if (reporting) {
       const TraceWritten w = write_chrome_trace_file(row.trace_file, row.outcome,
-                                                     plan.name + (row.swept.empty() ? "" : " " + row.swept),
+                                                     plan.name + (row.swept.empty() ? "" : " " + pp.label()),
                                                      pp.run.trace_max_bytes);
       if (w.left_out) {
         std::lock_guard<std::mutex> g(console_mutex());

@@ -32,7 +32,7 @@ namespace {
 constexpr size_t kMaxSweepPoints = 100000;
 // Rank ids are ints; far beyond what any backend runs (the simulator states its own limit).
 constexpr int64_t kMaxRanks = int64_t(1) << 24;
-const char* const kSections = "[experiment], [cluster], [workload], [strategy] and [sweep]";
+const char* const kSections = "[experiment], [cluster], [workload], [strategy], [profile] and [sweep]";
 
 // A key's value and where it was written, for error messages.
 struct Setting {
@@ -201,8 +201,8 @@ const ClusterExtra* find_cluster_extra(const std::string& key) {
   return nullptr;
 }
 
-std::function<void(const std::string&)>& profile_check() {
-  static std::function<void(const std::string&)> check;
+ProfileCheck& profile_check() {
+  static ProfileCheck check;
   return check;
 }
 
@@ -216,7 +216,16 @@ bool is_cluster_extra(const std::string& key) { return find_cluster_extra(key) !
 
 bool is_strategy_key(const std::string& key) { return key.rfind("strategy.", 0) == 0 && key.size() > 9; }
 
-bool is_known_key(const std::string& key) { return find_def(key) || is_cluster_extra(key) || is_strategy_key(key); }
+// profile.<section>.<key>: a figure of the profile replaced, checked against the profile format
+// when the point is (the models know its keys).
+const std::string kProfilePrefix = "profile.";
+bool is_profile_key(const std::string& key) {
+  return key.rfind(kProfilePrefix, 0) == 0 && key.size() > kProfilePrefix.size();
+}
+
+bool is_known_key(const std::string& key) {
+  return find_def(key) || is_cluster_extra(key) || is_strategy_key(key) || is_profile_key(key);
+}
 
 std::string unknown_key_message(const std::string& key, const std::string& value) {
   std::string msg = "unknown key '" + key + "' (value '" + value + "')";
@@ -462,6 +471,7 @@ RunPoint build_point(const Settings& settings, const std::string& file, const Po
   for (auto& [key, s] : settings) {
     if (is_strategy_key(key)) b.run.strategy_options[key.substr(9)] = trim(s.value);
     if (is_cluster_extra(key)) b.run.cluster.options[key.substr(8)] = trim(s.value);
+    if (is_profile_key(key)) b.run.cluster.profile_overrides[key.substr(kProfilePrefix.size())] = trim(s.value);
   }
   if (!settings.count("experiment.strategy")) ctx.fail_here("experiment.strategy is not set ([experiment] strategy = ...)");
   if (int64_t(b.run.cluster.shape.nodes) * b.run.cluster.shape.per_node > kMaxRanks)
@@ -604,14 +614,23 @@ void check_strategy_options(RunPoint& p, const StrategyInfo& info, const std::se
   ctx.fail_here(message);
 }
 
+// An error that begins "<echoed><key> = <value>: " about one of `settings` (written
+// <section><key> in the experiment) names that setting, without the echo (ctx.fail says that part
+// itself); returns when the error is about none of them.
+void fail_echoed(const std::string& echoed, const std::string& section, const std::map<std::string, std::string>& settings,
+                 const std::string& message, const PointContext& ctx) {
+  for (auto& [k, v] : settings) {
+    const std::string echo = echoed + k + " = " + v + ": ";
+    if (message.rfind(echo, 0) == 0) ctx.fail(section + k, message.substr(echo.size()));
+  }
+}
+
 // Backend errors name the option as "cluster.<key>" or "option <key>": point at its setting.
 [[noreturn]] void fail_cluster(const RunPoint& p, const std::string& message, const PointContext& ctx) {
-  for (auto& [k, v] : p.cluster.options) {
-    const std::string echo = "cluster." + k + " = " + v + ": ";  // ctx.fail says that part itself
-    if (message.rfind(echo, 0) == 0) ctx.fail("cluster." + k, message.substr(echo.size()));
+  fail_echoed("cluster.", "cluster.", p.cluster.options, message, ctx);
+  for (auto& [k, v] : p.cluster.options)
     if (message.find("cluster." + k) != std::string::npos || message.find("option " + k) != std::string::npos)
       ctx.fail("cluster." + k, message);
-  }
   if (message.find("ranks") != std::string::npos) ctx.fail("cluster.nodes", message);
   ctx.fail_here(message);
 }
@@ -647,6 +666,10 @@ void check_point(RunPoint& p, const std::set<std::string>& plan_strategies, cons
     }
   }
   const bool own_profile = !p.cluster.profile.empty();
+  // A backend without a default profile simulates none: an override would change nothing.
+  if (!p.cluster.profile_overrides.empty() && backend->default_profile().empty() && purpose == PlanFor::Running)
+    ctx.fail(kProfilePrefix + p.cluster.profile_overrides.begin()->first,
+             "the " + p.backend + " backend simulates no profile; profile keys apply to points on the sim backend");
   if (!own_profile) p.cluster.profile = backend->default_profile();  // named in the outputs
   if (!p.cluster.profile.empty()) {
     const std::string path = profile_path(p.cluster.profile);
@@ -658,8 +681,9 @@ void check_point(RunPoint& p, const std::set<std::string>& plan_strategies, cons
     }
     if (profile_check()) {
       try {
-        profile_check()(path);
+        profile_check()(path, p.cluster.profile_overrides);
       } catch (const InputError& e) {
+        fail_echoed("", kProfilePrefix, p.cluster.profile_overrides, e.what(), ctx);
         if (own_profile) ctx.fail("cluster.profile", e.what());
         ctx.fail_here(e.what());
       }
@@ -695,12 +719,6 @@ void check_point(RunPoint& p, const std::set<std::string>& plan_strategies, cons
 }
 
 }  // namespace
-
-std::string PlannedPoint::label() const {
-  std::string s;
-  for (auto& [k, v] : swept) s += (s.empty() ? "" : " ") + k + "=" + v;
-  return s;
-}
 
 ExperimentPlan plan_experiment(const std::string& file, const std::vector<Override>& overrides, PlanFor purpose) {
   register_builtin();
@@ -751,6 +769,8 @@ std::vector<KeyDoc> experiment_keys() {
   for (auto& d : key_defs()) docs.push_back({d.key, d.type, d.default_value, d.help});
   for (auto& k : cluster_extras()) docs.push_back(k.doc);
   docs.push_back({"strategy.<option>", "per strategy", "", "passed to the strategy, which validates it"});
+  docs.push_back({"profile.<section>.<key>", "as in the profile", "the profile's",
+                  "sim: replaces a figure of the profile (profile.link.nic.bw = 50e9, profile.topology.fabric = fat_tree)"});
   docs.push_back({"sweep.<section.key>", "comma-separated list", "",
                   "one run point per value; several sweeps form the cartesian product, first key slowest"});
   return docs;
@@ -770,7 +790,7 @@ void register_cluster_key(const std::string& key, const std::string& help, const
   cluster_extras().push_back({{full, "value read by backend " + backend, "", help}, {backend}});
 }
 
-void register_profile_check(std::function<void(const std::string& path)> check) { profile_check() = std::move(check); }
+void register_profile_check(ProfileCheck check) { profile_check() = std::move(check); }
 
 std::string describe_experiment(const std::string& file) {
   const std::string text = read_text(file);

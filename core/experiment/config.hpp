@@ -1,14 +1,16 @@
 // Experiment files: an .ini file (sections [experiment] [cluster] [workload] [strategy]
-// [sweep], read with Boost.Program_options) plus --section.key=value overrides, expanded into
+// [profile] [sweep], read with Boost.Program_options) plus --section.key=value overrides, expanded into
 // run points (the cartesian product of the [sweep] lists, in file order) and validated before
 // anything runs. Every error names where the bad value came from: "phj.ini:12: key = value: why".
 // experiments/README.md documents every key; experiment_keys() is the same list in code.
 #pragma once
 #include <functional>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/experiment/report.hpp"
 #include "core/experiment/runner.hpp"
 
 namespace joinlab {
@@ -21,8 +23,8 @@ struct Override {
 
 struct PlannedPoint {
   RunPoint run;
-  std::vector<std::pair<std::string, std::string>> swept;  // this point's sweep values, file order
-  std::string label() const;  // "workload.r.rows=2^24 strategy.fanout=256", "" without a sweep
+  SweepValues swept;  // this point's sweep values, file order
+  std::string label() const { return sweep_label(swept); }
 };
 
 struct ExperimentPlan {
@@ -55,9 +57,12 @@ std::vector<KeyDoc> experiment_keys();
 // it is rejected as belonging to another backend.
 void register_cluster_key(const std::string& key, const std::string& help, const std::string& backend);
 
-// How a cluster.profile file is checked at plan time on every backend (the models register
-// load_profile); without one only its existence is checked.
-void register_profile_check(std::function<void(const std::string& path)> check);
+// How a cluster.profile file, with the point's profile.* overrides ("link.nic.bw" -> "5e10"), is
+// checked at plan time on every backend (the models register load_profile); without one only its
+// existence is checked. An error about one override begins "<key> = <value>: ".
+using ProfileCheck =
+    std::function<void(const std::string& path, const std::map<std::string, std::string>& overrides)>;
+void register_profile_check(ProfileCheck check);
 
 // A short description of an experiment file for `joinlab list`: "strategy npj, backend cpu:
 // <description>". Throws InputError if the file cannot be read.

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <iomanip>
+#include <map>
 #include <sstream>
 
 #include "core/common/error.hpp"
@@ -59,6 +60,17 @@ std::string phase_column(const std::string& name) {
 
 const std::string& verified_word(const RunOutcome& o) { return o.checked; }
 
+// "a=1;b=2": options and overrides in one cell.
+std::string key_values(const std::map<std::string, std::string>& settings) {
+  std::string s;
+  for (auto& [k, v] : settings) s += (s.empty() ? "" : ";") + k + "=" + v;
+  return s;
+}
+
+void add_if_new(std::vector<std::string>& names, const std::string& name) {
+  if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+}
+
 struct Column {
   const char* title;
   int width;
@@ -70,6 +82,12 @@ const Column kTableColumns[] = {
     {"verified", 9}};
 
 }  // namespace
+
+std::string sweep_label(const SweepValues& swept) {
+  std::string s;
+  for (auto& [k, v] : swept) s += (s.empty() ? "" : " ") + k + "=" + v;
+  return s;
+}
 
 std::string describe_hardware(const RunPoint& p) {
   if (p.backend == "sim") return "simulated (profile " + (p.cluster.profile.empty() ? "default" : p.cluster.profile) + ")";
@@ -110,22 +128,24 @@ void ResultsTable::print_row(const ResultRow& row) {
   size_t i = 0;
   for (const Column& c : kTableColumns)
     line << (c.left ? std::left : std::right) << std::setw(c.width) << cells[i++] << "  ";
-  if (with_point_) line << row.swept;
+  if (with_point_) line << sweep_label(row.swept);
   std::string text = line.str();
   out_ << text.substr(0, text.find_last_not_of(' ') + 1) << "\n" << std::flush;
 }
 
 std::string csv_text(const std::vector<ResultRow>& rows) {
-  std::vector<std::string> phase_names;
-  for (auto& r : rows)
-    for (auto& ph : r.outcome.phases)
-      if (std::find(phase_names.begin(), phase_names.end(), ph.name) == phase_names.end())
-        phase_names.push_back(ph.name);
+  std::vector<std::string> swept_keys, phase_names;
+  for (auto& r : rows) {
+    for (auto& [key, value] : r.swept) add_if_new(swept_keys, key);
+    for (auto& ph : r.outcome.phases) add_if_new(phase_names, ph.name);
+  }
 
-  std::vector<std::string> header = {
-      "experiment", "point", "swept", "strategy", "backend", "hardware", "profile", "bandwidth_source",
-      "nodes", "ranks_per_node", "ranks", "threads_per_rank", "r_rows", "s_rows", "key_bytes",
-      "r_payload_bytes", "s_payload_bytes"};
+  std::vector<std::string> header = {"experiment", "point", "swept"};
+  header.insert(header.end(), swept_keys.begin(), swept_keys.end());
+  for (const char* h : {"strategy", "backend", "hardware", "profile", "profile_overrides", "bandwidth_source", "nodes",
+                        "ranks_per_node", "ranks", "threads_per_rank", "r_rows", "s_rows", "key_bytes",
+                        "r_payload_bytes", "s_payload_bytes"})
+    header.push_back(h);
   for (const char* side : {"r", "s"})
     for (const char* f : {"dist", "range_lo", "range_hi", "zipf_z", "zipf_domain", "match_rate"})
       header.push_back(std::string(side) + "_" + f);
@@ -142,12 +162,18 @@ std::string csv_text(const std::vector<ResultRow>& rows) {
     const RunOutcome& o = row.outcome;
     const RunPoint& p = o.point;
     const Workload& w = p.workload;
-    std::vector<std::string> f = {
-        row.experiment, std::to_string(row.point), row.swept, p.strategy, p.backend, row.hardware,
-        p.cluster.profile, o.bandwidths.source, std::to_string(p.cluster.shape.nodes),
-        std::to_string(p.cluster.shape.per_node), std::to_string(p.cluster.shape.size()),
-        o.threads_per_rank ? std::to_string(o.threads_per_rank) : "", std::to_string(w.r.rows), std::to_string(w.s.rows),
-        std::to_string(w.r.key_bytes), widths(w.r.payload_bytes), widths(w.s.payload_bytes)};
+    std::vector<std::string> f = {row.experiment, std::to_string(row.point), sweep_label(row.swept)};
+    for (auto& key : swept_keys) {
+      auto it = std::find_if(row.swept.begin(), row.swept.end(), [&](const auto& kv) { return kv.first == key; });
+      f.push_back(it == row.swept.end() ? "" : it->second);
+    }
+    for (const std::string& cell :
+         {p.strategy, p.backend, row.hardware, p.cluster.profile, key_values(p.cluster.profile_overrides),
+          o.bandwidths.source, std::to_string(p.cluster.shape.nodes), std::to_string(p.cluster.shape.per_node),
+          std::to_string(p.cluster.shape.size()), o.threads_per_rank ? std::to_string(o.threads_per_rank) : std::string(),
+          std::to_string(w.r.rows), std::to_string(w.s.rows), std::to_string(w.r.key_bytes), widths(w.r.payload_bytes),
+          widths(w.s.payload_bytes)})
+      f.push_back(cell);
     for (const RelationSpec* r : {&w.r, &w.s}) {  // blank where the distribution has no such parameter
       bool uniform = r->dist == KeyDist::Uniform, zipf = r->dist == KeyDist::Zipf, fk = r->dist == KeyDist::ForeignKey;
       f.push_back(to_string(r->dist));
@@ -158,9 +184,7 @@ std::string csv_text(const std::vector<ResultRow>& rows) {
       f.push_back(fk ? number(r->match_rate) : "");
     }
     f.push_back(std::to_string(w.r.seed));
-    std::string options;
-    for (auto& [k, v] : p.strategy_options) options += (options.empty() ? "" : ";") + k + "=" + v;
-    f.push_back(options);
+    f.push_back(key_values(p.strategy_options));
     f.push_back(std::to_string(p.repeat));
     for (auto& n : phase_names) {
       std::string cell;

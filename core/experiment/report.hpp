@@ -4,18 +4,24 @@
 #pragma once
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/experiment/runner.hpp"
 
 namespace joinlab {
 
+// A run point's sweep values, (key, value) in file order.
+using SweepValues = std::vector<std::pair<std::string, std::string>>;
+// "workload.r.rows=2^24 strategy.fanout=256"; "" without a sweep.
+std::string sweep_label(const SweepValues& swept);
+
 // A finished run point with the labels its CSV row carries. outcome.trace is not kept here
 // (the trace writer consumes it).
 struct ResultRow {
   std::string experiment;
   int point = 1;              // 1-based index in the sweep
-  std::string swept;          // "key=value ..." of this point, "" without a sweep
+  SweepValues swept;          // this point's sweep values, none without a sweep
   RunOutcome outcome;
   std::string hardware;       // what it ran on: CPU model, GPU name, or "simulated (profile x)"
   std::string trace_file;
@@ -39,8 +45,9 @@ class ResultsTable {
   bool with_point_;
 };
 
-// The CSV text: a header, then one line per row. Phase times get one column each
-// (phase_<name>_s), for every phase name seen in any row, in order of first appearance.
+// The CSV text: a header, then one line per row. Each swept key gets a column of its own, named
+// by the key (cluster.nodes, profile.link.nic.bw), and phase times one column each
+// (phase_<name>_s), for every key or phase name seen in any row, in order of first appearance.
 std::string csv_text(const std::vector<ResultRow>& rows);
 // Writes csv_text to path (replacing it). Throws RuntimeError naming the path if it cannot.
 void write_csv(const std::string& path, const std::vector<ResultRow>& rows);
