@@ -470,7 +470,9 @@ class SimRank final : public Rank {
   void start_put_transfer(SimStream& st, int peer, uint64_t bytes, bool src_host, bool dst_host);
   // CPU work of this rank on its memory domain: `bytes` of operator `kind` ([cpu] rates) on its
   // cores, `traffic` bytes through the domain's memory; without [cpu], traffic at host.mem_bw.
-  void start_cpu_work(SimStream& st, const std::string& kind, double bytes, double traffic);
+  // `sample`: the operator's features, for the profile's CPU models of it (null: the kind's rates).
+  void start_cpu_work(SimStream& st, const std::string& kind, double bytes, double traffic,
+                      const OpSample* sample = nullptr);
   // A message's software cost: `seconds` on the stream (a wait that shares nothing) before
   // `start` sends it; none: sent at once.
   void after_software_cost(SimStream& st, double seconds, std::function<void()> start);
@@ -1266,7 +1268,8 @@ void SimRank::after_software_cost(SimStream& st, double seconds, std::function<v
 // compute alone would draw, so that a compute-bound operator spreads its traffic over its whole
 // time; other operators' flows and PCIe DMA share that link (max-min). It ends when both end:
 // max(compute on its cores, traffic over its share of the roof).
-void SimRank::start_cpu_work(SimStream& st, const std::string& kind, double bytes, double traffic) {
+void SimRank::start_cpu_work(SimStream& st, const std::string& kind, double bytes, double traffic,
+                             const OpSample* sample) {
   st.state = SimStream::Busy;
   world_.busy++;
   const CpuSpec& cpu = world_.profile.cpu;
@@ -1284,7 +1287,7 @@ void SimRank::start_cpu_work(SimStream& st, const std::string& kind, double byte
   // Each thread at the per-core rate for this load: the domain's ranks run their operators at
   // once (they run the same phases), so busy = threads x ranks of the domain.
   const int busy = std::min(cores, threads * ranks_here);
-  const double core_seconds = bytes / cpu.per_thread_rate(kind, busy, cores);
+  const double core_seconds = bytes / cpu.per_thread_rate(kind, busy, cores, sample, bytes);
   // A threaded execution's amount is each thread's (SimGrid runs thread_count x amount at up to
   // thread_count cores).
   auto exec = sg4::Exec::init()
@@ -1328,7 +1331,7 @@ void SimRank::start(SimStream& st, int index) {
         const double bytes = sample_bytes(sample);
         const double traffic = bytes * (std::holds_alternative<PartitionOp>(*it.op) ? 2 : 1);
         if (traffic <= 0) return finish(st, index);
-        return start_cpu_work(st, cpu_op_kind(*it.op), bytes, traffic);
+        return start_cpu_work(st, cpu_op_kind(*it.op), bytes, traffic, &sample);
       }
       const double seconds = world_.profile.ops.seconds(sample);
       if (seconds <= 0) return finish(st, index);
