@@ -823,6 +823,9 @@ Calibration read_samples(std::istream& in, const std::string& file) {
   return c;
 }
 
+const char* const kSingleCore = "cpu1.";
+const char* const kAllCores = "cpuall.";
+
 namespace {
 
 // The host's sockets (distinct physical packages of its online CPUs; 1 where sysfs says nothing).
@@ -881,21 +884,20 @@ void measure_cpu(Calibration& c, const CalibrationOptions& opt, uint64_t rows) {
     }
 }
 
-// The [cpu] kind of a model the CPU passes measure ("" for those [cpu] has no rate for).
-std::string cpu_kind_of(const std::string& model) {
-  const std::string base = model.substr(0, model.find('.'));
-  if (model == "link.host_copy") return "copy";
-  if (base == "partitioned_join") return "join";
-  if (base == "merge_join") return "merge";
-  for (const std::string& k : cpu_op_kinds())
-    if (k == base) return k;
-  return "";
-}
-
 // Per-core rate of each [cpu] kind from the samples of models `prefix`<model>, run on `threads`
 // threads: the median over the samples of the largest input, bytes per second per thread.
 std::map<std::string, std::pair<double, std::string>> rates_of(const Calibration& c, const std::string& prefix,
                                                                int threads, const std::string& what) {
+  // The [cpu] kind of each model the CPU passes measure.
+  auto kind_of = [](const std::string& model) -> std::string {
+    const std::string base = model.substr(0, model.find('.'));
+    if (model == "link.host_copy") return "copy";
+    if (base == "partitioned_join") return "join";
+    if (base == "merge_join") return "merge";
+    for (const std::string& k : cpu_op_kinds())
+      if (k == base) return k;
+    return "";
+  };
   // Each kind's rate comes from its samples of the largest input (the pass of the widest tuples
   // at the largest size): the joins' operators run on data far beyond the caches, and a core's
   // cost is mostly per row, so the bytes per second of narrower tuples would understate it.
@@ -903,7 +905,7 @@ std::map<std::string, std::pair<double, std::string>> rates_of(const Calibration
   std::map<std::pair<std::string, std::string>, std::vector<std::pair<double, double>>> samples_of;
   for (auto& [model, samples] : c.ops) {
     if (model.rfind(prefix, 0) != 0) continue;
-    const std::string m = model.substr(prefix.size()), kind = cpu_kind_of(m);
+    const std::string m = model.substr(prefix.size()), kind = kind_of(m);
     if (kind.empty()) continue;
     for (OpSample s : samples) {
       s.model = m;
@@ -1041,85 +1043,6 @@ Calibration measure(const CalibrationOptions& opt) {
 
 namespace {
 
-// Whether a model's segment variable is a size, whose cache edge the fit finds (fit_model's
-// automatic break), rather than a parameter (breaks_for).
-bool segment_is_size(const ModelSpec& spec) {
-  return spec.segment == "table_bytes" || spec.segment == "source_bytes" || spec.segment == "partition_bytes";
-}
-
-// The rate's prices as a model: bytes (the byte features) / rate.
-PiecewiseModel rate_model(const ModelSpec& spec, double rate) {
-  std::vector<double> coef(spec.coefficients(), 0.0);
-  for (size_t i = 0; i < spec.features.size(); ++i)
-    if (spec.byte_feature(i)) coef[1 + i] = 1.0 / rate;
-  return PiecewiseModel({{0, coef}});
-}
-
-// Cost models of the CPU operators, [op.cpu1.<model>] and [op.cpuall.<model>], fitted to each
-// pass's samples with the features of the GPU models (fit_model), in core-seconds (a sample's
-// seconds x the pass's threads). The passes run one row count (at two tuple widths), which cannot
-// tell a fixed cost from a cost per byte: the constant is left out (starting an operator's threads
-// takes microseconds, its samples tens of milliseconds), and so is every feature that does not
-// grow with the input (a partitioning's partitions, a join's work items): within a fanout's piece
-// it is the constant in disguise, and a segmented pass multiplies it by its 2^16 partitions
-// (on the 2x H100 host's all-core samples, fanout 2048's slowdown became 0.3 ms per partition).
-// Every piece must price something, or the model would not grow with its input. A model is kept where it cuts the rms relative error of
-// its kind's rate ([cpu] rate / loaded, already fitted) over its samples by a fifth at least (as an
-// automatic break must); elsewhere the rate keeps pricing the operator.
-void fit_cpu_models(const Calibration& c, Profile& p) {
-  p.cpu.models = OpModels{};
-  struct Pass {
-    const char* prefix;
-    int threads;
-  };
-  for (const Pass pass : {Pass{kSingleCore, 1}, Pass{kAllCores, c.cpu_threads_all}}) {
-    if (pass.threads < 1) continue;
-    for (auto& spec : model_specs()) {
-      const std::string name = pass.prefix + spec.name, kind = cpu_kind_of(spec.name);
-      auto it = c.ops.find(name);
-      // Copies in host memory have no features but their bytes: the copy rate prices them.
-      if (kind.empty() || kind == "copy" || it == c.ops.end() || it->second.empty()) continue;
-      std::vector<OpSample> samples = it->second;
-      for (auto& s : samples) {
-        s.model = spec.name;
-        s.seconds *= pass.threads;
-        // No constant and no feature that does not grow with the input (above): a feature 0 in
-        // every sample gets no coefficient.
-        s.x.at(0) = 0;
-        for (size_t i = 0; i < spec.features.size() && i + 1 < s.x.size(); ++i)
-          if (!spec.grows_with_input(i)) s.x[i + 1] = 0;
-      }
-      const bool loaded = pass.prefix == kAllCores && p.cpu.loaded.count(kind);
-      const FitReport by_rate = evaluate_fit(rate_model(spec, loaded ? p.cpu.loaded.at(kind) : p.cpu.rate.at(kind)), samples);
-      FitReport rep;
-      const PiecewiseModel m = fit_model(spec, samples, segment_is_size(spec), breaks_for(spec, samples), &rep, 0, true);
-      bool prices_something = true;
-      for (auto& piece : m.pieces())
-        prices_something = prices_something && std::any_of(piece.coef.begin(), piece.coef.end(), [](double k) { return k > 0; });
-      const bool keep = prices_something && rep.rms_rel_error < 0.8 * by_rate.rms_rel_error;
-      std::cerr << "calibrate: CPU model " << name << ": rms error " << pct(rep.rms_rel_error) << " over "
-                << rep.samples << " samples, the " << kind << " rate's " << pct(by_rate.rms_rel_error) << ": "
-                << (keep ? "kept" : prices_something ? "left to the rate (not a fifth better)" : "left to the rate (a piece prices nothing)")
-                << "\n";
-      if (!keep) continue;
-      p.cpu.models.set(name, m);
-      const std::string how = "fitted " + today() + " from " + std::to_string(rep.samples) + " samples of the " +
-                              (pass.threads > 1 ? "all-core pass (core-seconds: seconds x " +
-                                                      std::to_string(pass.threads) + " threads)"
-                                                : std::string("single-core pass")) +
-                              ", no constant; rms error " + pct(rep.rms_rel_error) + ", max " +
-                              pct(rep.max_rel_error) + " (the " + kind + " rate's: " + pct(by_rate.rms_rel_error) + ")";
-      for (auto& piece : m.pieces()) {
-        std::ostringstream k;
-        k << std::setprecision(6) << "op." << name << ".seg@" << piece.lower;
-        p.notes[k.str()] = how;
-      }
-      for (size_t l = 0; l < spec.caches.size() && l < m.caches().size(); ++l)
-        p.notes["op." + name + ".cache." + spec.caches[l]] = "fitted " + today() + " with the coefficients";
-    }
-  }
-}
-
 // [cpu] from the single-core samples and the roof: the CPUs as the runs on this machine have them
 // (a virtual machine's share of a host is what its runs use, and what validate compares).
 // roof: host memory bytes read + written per second (fit_profile's, with what it is the largest
@@ -1143,7 +1066,6 @@ void fit_cpu(const Calibration& c, const Profile& base, Profile& p, double roof,
     p.cpu.loaded[kind] = r.first;
     p.notes["cpu.loaded." + kind] = r.second;
   }
-  fit_cpu_models(c, p);
   if (c.cpu_sockets == 0 || c.host_mem_bw <= 0) {  // a samples file without them: the base's, said so
     if (!base.cpu.present()) throw InputError("calibrate: single-core samples but no sockets, cores or roof measured");
     for (const char* k : {"cpu.sockets", "cpu.cores", "cpu.mem_bw", "cpu.clock_ghz"})
@@ -1196,7 +1118,9 @@ Profile fit_profile(const Calibration& c, const Profile& base, const Calibration
       continue;
     }
     FitReport rep;
-    PiecewiseModel m = fit_model(spec, it->second, segment_is_size(spec), breaks_for(spec, it->second), &rep, llc);
+    const bool cache_edge = spec.segment == "table_bytes" || spec.segment == "source_bytes" ||
+                            spec.segment == "partition_bytes";
+    PiecewiseModel m = fit_model(spec, it->second, cache_edge, breaks_for(spec, it->second), &rep, llc);
     p.ops.set(spec.name, m);
     const std::string how = "fitted " + today() + " from " + std::to_string(rep.samples) + " samples (" +
                             std::to_string(it->second.size()) + " sizes x params), rms error " + pct(rep.rms_rel_error) +

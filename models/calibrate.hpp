@@ -82,9 +82,10 @@ struct Calibration {
   double cpu_clock_ghz = 0;  // /proc/cpuinfo (0: unknown)
 };
 
-// The single-core operator samples are of models kSingleCore + model ("cpu1.histogram",
-// "cpu1.link.host_copy"), the same operators on every core at once of kAllCores + model
-// ("cpuall.histogram"): op_model.hpp.
+// Prefix of the models of the single-core operator samples ("cpu1.histogram", "cpu1.link.host_copy").
+extern const char* const kSingleCore;
+// Prefix of the models of the same operators on every core at once ("cpuall.histogram").
+extern const char* const kAllCores;
 // Per-core rate of each [cpu] operator kind (bytes of sample_bytes per second on one core, the
 // median over its single-core samples), with how it was found; kinds without samples are absent.
 std::map<std::string, std::pair<double, std::string>> cpu_rates(const Calibration& c);

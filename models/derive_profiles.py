@@ -329,9 +329,7 @@ def derive(base_path, name, m):
             w("%s = %s   # %s's, kept (the same transports' software); was: %s" % (key, v, base_name, src)
               if src else "%s = %s" % (key, v))
     for sec, entries in read_profile(base_path):
-        # The base host's CPU operator models (op.cpu1.*, op.cpuall.*) are its CPUs', not this
-        # machine's: its CPU work is priced by the [cpu] rates scaled above.
-        if not sec.startswith("op.") or sec.startswith(("op.cpu1.", "op.cpuall.")):
+        if not sec.startswith("op."):
             continue
         model = sec[3:]
         w("")

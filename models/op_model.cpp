@@ -66,28 +66,9 @@ bool ModelSpec::byte_feature(size_t i) const {
   return f.rfind("bytes", 0) == 0 || (f.size() > 13 && f.compare(f.size() - 13, 13, "_reload_bytes") == 0);
 }
 
-bool ModelSpec::grows_with_input(size_t i) const {
-  if (i >= features.size()) return false;
-  const std::string& f = features[i];
-  auto ends_with = [&](const std::string& tail) {
-    return f.size() >= tail.size() && f.compare(f.size() - tail.size(), tail.size(), tail) == 0;
-  };
-  return f.rfind("bytes", 0) == 0 || ends_with("_bytes") || ends_with("_rows") || f == "rounds";
-}
-
-const char* const kSingleCore = "cpu1.";
-const char* const kAllCores = "cpuall.";
-
-std::string cpu_model_base(const std::string& name) {
-  for (const std::string prefix : {kSingleCore, kAllCores})
-    if (name.rfind(prefix, 0) == 0) return name.substr(prefix.size());
-  return "";
-}
-
 const ModelSpec* find_model_spec(const std::string& name) {
-  const std::string base = cpu_model_base(name);
   for (auto& s : model_specs())
-    if (s.name == (base.empty() ? name : base)) return &s;
+    if (s.name == name) return &s;
   return nullptr;
 }
 
@@ -601,16 +582,7 @@ namespace {
 struct Design {
   std::vector<std::vector<double>> x;
   std::vector<double> seconds, segment;
-  bool only_used = false;  // unknowns(): only the features some sample has
   size_t features() const { return x.empty() ? 0 : x.front().size(); }
-  // The coefficients to fit, of which a piece needs one sample more.
-  size_t unknowns() const {
-    if (!only_used) return features();
-    size_t n = 0;
-    for (size_t j = 0; j < features(); ++j)
-      n += std::any_of(x.begin(), x.end(), [j](const std::vector<double>& row) { return row[j] != 0; });
-    return n;
-  }
 };
 
 Design design_of(const std::vector<OpSample>& samples, const std::vector<double>& caches) {
@@ -738,10 +710,9 @@ PiecewiseModel fit_design(const Design& d, std::vector<double> breaks, const std
       if ((i == 0 || d.segment[k] >= lo) && d.segment[k] < hi) m.push_back(k);
     return m;
   };
-  const size_t need = d.unknowns() + 1;
   for (size_t i = lowers.size(); i-- > 1;)
-    if (members(i).size() < need) lowers.erase(lowers.begin() + long(i));
-  if (members(0).size() < need && lowers.size() > 1) lowers.erase(lowers.begin() + 1);
+    if (members(i).size() < nfeat + 1) lowers.erase(lowers.begin() + long(i));
+  if (members(0).size() < nfeat + 1 && lowers.size() > 1) lowers.erase(lowers.begin() + 1);
   std::vector<ModelPiece> pieces;
   for (size_t i = 0; i < lowers.size(); ++i) {
     auto m = members(i);
@@ -760,7 +731,7 @@ PiecewiseModel fit_design_auto(const Design& d, const std::vector<double>& cache
   std::vector<double> values = d.segment;
   std::sort(values.begin(), values.end());
   values.erase(std::unique(values.begin(), values.end()), values.end());
-  const size_t need = d.unknowns() + 1;
+  const size_t need = d.features() + 1;
   for (size_t i = 1; i < values.size(); ++i) {
     // Halfway (geometrically) between two sampled values: a profile's rounding of the bound
     // cannot move a sampled value (or an unsampled one equal to it) across.
@@ -802,11 +773,10 @@ std::vector<double> cache_candidates(const std::string& level) {
 }
 
 PiecewiseModel fit_model(const ModelSpec& spec, const std::vector<OpSample>& samples, bool auto_break,
-                         const std::vector<double>& breaks, FitReport* report, double max_cache, bool only_used) {
+                         const std::vector<double>& breaks, FitReport* report, double max_cache) {
   if (samples.empty()) throw RuntimeError("cannot fit a cost model of " + spec.name + " without samples");
   if (spec.caches.empty()) {
     Design d = design_of(samples, {});
-    d.only_used = only_used;
     return auto_break ? fit_design_auto(d, {}, report) : fit_design(d, breaks, {}, report);
   }
   // Misses of every sample at every candidate size of every level, once; then every
@@ -828,7 +798,6 @@ PiecewiseModel fit_model(const ModelSpec& spec, const std::vector<OpSample>& sam
     }
   }
   Design d = design_of(samples, {});
-  d.only_used = only_used;
   const size_t base = d.features();
   for (auto& row : d.x) row.resize(base + spec.caches.size(), 0.0);
   // Where the samples span three skews or more, the cache sizes are chosen by how well a fit
@@ -850,7 +819,6 @@ PiecewiseModel fit_model(const ModelSpec& spec, const std::vector<OpSample>& sam
     size_t n = 0;
     for (double z : skews) {
       Design train, test;
-      train.only_used = test.only_used = only_used;
       for (size_t i = 0; i < d.x.size(); ++i) {
         Design& to = skew[i] == z ? test : train;
         to.x.push_back(d.x[i]);

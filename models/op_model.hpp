@@ -76,18 +76,8 @@ struct ModelSpec {
   size_t coefficients() const { return 1 + features.size() + caches.size(); }
   std::vector<std::string> all_features() const;  // features, then "<level>_misses"
   bool byte_feature(size_t i) const;              // feature i (after the constant) counts bytes
-  // Feature i (after the constant) grows with the operator's input (bytes, rows, rounds of rows),
-  // not with its fanout or work items alone.
-  bool grows_with_input(size_t i) const;
 };
 const std::vector<ModelSpec>& model_specs();
-// The CPU operators' models are named by the calibration pass they are fitted to: "cpu1.<model>"
-// (one core), "cpuall.<model>" (every core of the host at once); their spec is <model>'s.
-extern const char* const kSingleCore;
-extern const char* const kAllCores;
-// The model a CPU model is of ("partition" for "cpuall.partition"); "" for any other name.
-std::string cpu_model_base(const std::string& name);
-// The spec of a model, also of a CPU model (null: none).
 const ModelSpec* find_model_spec(const std::string& name);
 
 // Features of an operator run. `result` supplies what only the run knows (match counts,
@@ -176,11 +166,8 @@ PiecewiseModel fit_piecewise_auto(const std::vector<OpSample>& samples, FitRepor
 // the best kept: where the samples' lookups span three skews or more, the one whose fits without
 // a skew predict it best, else the one that fits best. `max_cache` (> 0): no level is larger than this (the device's last-level cache:
 // a fitted "cache" beyond it would be the calibration's own warm data, not hardware).
-// `only_used`: a segment needs one sample more than the features some sample has (the CPU models,
-// whose samples leave features out as 0), not than every feature of the spec.
 PiecewiseModel fit_model(const ModelSpec& spec, const std::vector<OpSample>& samples, bool auto_break,
-                         const std::vector<double>& breaks, FitReport* report = nullptr, double max_cache = 0,
-                         bool only_used = false);
+                         const std::vector<double>& breaks, FitReport* report = nullptr, double max_cache = 0);
 // Candidate sizes of a cache level ("near": 8 B .. 16 MiB, "far": 1 MiB .. 1 GiB). Near starts at
 // one row: the merge join's and the chained probe's gain from skew comes from their few hottest
 // keys (on H100 samples, candidates from 4 KiB up left both at the smallest, 4 KiB;

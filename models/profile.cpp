@@ -30,22 +30,13 @@ const std::vector<std::string>& cpu_op_kinds() {
   return k;
 }
 
-// Linear in the busy cores between one core alone (rate, or the cpu1 model's) and every core busy
-// (loaded, or the cpuall model's).
-double CpuSpec::per_thread_rate(const std::string& kind, int busy, int cores, const OpSample* s, double bytes) const {
-  const double single = rate.at(kind);
+// Linear in the busy cores between one core alone (rate) and every core busy (loaded).
+double CpuSpec::per_thread_rate(const std::string& kind, int busy, int cores) const {
+  const double one = rate.at(kind);
   auto it = loaded.find(kind);
-  const double all = it == loaded.end() ? single : it->second;
-  // An operator's own rate where a model of its pass prices it (a model without a byte to scale has none).
-  auto modelled = [&](const char* pass, double fallback) {
-    if (!s || bytes <= 0 || !models.has(pass + s->model)) return fallback;
-    const double core_seconds = models.get(pass + s->model).seconds(*s);
-    return core_seconds > 0 ? bytes / core_seconds : fallback;
-  };
-  const double one = modelled(kSingleCore, single), every = modelled(kAllCores, all);
-  if (cores < 2) return one;
+  if (it == loaded.end() || cores < 2) return one;
   const double f = std::clamp(double(busy - 1) / double(cores - 1), 0.0, 1.0);
-  return one + (every - one) * f;
+  return one + (it->second - one) * f;
 }
 
 const std::vector<std::string>& msg_transports() {
@@ -278,7 +269,7 @@ bool is_section(const std::string& name) {
   return std::find(all.begin(), all.end(), name) != all.end();
 }
 
-std::string sections_text() { return list_text(known_sections()) + ", op.<model>, op.cpu1.<model>, op.cpuall.<model>"; }
+std::string sections_text() { return list_text(known_sections()) + ", op.<model>"; }
 
 std::string model_names_text() {
   std::vector<std::string> names;
@@ -562,11 +553,8 @@ Profile parse_profile(std::istream& in, const std::string& file, const ProfileOv
                          "_misses coefficient is not 0)");
       sizes.push_back(it == caches[name].end() ? 0.0 : it->second);
     }
-    (cpu_model_base(name).empty() ? p.ops : p.cpu.models).set(name, PiecewiseModel(ps_, sizes));
+    p.ops.set(name, PiecewiseModel(ps_, sizes));
   }
-  if (!p.cpu.models.all().empty() && !p.cpu.present())
-    throw InputError(file + ": [op." + p.cpu.models.all().begin()->first +
-                     "] is a model of the host CPUs' operators: it needs a [cpu] section");
   for (auto& [name, levels] : caches)
     if (!pieces.count(name)) throw InputError(file + ": [op." + name + "] has cache sizes but no 'seg' line");
   p.path = file;
@@ -624,13 +612,16 @@ void write_profile(const Profile& p, std::ostream& out) {
     if (!n.empty()) out << std::string(line.size() < 40 ? 40 - line.size() : 1, ' ') << "# " << n;
     out << "\n";
   }
-  auto write_model = [&](const std::string& name, const ModelSpec& spec, const PiecewiseModel& m, const char* unit) {
-    out << "\n[op." << name << "]\n# seg = lower(" << (spec.segment.empty() ? "-" : spec.segment) << ") constant";
+  for (auto& spec : model_specs()) {
+    if (!p.ops.has(spec.name)) continue;
+    const PiecewiseModel& m = p.ops.get(spec.name);
+    out << "\n[op." << spec.name << "]\n# seg = lower(" << (spec.segment.empty() ? "-" : spec.segment)
+        << ") constant";
     for (auto& f : spec.all_features()) out << " " << f;
-    out << "   (" << unit << ", " << unit << " per unit of each feature: bytes, rows, items, misses)\n";
+    out << "   (seconds, seconds per unit of each feature: bytes, rows, items, misses)\n";
     for (size_t c = 0; c < spec.caches.size() && c < m.caches().size(); ++c) {
       if (m.caches()[c] <= 0) continue;  // a legacy model without cache terms
-      const std::string key = "op." + name + ".cache." + spec.caches[c];
+      const std::string key = "op." + spec.name + ".cache." + spec.caches[c];
       std::string n = note(key);
       out << "cache." << spec.caches[c] << " = " << num(m.caches()[c]) << "   # "
           << (n.empty() ? "(no source recorded)" : n) << "\n";
@@ -641,16 +632,10 @@ void write_profile(const Profile& p, std::ostream& out) {
       // size to the piece below (the 2^27-byte tables of the 2026-11-22 profile did).
       line << "seg = " << std::setprecision(12) << piece.lower;
       for (double c : piece.coef) line << " " << std::setprecision(5) << c;
-      std::string n = note("op." + name + ".seg@" + num(piece.lower));
+      std::string n = note("op." + spec.name + ".seg@" + num(piece.lower));
       out << line.str() << "   # " << (n.empty() ? "(no source recorded)" : n) << "\n";
     }
-  };
-  for (auto& spec : model_specs())
-    if (p.ops.has(spec.name)) write_model(spec.name, spec, p.ops.get(spec.name), "seconds");
-  for (const std::string pass : {kSingleCore, kAllCores})
-    for (auto& spec : model_specs())
-      if (p.cpu.models.has(pass + spec.name))
-        write_model(pass + spec.name, spec, p.cpu.models.get(pass + spec.name), "core-seconds");
+  }
 }
 
 }  // namespace joinlab

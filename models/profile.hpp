@@ -11,9 +11,6 @@
 //   seg = LOWER C0 C1 [C2]   # (op sections only, repeatable) one piece of a piecewise model
 //   cache.LEVEL = BYTES      # (op sections of models with cache levels) the fitted cache size
 //                            # of that level; required when its misses coefficient is not 0
-// [op.<model>] sections hold the GPU's (or the calibrated backend's) operator models;
-// [op.cpu1.<model>] and [op.cpuall.<model>] the host CPUs' (CpuSpec::models, in core-seconds;
-// they need a [cpu] section).
 #pragma once
 #include <cstdint>
 #include <iosfwd>
@@ -91,17 +88,9 @@ struct CpuSpec {
   // and memory make a loaded core slower); the simulator moves from `rate` to it as the ranks of
   // a domain fill its cores.
   std::map<std::string, double> loaded;
-  // Cost models of single operators ([op.cpu1.<model>], [op.cpuall.<model>]), fitted to the
-  // calibration's CPU passes with the GPU models' features: core-seconds (wall seconds x threads)
-  // of an operator on one core alone, and on every core at once. Where the profile has one, an
-  // operator's per-core rate is its bytes over the model's core-seconds in place of `rate` /
-  // `loaded`; kinds and models without one keep the per-kind rates.
-  OpModels models;
   // Bytes per second of one of `threads` threads of an operator of `kind`, when `busy` threads of
-  // the domain's `cores` run at once; `s` (with `bytes`, sample_bytes(*s)): the operator's
-  // features, for its models (null: the kind's rates).
-  double per_thread_rate(const std::string& kind, int busy, int cores, const OpSample* s = nullptr,
-                         double bytes = 0) const;
+  // the domain's `cores` run at once.
+  double per_thread_rate(const std::string& kind, int busy, int cores) const;
   bool present() const { return sockets > 0; }
 };
 // The CPU operator kinds a [cpu] section gives a per-core rate for.

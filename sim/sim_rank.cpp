@@ -470,9 +470,7 @@ class SimRank final : public Rank {
   void start_put_transfer(SimStream& st, int peer, uint64_t bytes, bool src_host, bool dst_host);
   // CPU work of this rank on its memory domain: `bytes` of operator `kind` ([cpu] rates) on its
   // cores, `traffic` bytes through the domain's memory; without [cpu], traffic at host.mem_bw.
-  // `sample`: the operator's features, for the profile's CPU models of it (null: the kind's rates).
-  void start_cpu_work(SimStream& st, const std::string& kind, double bytes, double traffic,
-                      const OpSample* sample = nullptr);
+  void start_cpu_work(SimStream& st, const std::string& kind, double bytes, double traffic);
   // A message's software cost: `seconds` on the stream (a wait that shares nothing) before
   // `start` sends it; none: sent at once.
   void after_software_cost(SimStream& st, double seconds, std::function<void()> start);
@@ -1268,8 +1266,7 @@ void SimRank::after_software_cost(SimStream& st, double seconds, std::function<v
 // compute alone would draw, so that a compute-bound operator spreads its traffic over its whole
 // time; other operators' flows and PCIe DMA share that link (max-min). It ends when both end:
 // max(compute on its cores, traffic over its share of the roof).
-void SimRank::start_cpu_work(SimStream& st, const std::string& kind, double bytes, double traffic,
-                             const OpSample* sample) {
+void SimRank::start_cpu_work(SimStream& st, const std::string& kind, double bytes, double traffic) {
   st.state = SimStream::Busy;
   world_.busy++;
   const CpuSpec& cpu = world_.profile.cpu;
@@ -1287,7 +1284,7 @@ void SimRank::start_cpu_work(SimStream& st, const std::string& kind, double byte
   // Each thread at the per-core rate for this load: the domain's ranks run their operators at
   // once (they run the same phases), so busy = threads x ranks of the domain.
   const int busy = std::min(cores, threads * ranks_here);
-  const double core_seconds = bytes / cpu.per_thread_rate(kind, busy, cores, sample, bytes);
+  const double core_seconds = bytes / cpu.per_thread_rate(kind, busy, cores);
   // A threaded execution's amount is each thread's (SimGrid runs thread_count x amount at up to
   // thread_count cores).
   auto exec = sg4::Exec::init()
@@ -1331,7 +1328,7 @@ void SimRank::start(SimStream& st, int index) {
         const double bytes = sample_bytes(sample);
         const double traffic = bytes * (std::holds_alternative<PartitionOp>(*it.op) ? 2 : 1);
         if (traffic <= 0) return finish(st, index);
-        return start_cpu_work(st, cpu_op_kind(*it.op), bytes, traffic, &sample);
+        return start_cpu_work(st, cpu_op_kind(*it.op), bytes, traffic);
       }
       const double seconds = world_.profile.ops.seconds(sample);
       if (seconds <= 0) return finish(st, index);

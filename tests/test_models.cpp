@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <iomanip>
 #include <memory>
 #include <sstream>
 
@@ -522,47 +521,6 @@ TEST(CalibrationSamples, CpuRatesPerCoreAloneAndUnderFullLoad) {
   EXPECT_EQ(loaded_cpu_rates(back).at("scan").first, loaded.at("scan").first);
   c.cpu_threads_all = 0;  // a samples file from before the all-core pass: no loaded rates
   EXPECT_TRUE(loaded_cpu_rates(c).empty());
-}
-
-TEST(CalibrationSamples, CpuModelsRecoverTheirCoefficientsFromOneRowCount) {
-  // The all-core pass's partitions: 2^20 rows of 8- and 16-byte tuples, fanouts 16 and 256, each
-  // over 1, 16 or 256 segments, on 4 threads. Core-seconds: 1 ns per byte, plus 20 ns per row of
-  // a partition's share (skew_rows) at fanout 16 and 40 ns at 256.
-  Calibration c;
-  c.cpu_threads_all = 4;
-  c.cpu_sockets = 1;
-  c.cpu_cores = 4;
-  c.host_mem_bw = 50e9;
-  std::vector<CalibrationRun> runs{{std::string("cal ") + kSingleCore + "scan 0 1 1048576", 1e-3, 0, 0}};
-  const double rows = 1 << 20;
-  for (double fanout : {16, 256})
-    for (double segments : {1, 16, 256})
-      for (double width : {8, 16}) {
-        const double partitions = fanout * segments, skew_rows = rows / partitions, bytes = rows * width;
-        const double core_seconds = 1e-9 * bytes + (fanout == 16 ? 20e-9 : 40e-9) * skew_rows;
-        std::ostringstream phase;
-        phase << std::setprecision(17) << "cal " << kAllCores << "partition " << fanout << " 1 " << bytes << " "
-              << partitions << " " << skew_rows;
-        runs.push_back({phase.str(), core_seconds / 4, 0, 0});
-      }
-  add_runs(c, runs);
-  CalibrationOptions opt;
-  opt.backend = "cuda";
-  const Profile p = fit_profile(c, Profile{}, opt);
-  ASSERT_TRUE(p.cpu.models.has("cpuall.partition"));
-  const auto& pieces = p.cpu.models.get("cpuall.partition").pieces();
-  ASSERT_EQ(pieces.size(), 2u);  // one per fanout
-  for (size_t i = 0; i < 2; ++i) {
-    const std::vector<double>& k = pieces[i].coef;  // constant, bytes_in, partitions, skew_rows
-    EXPECT_EQ(pieces[i].lower, i == 0 ? 0 : 256);
-    EXPECT_EQ(k[0], 0) << "no constant: one row count cannot tell it from the bytes";
-    EXPECT_NEAR(k[1], 1e-9, 1e-12);
-    EXPECT_EQ(k[2], 0) << "partitions do not grow with the input: left out";
-    EXPECT_NEAR(k[3], i == 0 ? 20e-9 : 40e-9, 1e-11);
-  }
-  EXPECT_NE(p.notes.at("op.cpuall.partition.seg@256").find("core-seconds: seconds x 4 threads"), std::string::npos)
-      << p.notes.at("op.cpuall.partition.seg@256");
-  EXPECT_FALSE(p.cpu.models.has("cpu1.scan")) << "its rate prices it exactly: no model is better";
 }
 
 TEST(CalibrationSamples, TheCpuRoofIsWhatCoresAndDmaDrewTogether) {

@@ -102,43 +102,6 @@ std::function<void(Rank&)> host_histogram(uint64_t rows, uint64_t dma_bytes = 0)
   };
 }
 
-// A partition of `rows` 16-byte tuples in host memory into 2^bits partitions (bytes_in: the tuples).
-std::function<void(Rank&)> host_partition(uint64_t rows, uint32_t bits) {
-  return [=](Rank& r) {
-    Tuples in = r.alloc_tuples(MemSpace::Host, rows, TupleFormat{8, 8}, "in");
-    in.rows = rows;
-    Tuples out = r.alloc_tuples(MemSpace::Host, rows, TupleFormat{8, 8}, "out");
-    r.phase("partition");
-    r.launch(Stream{0}, PartitionOp{in, {}, PartitionFn{PartitionFn::Radix, bits, 0, 0}, out}).get();
-    r.end_phases();
-  };
-}
-
-TEST_F(SimCpuTest, CpuModelsPriceAnOperatorByItsFeaturesAndRatesByItsBytes) {
-  const uint64_t rows = 1 << 20;  // 16 MiB of tuples
-  const double bytes = double(rows) * 16;
-  // The rates alone: a partition's bytes at 1 GB/s of its one core, whatever its fanout.
-  const std::string rates = profile("rates", cpu_section(4, 1e9, 1e13));
-  const double rate16 = phase_seconds(cluster(rates, 1, 1, 1), host_partition(rows, 4), "partition");
-  const double rate4096 = phase_seconds(cluster(rates, 1, 1, 1), host_partition(rows, 12), "partition");
-  EXPECT_NEAR(rate16, bytes / 1e9, 1e-9);
-  EXPECT_NEAR(rate4096, bytes / 1e9, 1e-9);
-  // A single-core model of 1 ns per byte and 1 us per partition (core-seconds); on every core
-  // the same per byte, 2 us per partition. Other kinds keep their rates.
-  const std::string models = profile("models", cpu_section(4, 1e9, 1e13) +
-                                                   "[op.cpu1.partition]\nseg = 0 0 1e-9 1e-6 0   # test value\n"
-                                                   "[op.cpuall.partition]\nseg = 0 0 1e-9 2e-6 0   # test value\n");
-  const double model16 = phase_seconds(cluster(models, 1, 1, 1), host_partition(rows, 4), "partition");
-  const double model4096 = phase_seconds(cluster(models, 1, 1, 1), host_partition(rows, 12), "partition");
-  EXPECT_NEAR(model16, bytes * 1e-9 + 16 * 1e-6, 1e-9);
-  EXPECT_NEAR(model4096, bytes * 1e-9 + 4096 * 1e-6, 1e-9);
-  // On all 4 cores of the domain busy: the all-core model's core-seconds over the 4 threads.
-  const double all4096 = phase_seconds(cluster(models, 1, 1, 4), host_partition(rows, 12), "partition");
-  EXPECT_NEAR(all4096, (bytes * 1e-9 + 4096 * 2e-6) / 4, 1e-9);
-  EXPECT_NEAR(phase_seconds(cluster(models, 1, 1, 1), host_histogram(rows), "histogram"),
-              phase_seconds(cluster(rates, 1, 1, 1), host_histogram(rows), "histogram"), 1e-12);
-}
-
 TEST_F(SimCpuTest, ComputeBoundOperatorScalesWithCoresAndNotPastTheRoof) {
   const uint64_t rows = 1 << 22;  // 32 MiB of keys
   // Compute-bound: a roof far above what 4 cores draw.
@@ -327,25 +290,6 @@ TEST(SimCpuProfiles, BadCpuAndMsgSectionsAreRejectedNamingFileLineKey) {
     std::istringstream back(out.str());
     EXPECT_EQ(parse_profile(back, "again.ini").cpu.loaded, p.cpu.loaded);
   }
-  {  // CPU models are read and written back in their own sections, apart from the GPU's
-    std::istringstream in(machine.substr(0, machine.find("[op.")) + cpu + kOps +
-                          "[op.cpuall.probe.linear]\ncache.near = 4096   # test\nseg = 0 0 1e-9 2e-9 1e-8 0   # test\n");
-    const Profile p = parse_profile(in, "models.ini");
-    ASSERT_TRUE(p.cpu.models.has("cpuall.probe.linear"));
-    EXPECT_EQ(p.cpu.models.get("cpuall.probe.linear").caches(), (std::vector<double>{4096, 0}));
-    EXPECT_FALSE(p.ops.has("cpuall.probe.linear"));
-    std::ostringstream out;
-    write_profile(p, out);
-    EXPECT_NE(out.str().find("[op.cpuall.probe.linear]\n# seg = lower(table_bytes) constant bytes_in bytes_out "
-                             "near_misses far_misses   (core-seconds"),
-              std::string::npos) << out.str();
-    std::istringstream back(out.str());
-    EXPECT_EQ(parse_profile(back, "again.ini").cpu.models.get("cpuall.probe.linear").pieces()[0].coef,
-              (std::vector<double>{0, 1e-9, 2e-9, 1e-8, 0}));
-  }
-  m = test::profile_rejection(machine + "[op.cpu1.partition]\nseg = 0 0 1e-9 0 0   # test\n");
-  EXPECT_NE(m.find("[op.cpu1.partition] is a model of the host CPUs' operators: it needs a [cpu] section"),
-            std::string::npos) << m;
   m = test::profile_rejection(with(cpu, "rate.probe = 1e+09   # test value\n",
                                    "rate.probe = 1e+09   # test value\nloaded.probe = -1   # test value\n"));
   EXPECT_NE(m.find("cpu.loaded.probe = -1"), std::string::npos) << m;
