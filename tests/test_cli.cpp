@@ -732,6 +732,41 @@ TEST(Experiments, EveryExampleFileIsValid) {
   EXPECT_GE(checked, 7);  // default + one per strategy (npj, phj, smj, chunked, shuffle) + zipf sweep
 }
 
+// The papers' figures (experiments/papers/<paper>/*.ini, experiments/papers/README.md) plan as
+// written, as `joinlab run FILE --dry-run` does. A TPC-H file is planned at scale factor 1:
+// planning counts lineitem's rows from every order's line count, minutes at gao2021's 100,000.
+TEST(Experiments, EveryPaperFileIsValid) {
+  register_builtin();
+  const fs::path root = fs::path(joinlab_root()) / "experiments" / "papers";
+  std::map<std::string, int> files;  // paper -> files planned (or left out for a backend this build lacks)
+  for (auto& entry : fs::recursive_directory_iterator(root)) {
+    if (entry.path().extension() != ".ini") continue;
+    const std::string paper = entry.path().parent_path().filename().string();
+    std::ifstream in(entry.path());
+    std::stringstream text;
+    text << in.rdbuf();
+    std::vector<Override> overrides;
+    if (text.str().find("\nscale_factor") != std::string::npos) overrides.push_back({"workload.scale_factor", "1"});
+    try {
+      auto plan = plan_experiment(entry.path().string(), overrides);
+      EXPECT_FALSE(plan.points.empty()) << entry.path();
+      ++files[paper];
+    } catch (const InputError& e) {
+      std::string msg = e.what();
+      bool backend_left_out = msg.find("unknown backend") != std::string::npos;
+      EXPECT_TRUE(backend_left_out) << entry.path() << ": " << msg;
+      if (backend_left_out) {
+        std::cout << "[ note ] " << entry.path().filename() << ": " << msg << "\n";
+        ++files[paper];
+      }
+    }
+  }
+  EXPECT_GE(files["rui2017"], 6);
+  EXPECT_GE(files["gao2021"], 6);
+  EXPECT_GE(files["thostrup2023"], 12);
+  EXPECT_EQ(files.size(), 3u) << "a folder other than rui2017, gao2021, thostrup2023 in experiments/papers";
+}
+
 // The README's main job, scaled down: real joins on the CPU backend, verified.
 TEST_F(CliTest, DefaultExperimentRunsOnTheCpuBackend) {
   auto r = cli({"run", joinlab_root() + "/experiments/default.ini", "--workload.rows=2^12",
@@ -747,6 +782,22 @@ TEST_F(CliTest, DefaultExperimentRunsOnTheCpuBackend) {
   std::string csv = read((dir_ / "out" / "default-cpu.csv").string());
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 4) << csv;
   EXPECT_NE(csv.find("closed form"), std::string::npos) << csv;
+}
+
+// Three of the papers' small variants run as written on the cpu backend, verified: the
+// repartitioned join on 2 and 4 ranks, TPC-H with both shuffles on 2 x 2 ranks, and the hybrid
+// join with partitions on the "GPU" and on the CPU (a few seconds in all).
+TEST_F(CliTest, PaperSmallFilesRunOnTheCpuBackend) {
+  const std::vector<std::pair<std::string, int>> files = {
+      {"gao2021/weak-scaling-small", 2}, {"gao2021/tpch-small", 2}, {"thostrup2023/hybrid-small", 4}};
+  for (auto& [f, points] : files) {
+    auto r = cli({"run", joinlab_root() + "/experiments/papers/" + f + ".ini",
+                  "--experiment.output_dir=" + (dir_ / "out").string(), "--quiet"});
+    ASSERT_EQ(r.code, 0) << f << ": " << r.err;  // a wrong join result exits with 3
+    const std::string name = f.substr(f.find('/') + 1);
+    std::string csv = read((dir_ / "out" / (name + "-cpu.csv")).string());
+    EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), points + 1) << csv;
+  }
 }
 
 TEST_F(CliTest, CsvQuotesFieldsWithCommas) {
