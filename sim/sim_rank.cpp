@@ -798,6 +798,63 @@ ContentPtr content_or_unknown(const Tuples& t) {
   return c ? c : unknown_content(t.rows);
 }
 
+// Consecutive slices of one batch split by fn (the exchange's sliced histogram and the pack that
+// follows it). Each annotated range of the batch is split once, and its partitions' rows are
+// shared over the slices it overlaps by a house-monotone apportionment (dhondt) of its rows before
+// each bound: the slices add up to the batch's split exactly, as they do on hardware. Splitting
+// every slice on its own rounds each apart, and where the slices do not divide evenly among the
+// partitions their sums missed the batch's by a few rows (gpj-h, whose materialized partitions are
+// a partition of the whole batch, stopped on it).
+struct SlicedSplit {
+  std::vector<uint64_t> counts;   // slice-major: slice s's rows of partition p at s * fanout + p
+  std::vector<uint64_t> totals;   // each partition's rows of the batch
+  std::vector<ContentPtr> parts;  // each partition's content (with contents)
+};
+SlicedSplit split_slices(const Tuples& t, const PartitionFn& fn, const std::vector<uint64_t>& bounds, bool contents) {
+  const size_t F = fn.fanout(), k = bounds.size() - 1;
+  const uint64_t b0 = bounds.front(), rows = bounds.back() - b0;
+  SlicedSplit out;
+  out.counts.assign(k * F, 0);
+  out.totals.assign(F, 0);
+  if (contents) out.parts.assign(F, nullptr);
+  // The batch's annotated ranges in row order, gaps as unknown keys: (first row, content).
+  std::vector<std::pair<uint64_t, ContentPtr>> ranges;
+  const uint64_t kb = t.fmt.key_bytes;
+  uint64_t covered = 0;
+  if (t.keys)
+    for (auto& sp : sim_buffer(t.keys).regions.spans((t.offset + b0) * kb, (t.offset + b0 + rows) * kb)) {
+      const uint64_t first = sp.offset / kb;
+      if (first > covered) ranges.push_back({covered, unknown_content(first - covered)});
+      ranges.push_back({first, sp.content});
+      covered = first + sp.content->rows();
+    }
+  if (covered < rows) ranges.push_back({covered, unknown_content(rows - covered)});
+  for (auto& [r0, content] : ranges) {
+    const uint64_t r1 = r0 + content->rows();
+    std::vector<uint64_t> w;
+    if (contents) {
+      const ContentSplit split(*content, fn);
+      for (uint32_t p = 0; p < F; ++p) {
+        w.push_back(split.rows(p));
+        if (!w.back()) continue;
+        ContentPtr& into = out.parts[p];
+        if (!into) into = split.piece(p);
+        else if (!split.absorb_piece(into, p)) into = merge_contents({into, split.piece(p)});
+      }
+    } else {
+      w = split_counts(*content, fn);
+    }
+    for (size_t p = 0; p < F; ++p) out.totals[p] += w[p];
+    for (size_t sl = 0; sl < k; ++sl) {
+      const uint64_t lo = std::max(bounds[sl] - b0, r0), hi = std::min(bounds[sl + 1] - b0, r1);
+      if (hi <= lo) continue;
+      const std::vector<uint64_t> a = dhondt(w, lo - r0), b = dhondt(w, hi - r0);
+      for (size_t p = 0; p < F; ++p) out.counts[sl * F + p] += b[p] - a[p];
+    }
+  }
+  return out;
+}
+
 uint64_t rounded(double x) { return x <= 0 ? 0 : uint64_t(std::llround(x)); }
 
 void join_result(OpResult& r, double expected, const JoinOutput& out, uint64_t out_first, OutputMode mode) {
@@ -814,12 +871,8 @@ void evaluate(const Op& op, OpResult& r) {
         } else if constexpr (std::is_same_v<T, HistogramOp>) {
           if (o.in_segments.empty()) {
             r.values = split_counts(*content_or_unknown(o.in), o.fn);
-          } else {  // each segment's counts from the content of its slice, segment-major
-            const std::vector<uint64_t> seg = histogram_segments(o);
-            for (size_t s = 0; s + 1 < seg.size(); ++s) {
-              const std::vector<uint64_t> c = split_counts(*content_or_unknown(o.in.slice(seg[s], seg[s + 1] - seg[s])), o.fn);
-              r.values.insert(r.values.end(), c.begin(), c.end());
-            }
+          } else {  // slices of one batch, segment-major, adding up to the batch's split
+            r.values = split_slices(o.in, o.fn, histogram_segments(o), false).counts;
           }
         } else if constexpr (std::is_same_v<T, PartitionOp>) {
           if (o.out.capacity < o.in.rows)
@@ -924,36 +977,26 @@ void evaluate_pack(const PackChunksOp& op, OpResult& r) {
   check_pack_plan(op);
   const size_t fanout = op.rows.size();
   const uint64_t slot = chunk_slot_bytes(op.in.fmt, op.slot_rows);
-  // partition_by: the rows of partition p are its pieces of the input's split (of each slice's,
-  // with in_slices), as PartitionOp would write them: one content per partition, the slices'
-  // pieces together (each slice split once: a split per partition and slice would cost fanout^2
-  // apportionments per batch), which the images are cut from.
+  // partition_by: the rows of partition p are its pieces of the input's split, as PartitionOp
+  // would write them, which the images are cut from; with in_slices, each slice's rows of it are
+  // the sliced histogram's (split_slices, as HistogramOp::in_segments counts them).
   std::vector<ContentPtr> partitions;
+  std::vector<uint64_t> totals;
   if (op.partition_by) {
     std::vector<uint64_t> slices{0, op.in.rows};
     if (!op.in_slices.empty()) slices = op.in_slices;
-    const size_t k = slices.size() - 1;
-    partitions.resize(fanout);
-    std::vector<uint64_t> totals(fanout, 0);
-    for (size_t sl = 0; sl < k; ++sl) {
-      const ContentSplit split(*content_or_unknown(op.in.slice(slices[sl], slices[sl + 1] - slices[sl])),
-                               *op.partition_by);
-      if (split.fanout() != fanout)
-        throw RuntimeError("pack_chunks: " + std::to_string(fanout) + " row counts for a fanout of " +
-                           std::to_string(split.fanout()));
-      for (size_t p = 0; p < fanout; ++p) {
-        const uint64_t n = split.rows(uint32_t(p));
-        if (!op.in_slices.empty() && n != op.slice_rows[sl * fanout + p])
-          throw RuntimeError("pack_chunks: slice " + std::to_string(sl) + " has " + std::to_string(n) +
-                             " rows of partition " + std::to_string(p) + ", its counts say " +
-                             std::to_string(op.slice_rows[sl * fanout + p]));
-        totals[p] += n;
-        if (n == 0) continue;
-        ContentPtr& into = partitions[p];
-        if (!into) into = split.piece(uint32_t(p));
-        else if (!split.absorb_piece(into, uint32_t(p))) into = merge_contents({into, split.piece(uint32_t(p))});
-      }
-    }
+    if (op.partition_by->fanout() != fanout)
+      throw RuntimeError("pack_chunks: " + std::to_string(fanout) + " row counts for a fanout of " +
+                         std::to_string(op.partition_by->fanout()));
+    SlicedSplit split = split_slices(op.in, *op.partition_by, slices, true);
+    if (!op.in_slices.empty())
+      for (size_t i = 0; i < split.counts.size(); ++i)
+        if (split.counts[i] != op.slice_rows[i])
+          throw RuntimeError("pack_chunks: slice " + std::to_string(i / fanout) + " has " +
+                             std::to_string(split.counts[i]) + " rows of partition " + std::to_string(i % fanout) +
+                             ", its counts say " + std::to_string(op.slice_rows[i]));
+    partitions = std::move(split.parts);
+    totals = std::move(split.totals);
     r.values.assign(1, 0);
     for (size_t p = 0; p < fanout; ++p) {
       if (totals[p] != op.rows[p])
