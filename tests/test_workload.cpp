@@ -331,6 +331,29 @@ TEST(Tpch, ScaleFactorOneHasTheOfficialCountsAndLargestKey) {
   EXPECT_EQ(std::unordered_set<uint64_t>(orders.begin(), orders.end()).size(), orders.size());
 }
 
+// lineitem's size from the period's prefix table and a short walk: the index's count (a walk of
+// every order) at small scale factors, the table's entries recomputed by walking their strides,
+// one period's lines summing to 4 per order, and counts past a period continuing the first's.
+TEST(Tpch, LineitemRowsFromThePeriodTableEqualAWalkOfEveryOrder) {
+  for (double sf : {0.01, 0.1, 1.0}) {
+    const uint64_t orders = tpch::orders_at(sf);
+    EXPECT_EQ(tpch::lineitem_rows(orders), tpch::lineitem_index(orders).rows) << "scale factor " << sf;
+  }
+  auto walk = [](uint64_t first, uint64_t last) {  // lines of orders first .. last
+    uint64_t lines = 0;
+    for (auto c = tpch::LineitemCursor::first_line_of(first); c.order <= last; c.next_order()) lines += c.lines;
+    return lines;
+  };
+  const uint64_t stride = uint64_t(1) << 24, period = tpch::kRandModulus - 1;
+  for (uint64_t j : {1u, 64u, 127u})  // a table entry's difference from the previous: one stride's lines
+    EXPECT_EQ(tpch::lines_before(j * stride + 1) - tpch::lines_before((j - 1) * stride + 1),
+              walk((j - 1) * stride + 1, j * stride))
+        << "stride " << j;
+  const uint64_t last_stride = 127 * stride;
+  EXPECT_EQ(tpch::lines_before(last_stride + 1) + walk(last_stride + 1, period), 4 * period) << "one period's lines";
+  EXPECT_EQ(tpch::lineitem_rows(period + 1000), 4 * period + walk(1, 1000)) << "the stream repeats after a period";
+}
+
 TEST(Tpch, OrderKeysAreEightOfEveryThirtyTwoAndInvertible) {
   const Workload w = test::tpch(0.01);
   const KeyGen g = make_keygen(w.r, nullptr);

@@ -32,7 +32,7 @@ uint64_t tpch_rows(const RelationSpec& spec) {
     m << "relation " << spec.name << ": scale_factor = " << spec.scale_factor << ": " << e.what();
     throw InputError(m.str());
   }
-  return spec.dist == KeyDist::TpchOrders ? orders : tpch::lineitem_index(orders).rows;
+  return spec.dist == KeyDist::TpchOrders ? orders : tpch::lineitem_rows(orders);
 }
 
 uint64_t RelationSpec::tuple_bytes() const {

@@ -95,5 +95,9 @@ struct LineitemIndex {
 uint64_t orders_at(double sf);
 // The index of orders 1..orders (built on first use, then shared; thread-safe).
 const LineitemIndex& lineitem_index(uint64_t orders);
+// Lineitem rows of orders 1 .. order - 1 (lineitem_rows(orders) = lines_before(orders + 1)), in
+// a walk of fewer than 2^24 orders at any scale factor: what sizing the relation needs.
+uint64_t lines_before(uint64_t order);
+inline uint64_t lineitem_rows(uint64_t orders) { return lines_before(orders + 1); }
 
 }  // namespace joinlab::tpch
