@@ -288,6 +288,20 @@ bool parse_double(const std::string& s, double& out) {
   }
 }
 
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// Figures no hardware has, which would simulate as nonsense without an error: a bandwidth or a
+// per-core rate outside 1 kB/s .. 10 PB/s, a latency above a second (an override of a NIC's
+// bandwidth to 1e-300 made every transfer take forever, reported as inf).
+std::string physical_range_error(const std::string& key, double number) {
+  const bool rate = ends_with(key, "bw") || key.rfind("cpu.rate.", 0) == 0 || key.rfind("cpu.loaded.", 0) == 0;
+  if (rate && (number < 1e3 || number > 1e16)) return "a bandwidth outside 1e3 .. 1e16 bytes per second";
+  if (ends_with(key, "latency") && number > 1) return "a latency above a second";
+  return "";
+}
+
 // Why `value` is not a value of `f` ("" when it is one); a number goes to `number`.
 std::string value_error(const Field& f, const std::string& value, double& number) {
   if (value.empty()) return "empty value";
@@ -299,7 +313,7 @@ std::string value_error(const Field& f, const std::string& value, double& number
       if (number < 0) return "must not be negative";
       if ((f.kind == Kind::Positive || f.kind == Kind::Count) && number <= 0) return "must be positive";
       if (f.kind == Kind::Count && (number != std::floor(number) || number > 1e9)) return "must be a whole number";
-      return "";
+      return physical_range_error(f.key, number);
     case Kind::Choice:
       if (std::find(f.choices.begin(), f.choices.end(), value) == f.choices.end())
         return "expected one of " + list_text(f.choices);

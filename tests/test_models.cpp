@@ -35,8 +35,9 @@ Profile round_trip(const std::string& op, const PiecewiseModel& m) {
   Profile p;
   p.name = "t";
   p.status = "synthetic (tests)";
-  p.gpu.memory = p.gpu.mem_bw = p.host.memory = p.host.mem_bw = 1;
-  p.h2d = p.d2h = p.p2p = p.nic = {1, 0};
+  p.gpu.memory = p.host.memory = 1;
+  p.gpu.mem_bw = p.host.mem_bw = 1e9;
+  p.h2d = p.d2h = p.p2p = p.nic = {1e9, 0};
   p.ops.set(op, m);
   std::ostringstream text;
   write_profile(p, text);

@@ -275,6 +275,13 @@ TEST(SimCpuProfiles, BadCpuAndMsgSectionsAreRejectedNamingFileLineKey) {
   EXPECT_NE(m.find("bad.ini:" + std::to_string(cpu_line + 2) + ": cpu.cores = -2"), std::string::npos) << m;
   m = test::profile_rejection(with(cpu, "rate.probe = 1e+09", "rate.probe = fast"));
   EXPECT_NE(m.find("cpu.rate.probe = fast: not a number"), std::string::npos) << m;
+  // Figures no hardware has are refused, not simulated as inf or 0.
+  m = test::profile_rejection(with(cpu, "rate.probe = 1e+09", "rate.probe = 1e-300"));
+  EXPECT_NE(m.find("cpu.rate.probe = 1e-300: a bandwidth outside 1e3 .. 1e16 bytes per second"), std::string::npos) << m;
+  std::string slow = head;
+  slow.replace(slow.find("latency = 1e-5"), 14, "latency = 3");
+  m = test::profile_rejection(slow + kOps);
+  EXPECT_NE(m.find("link.h2d.latency = 3: a latency above a second"), std::string::npos) << m;
   m = test::profile_rejection(with(cpu, "rate.sort = 1e+09   # test value\n", ""));
   EXPECT_NE(m.find("bad.ini: [cpu] rate.sort is missing"), std::string::npos) << m;
   m = test::profile_rejection(with(cpu, "rate.sort", "rate.sorting"));
