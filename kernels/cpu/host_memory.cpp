@@ -16,6 +16,22 @@ namespace {
 constexpr uint64_t kHugePage = 2ULL << 20;
 constexpr uint64_t kLargeAlloc = 4ULL << 20;  // from here on: mapped, huge-page aligned and advised, cached
 
+// Bytes (or an address) rounded up to whole huge pages.
+uint64_t huge_pages_of(uint64_t bytes) { return (bytes + kHugePage - 1) / kHugePage * kHugePage; }
+
+// A huge-page aligned mapping: map one huge page more and unmap the misaligned ends.
+void* map_huge(uint64_t bytes) {
+  void* raw = mmap(nullptr, bytes + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  const uintptr_t start = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t aligned = huge_pages_of(start);
+  if (aligned > start) munmap(raw, aligned - start);
+  const uintptr_t end = start + bytes + kHugePage;
+  if (end > aligned + bytes) munmap(reinterpret_cast<void*>(aligned + bytes), end - aligned - bytes);
+  madvise(reinterpret_cast<void*>(aligned), bytes, MADV_HUGEPAGE);
+  return reinterpret_cast<void*>(aligned);
+}
+
 // Large blocks are mapped by us and kept when freed, for the next allocation of the same
 // rounded size: a run's buffers recur with the same sizes in every repeat, and re-faulting
 // gigabytes of fresh pages (the kernel zeroes each one) would cost more than the passes that
@@ -40,11 +56,11 @@ class LargeBlocks {
       }
     // A miss: what the cache may keep shrinks by the new block.
     while (!cached_.empty() && live_bytes_ + rounded + cached_bytes_ > peak_bytes_ + peak_bytes_ / 4) evict_oldest();
-    void* p = map(rounded);
+    void* p = map_huge(rounded);
     ++mapped_;
     if (!p && !cached_.empty()) {  // out of address space or memory: give back everything kept
       while (!cached_.empty()) evict_oldest();
-      p = map(rounded);
+      p = map_huge(rounded);
     }
     if (!p) return nullptr;
     take(p, rounded);
@@ -75,21 +91,6 @@ class LargeBlocks {
     void* ptr;
     uint64_t bytes;
   };
-  // A huge-page aligned mapping: map one huge page more and unmap the misaligned ends.
- public:
-  static void* map(uint64_t bytes) {
-    void* raw = mmap(nullptr, bytes + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (raw == MAP_FAILED) return nullptr;
-    const uintptr_t start = reinterpret_cast<uintptr_t>(raw);
-    const uintptr_t aligned = (start + kHugePage - 1) / kHugePage * kHugePage;
-    if (aligned > start) munmap(raw, aligned - start);
-    const uintptr_t end = start + bytes + kHugePage;
-    if (end > aligned + bytes) munmap(reinterpret_cast<void*>(aligned + bytes), end - aligned - bytes);
-    madvise(reinterpret_cast<void*>(aligned), bytes, MADV_HUGEPAGE);
-    return reinterpret_cast<void*>(aligned);
-  }
-
- private:
   void take(void* p, uint64_t bytes) {
     live_.emplace(p, bytes);
     live_bytes_ += bytes;
@@ -115,7 +116,7 @@ LargeBlocks& large_blocks() {
 
 void* host_alloc(uint64_t bytes) {
   if (bytes >= kLargeAlloc) {
-    void* p = large_blocks().get((bytes + kHugePage - 1) / kHugePage * kHugePage);
+    void* p = large_blocks().get(huge_pages_of(bytes));
     if (!p) throw std::bad_alloc();
     return p;
   }
@@ -130,12 +131,12 @@ void host_free(void* p) {
 }
 
 void* host_map_once(uint64_t bytes) {
-  void* p = LargeBlocks::map((bytes + kHugePage - 1) / kHugePage * kHugePage);
+  void* p = map_huge(huge_pages_of(bytes));
   if (!p) throw std::bad_alloc();
   return p;
 }
 
-void host_unmap_once(void* p, uint64_t bytes) { munmap(p, (bytes + kHugePage - 1) / kHugePage * kHugePage); }
+void host_unmap_once(void* p, uint64_t bytes) { munmap(p, huge_pages_of(bytes)); }
 
 uint64_t host_cache_bytes() { return large_blocks().cached_bytes(); }
 uint64_t host_blocks_mapped() { return large_blocks().mapped(); }
