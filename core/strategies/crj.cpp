@@ -22,7 +22,7 @@ StrategyInfo crj_strategy() {
   // buffers: all host memory.
   i.host_bytes = [](const JoinJob& job, const ClusterShape& shape) {
     const Workload& w = job.workload;
-    return uint64_t(3 * (tuple_bytes_total(w.r) + tuple_bytes_total(w.s)) / shape.size()) +
+    return uint64_t(3 * tuple_bytes_per_rank(w, shape.size())) +
            sender_buffer_bytes(exchange_config(job.options, shape.size(), w), w, shape.size());
   };
   return i;  // host memory only: no device working set

@@ -245,7 +245,7 @@ Bound materialized_join_bound(const JoinJob& job, const ClusterShape& shape, con
   const double join = rate > 0 ? join_bytes / rate : 0;
   // Landed in host memory: every arrived tuple crosses PCIe once more before the join.
   const bool copies_in = !on_host && lands_on_host(job.options) && bw.h2d > 0;
-  const double copy = copies_in ? (tuple_bytes_total(w.r) + tuple_bytes_total(w.s)) / n / bw.h2d : 0;
+  const double copy = copies_in ? tuple_bytes_per_rank(w, n) / bw.h2d : 0;
   return {ex.seconds + copy + join,
           ex.resource + (copies_in ? ", then host-to-device " + rate_text(bw.h2d) + ": the landed R and S" : "") +
               ", then " + (on_host ? "host" : "device") + " memory " + rate_text(rate) +
@@ -254,7 +254,7 @@ Bound materialized_join_bound(const JoinJob& job, const ClusterShape& shape, con
 
 // The senders' input stays in host memory (thostrup2023: the data starts in the nodes' memory).
 uint64_t senders_host_bytes(const JoinJob& job, const ClusterShape& shape) {
-  return uint64_t((tuple_bytes_total(job.workload.r) + tuple_bytes_total(job.workload.s)) / shape.size()) +
+  return uint64_t(tuple_bytes_per_rank(job.workload, shape.size())) +
          sender_buffer_bytes(exchange_config(job.options, shape.size(), job.workload), job.workload, shape.size());
 }
 
@@ -287,13 +287,13 @@ StrategyInfo gpj_b_strategy() {
   i.host_bytes = [](const JoinJob& job, const ClusterShape& shape) {
     const Workload& w = job.workload;
     return senders_host_bytes(job, shape) +
-           (lands_on_host(job.options) ? uint64_t((tuple_bytes_total(w.r) + tuple_bytes_total(w.s)) / shape.size()) : 0);
+           (lands_on_host(job.options) ? uint64_t(tuple_bytes_per_rank(w, shape.size())) : 0);
   };
   // What arrives (R and S), and the local phj's partitioned copy of it, and its output.
   i.working_set_bytes = [](const JoinJob& job, const ClusterShape& shape) {
     const Workload& w = job.workload;
     const double n = shape.size();
-    return uint64_t(2 * (tuple_bytes_total(w.r) + tuple_bytes_total(w.s)) / n + bound_output_bytes(w, OutputMode::Direct) / n);
+    return uint64_t(2 * tuple_bytes_per_rank(w, n) + bound_output_bytes(w, OutputMode::Direct) / n);
   };
   return i;
 }

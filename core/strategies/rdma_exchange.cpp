@@ -759,7 +759,7 @@ ExchangeResult run_exchange_sized(Rank& rank, const Inputs& in, const OverPartit
 
 Bound exchange_bound(const Workload& w, const ClusterShape& shape, const Bandwidths& bw) {
   const double n = shape.size(), per_node = shape.per_node;
-  const double shipped = (tuple_bytes_total(w.r) + tuple_bytes_total(w.s)) / n;
+  const double shipped = tuple_bytes_per_rank(w, n);
   auto over = [](double bytes, double rate) { return bytes > 0 && rate > 0 ? bytes / rate : 0.0; };
   const double links = std::max(over(shipped * (n - per_node) / n, bw.net), over(shipped * (per_node - 1) / n, bw.p2p));
   const double cpu = over(3 * shipped, bw.host_mem);  // partition: read + write; the puts read it

@@ -354,6 +354,10 @@ StrategyInfo strategy_info(const std::string& name, const std::string& descripti
 
 double tuple_bytes_total(const RelationSpec& spec) { return double(spec.rows) * tuple_format(spec).tuple_bytes(); }
 
+double tuple_bytes_per_rank(const Workload& w, double ranks) {
+  return (tuple_bytes_total(w.r) + tuple_bytes_total(w.s)) / ranks;
+}
+
 double full_row_bytes_total(const RelationSpec& spec) { return double(spec.rows) * double(spec.tuple_bytes()); }
 
 double bound_output_bytes(const Workload& w, OutputMode mode) {

@@ -152,6 +152,8 @@ StrategyInfo strategy_info(const std::string& name, const std::string& descripti
 // column (what a shuffle ships).
 double tuple_bytes_total(const RelationSpec& spec);
 double full_row_bytes_total(const RelationSpec& spec);
+// One rank's share of R's and S's tuples (tuple_bytes_total of both over `ranks`).
+double tuple_bytes_per_rank(const Workload& w, double ranks);
 // Output bytes the bound counts as written (rows of key + R value + S value): |S| * match rate
 // rows for a foreign-key S (exact for a primary-key join), else 0 (unknown, so not counted: the
 // bound stays a lower bound); 0 for CountOnly.
