@@ -343,6 +343,7 @@ struct SimStream {
   double begin = 0;
   EventPtr last;
   const char* track = "";     // link track of the running transfer (a literal: set per transfer)
+  int cpu_threads = 0;        // threads of the CPU work it runs (counted in its domain's load)
   // Busy in two steps: once `activity` ends, `next` runs (starts the transfer a message's
   // software cost preceded, or waits for a CPU operator's memory traffic after its compute).
   std::function<void()> next;
@@ -600,6 +601,7 @@ class SimWorld {
   int blocked = 0;  // rank actors waiting in block_until
   int busy = 0;     // streams with work in flight (an activity or a transfer), and timers
   int waking = 0;   // ranks rung through their bell that have not run yet (they run later at this instant)
+  std::vector<int> cpu_threads;  // per CPU domain: threads of the CPU work running there now
   // Every rank still running waits and nothing is in flight: nothing can ever wake them.
   bool deadlocked() const { return busy == 0 && blocked == running; }
   std::string deadlock_report() const;
@@ -1324,9 +1326,15 @@ void SimRank::start_cpu_work(SimStream& st, const std::string& kind, double byte
   // A copy in host memory (a put between CPU ranks, a host copy) is the cpu backend's
   // parallel_copy: one thread per MiB up to the rank's threads (a chunk's put is one memcpy).
   if (kind == "copy") threads = cpu::copy_team(uint64_t(bytes), threads);
-  // Each thread at the per-core rate for this load: the domain's ranks run their operators at
-  // once (they run the same phases), so busy = threads x ranks of the domain.
-  const int busy = std::min(cores, threads * ranks_here);
+  // Each thread at the per-core rate for the domain's load: the domain's ranks run their
+  // operators at once (they run the same phases), so at least threads x ranks of the domain are
+  // busy, and more where other CPU work runs beside it (a put's copy while the senders partition
+  // on every core runs at the loaded rate, not at the rate of its few threads alone).
+  const int domain = pf.cpu_of(id());
+  if (world_.cpu_threads.size() <= size_t(domain)) world_.cpu_threads.resize(size_t(domain) + 1, 0);
+  const int busy = std::min(cores, std::max(threads * ranks_here, threads + world_.cpu_threads[size_t(domain)]));
+  world_.cpu_threads[size_t(domain)] += threads;
+  st.cpu_threads = threads;
   const double core_seconds = bytes / cpu.per_thread_rate(kind, busy, cores);
   // A threaded execution's amount is each thread's (SimGrid runs thread_count x amount at up to
   // thread_count cores).
@@ -1538,6 +1546,10 @@ bool SimRank::try_recv(SimStream& st) {
 
 void SimRank::finish(SimStream& st, int index) {
   const double end = sg4::Engine::get_clock();
+  if (st.cpu_threads) {
+    world_.cpu_threads[size_t(world_.platform.cpu_of(id()))] -= st.cpu_threads;
+    st.cpu_threads = 0;
+  }
   Item& it = st.running.front();
   const bool trace = traced();
   const std::string track = trace ? "stream " + std::to_string(index) : std::string();
