@@ -2,6 +2,8 @@
 // random inputs of several sizes (0, 1, non-powers of two, large enough for the multi-threaded
 // and streaming paths), all key/value widths, both table kinds and every output mode.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -204,6 +206,28 @@ TEST(CpuHostMemory, RepeatsOfBuffersThatAreNeverLiveTogetherMapNothingNew) {
   const uint64_t mapped = cpu::host_blocks_mapped();
   repeat();
   EXPECT_EQ(cpu::host_blocks_mapped(), mapped) << "the third repeat mapped blocks anew (faulting their pages again)";
+}
+
+// Pinned and device memory on the cpu backend is backed when allocated, as cudaHostAlloc's is:
+// every page resident, also where the block comes back from the cache after a pageable use that
+// left its pages untouched.
+TEST(CpuHostMemory, ResidentAllocationsAreBackedAlsoWhenTheBlockIsReused) {
+  constexpr uint64_t kBytes = 24 << 20;
+  const uint64_t page = uint64_t(sysconf(_SC_PAGESIZE)), pages = kBytes / page;
+  auto resident_pages = [&](void* p) {
+    std::vector<unsigned char> in(pages);
+    if (mincore(p, kBytes, in.data()) != 0) ADD_FAILURE() << "mincore failed";
+    return uint64_t(std::count_if(in.begin(), in.end(), [](unsigned char c) { return c & 1; }));
+  };
+  void* fresh = cpu::host_alloc_resident(kBytes, 2);
+  EXPECT_EQ(resident_pages(fresh), pages);
+  cpu::host_free(fresh);
+  void* untouched = cpu::host_alloc(kBytes + (2 << 20));  // a block of another size, never written
+  cpu::host_free(untouched);
+  void* reused = cpu::host_alloc_resident(kBytes + (2 << 20), 2);
+  EXPECT_EQ(reused, untouched) << "the cached block was not reused";
+  EXPECT_EQ(resident_pages(reused), pages) << "a reused block that was never backed was handed out unbacked";
+  cpu::host_free(reused);
 }
 
 // --- generation ----------------------------------------------------------------------------------

@@ -201,7 +201,7 @@ Buffer CpuRank::alloc(MemSpace space, uint64_t bytes, const std::string& tag) {
   b->pool = space == MemSpace::Device ? cfg_.device : cfg_.host;
   b->reserved = bytes;
   try {
-    b->ptr = cpu::host_alloc(bytes);
+    b->ptr = space == MemSpace::Host ? cpu::host_alloc(bytes) : cpu::host_alloc_resident(bytes, cfg_.threads);
   } catch (const std::bad_alloc&) {
     b->ptr = nullptr;
     throw RuntimeError("rank " + std::to_string(id()) + ": the system refused " + bytes_str(bytes) + " for '" +
@@ -212,7 +212,6 @@ Buffer CpuRank::alloc(MemSpace space, uint64_t bytes, const std::string& tag) {
   b->space = space;
   b->owner = id();
   b->tag = tag;
-  if (space != MemSpace::Host) cpu::prefault(b->ptr, bytes, cfg_.threads);
   return b;
 }
 

@@ -44,14 +44,18 @@ void* map_huge(uint64_t bytes) {
 // H200 host, vmstat thp_fault_alloc; 0 for phj, whose buffers nest).
 class LargeBlocks {
  public:
-  void* get(uint64_t rounded) {
+  // `resident`: whether every page of the block was touched before (a cached block that was
+  // prefaulted when it was given out earlier).
+  void* get(uint64_t rounded, bool* resident) {
     std::lock_guard<std::mutex> g(mu_);
+    *resident = false;
     for (auto it = cached_.begin(); it != cached_.end(); ++it)
       if (it->bytes == rounded) {
         void* p = it->ptr;
+        *resident = it->resident;
         cached_bytes_ -= rounded;
         cached_.erase(it);
-        take(p, rounded);
+        take(p, rounded, *resident);
         return p;
       }
     // A miss: what the cache may keep shrinks by the new block.
@@ -63,18 +67,26 @@ class LargeBlocks {
       p = map_huge(rounded);
     }
     if (!p) return nullptr;
-    take(p, rounded);
+    take(p, rounded, false);
     return p;
   }
   bool put(void* p) {
     std::lock_guard<std::mutex> g(mu_);
     auto it = live_.find(p);
     if (it == live_.end()) return false;
-    const uint64_t bytes = it->second;
+    const Block b = it->second;
     live_.erase(it);
-    live_bytes_ -= bytes;
-    cached_.push_back({p, bytes});
-    cached_bytes_ += bytes;
+    live_bytes_ -= b.bytes;
+    cached_.push_back(b);
+    cached_bytes_ += b.bytes;
+    return true;
+  }
+  // Every page of live block p is backed now; false when p is not a large block.
+  bool mark_resident(void* p) {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = live_.find(p);
+    if (it == live_.end()) return false;
+    it->second.resident = true;
     return true;
   }
   uint64_t cached_bytes() {
@@ -90,9 +102,10 @@ class LargeBlocks {
   struct Block {
     void* ptr;
     uint64_t bytes;
+    bool resident;
   };
-  void take(void* p, uint64_t bytes) {
-    live_.emplace(p, bytes);
+  void take(void* p, uint64_t bytes, bool resident) {
+    live_.emplace(p, Block{p, bytes, resident});
     live_bytes_ += bytes;
     peak_bytes_ = std::max(peak_bytes_, live_bytes_);
   }
@@ -103,7 +116,7 @@ class LargeBlocks {
   }
 
   std::mutex mu_;
-  std::unordered_map<void*, uint64_t> live_;
+  std::unordered_map<void*, Block> live_;
   std::list<Block> cached_;  // oldest first
   uint64_t live_bytes_ = 0, cached_bytes_ = 0, peak_bytes_ = 0, mapped_ = 0;
 };
@@ -114,15 +127,33 @@ LargeBlocks& large_blocks() {
 }
 }  // namespace
 
-void* host_alloc(uint64_t bytes) {
+namespace {
+void* alloc(uint64_t bytes, bool* resident) {
+  *resident = false;
   if (bytes >= kLargeAlloc) {
-    void* p = large_blocks().get(huge_pages_of(bytes));
+    void* p = large_blocks().get(huge_pages_of(bytes), resident);
     if (!p) throw std::bad_alloc();
     return p;
   }
   if (bytes == 0) bytes = 1;
   void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
   if (!p) throw std::bad_alloc();
+  return p;
+}
+}  // namespace
+
+void* host_alloc(uint64_t bytes) {
+  bool resident;
+  return alloc(bytes, &resident);
+}
+
+void* host_alloc_resident(uint64_t bytes, int threads) {
+  bool resident;
+  void* p = alloc(bytes, &resident);
+  if (!resident) {
+    prefault(p, bytes, threads);
+    large_blocks().mark_resident(p);
+  }
   return p;
 }
 

@@ -21,6 +21,10 @@ uint64_t host_blocks_mapped();
 // Touches every page so that later kernels do not pay page faults (like device memory, which
 // is backed when allocated).
 void prefault(void* p, uint64_t bytes, int threads);
+// host_alloc, backed when allocated as pinned and device memory are (prefault on `threads`),
+// except a large block reused from the cache that was backed already: memory pinned once stays
+// pinned, and touching half a gigabyte of resident pages again took 4 ms per repeat.
+void* host_alloc_resident(uint64_t bytes, int threads);  // never null; throws std::bad_alloc
 
 // Memory a kernel needs for the duration of one call, kept per thread and reused by later
 // calls on the same thread (a stream worker runs many operators; re-faulting fresh pages on
