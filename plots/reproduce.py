@@ -5,7 +5,7 @@ index.json (written by joinlab reproduce) lists each figure's CSV, its PNG and h
 x, y, their labels, y_factor, the series keys and log scales, from the [figure] section of the
 figure's experiment file. Each figure is drawn by plots/sweep.py's plot(): one curve per series
 value, its analytic bound dashed beside it, and each point labelled with the resource that its
-longest phase keeps busiest (the CSV's phase_limits). Exits 2 if matplotlib is missing, 1 if a
+longest phase keeps busiest (the CSV's busiest_per_phase). Exits 2 if matplotlib is missing, 1 if a
 figure could not be drawn (the others are).
 """
 import json
@@ -19,7 +19,7 @@ from sweep import number, plot, read_results  # noqa: E402
 
 def longest_phase_limit(row):
     """The busiest resource of the point's longest phase ("network"), or None."""
-    limits = dict(item.split("=", 1) for item in (row.get("phase_limits") or "").split(";") if "=" in item)
+    limits = dict(item.split("=", 1) for item in (row.get("busiest_per_phase") or "").split(";") if "=" in item)
     times = {}
     for column, value in row.items():
         m = re.fullmatch(r"phase_(.+)_s", column or "")

@@ -808,7 +808,7 @@ TEST_F(CliTest, ReproduceOneFigureWritesItsCsvPlotAndIndex) {
   ASSERT_EQ(r.code, 0) << r.err;
   const std::string csv = read((out / "gao2021" / "tpch.csv").string());
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 3) << csv;  // header and two points
-  EXPECT_NE(csv.find(",phase_limits,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",busiest_per_phase,"), std::string::npos) << csv;
   const std::string md = read((out / "index.md").string()), html = read((out / "index.html").string());
   for (const std::string* text : {&md, &html}) {
     EXPECT_NE(text->find("gao2021/tpch"), std::string::npos) << *text;

@@ -152,7 +152,7 @@ std::string csv_text(const std::vector<ResultRow>& rows) {
   for (const char* h : {"seed", "strategy_options", "repeat"}) header.push_back(h);
   for (auto& n : phase_names) header.push_back(phase_column(n));
   for (const char* h : {"total_s", "repeat_total_s", "throughput_tuples_per_s", "bound_s", "bound_resource",
-                        "fraction_of_bound", "phase_limits", "count", "checksum", "verified", "trace_file", "date", "git_commit"})
+                        "fraction_of_bound", "busiest_per_phase", "count", "checksum", "verified", "trace_file", "date", "git_commit"})
     header.push_back(h);
 
   std::ostringstream out;
