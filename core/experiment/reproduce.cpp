@@ -35,7 +35,8 @@ const char* const kReproduceHelp =
     "  --quiet, -q          no results tables or progress lines\n"
     "Writes DIR/<paper>/<figure>.csv (the CSV of `joinlab run`) and .png (its [figure] section says\n"
     "axes, units, series and log scales; dashed: the analytic bound), and DIR/index.md, index.html\n"
-    "and index.json. Plots need python3 with matplotlib; without it they are skipped, and said so.\n";
+    "and index.json; no traces (`joinlab run FILE` writes a figure's). Plots need python3 with\n"
+    "matplotlib; without it they are skipped, and said so.\n";
 
 namespace {
 
@@ -434,10 +435,10 @@ int reproduce_command(const std::vector<std::string>& args) {
   set_quiet(a.quiet);
   info << "joinlab: reproduce: " << figures.size() << " figure" << (figures.size() == 1 ? "" : "s") << ", " << total
        << " run points, scale " << a.scale << "\n";
+  for (auto& f : figures) make_output_dir(a.out + "/" + f.paper, "--out");
   ProgressTicker ticker(std::cerr, !a.quiet);
   int done = 0;
   for (auto& f : figures) {
-    make_output_dir(a.out + "/" + f.paper, "--out");
     ResultsTable table(a.quiet ? muted : std::cout, !f.plan.swept_keys.empty());
     if (!a.quiet) {
       std::lock_guard<std::mutex> g(console_mutex());
