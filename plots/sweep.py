@@ -8,7 +8,8 @@ CSV is what `joinlab run` writes: every swept key has a column of its own, named
 of them (default: the first swept key) or any other column (ranks, r_rows); --y a column of
 results (default total_s; throughput_tuples_per_s, fraction_of_bound, phase_<name>_s, ...). An x
 whose values read as numbers (sizes such as 2^24, 16M or 16Mi too) gets a numeric axis, else the
-values are placed in sweep order. With --y total_s the analytic bound (bound_s) is drawn dashed.
+values are placed in sweep order. With --y total_s or throughput_tuples_per_s the analytic bound
+(bound_s) is drawn dashed.
 Writes OUT.png and OUT.svg (default: the CSV's path without .csv, then -<x>).
 """
 import argparse
@@ -69,8 +70,9 @@ def series(rows, keys, x):
 
 
 def short_key(key):
-    """strategy.levels -> levels, profile.link.nic.bw -> link.nic.bw: legends stay readable."""
-    return key.split(".", 1)[1] if key.split(".", 1)[0] in ("strategy", "profile") else key
+    """strategy.levels -> levels, profile.link.nic.bw -> link.nic.bw, experiment.strategy -> strategy:
+    legends stay readable."""
+    return key.split(".", 1)[1] if key.split(".", 1)[0] in ("strategy", "profile", "experiment") else key
 
 
 def x_axis(rows, x):
@@ -95,25 +97,49 @@ def import_pyplot(script):
     return plt
 
 
-def save(fig, out, script):
+def save(fig, out, script, formats=("png", "svg")):
     os.makedirs(os.path.dirname(os.path.abspath(out)) or ".", exist_ok=True)
-    for ext in ("png", "svg"):
+    for ext in formats:
         fig.savefig(out + "." + ext, dpi=130)
         print("%s: wrote %s.%s" % (script, out, ext), file=sys.stderr)
 
 
-def plot(rows, keys, x, y, out, logx=False, logy=False):
+def bound(row, y):
+    """The analytic bound in y's terms, or None: bound_s for a time, |R| + |S| over it for a throughput."""
+    seconds = number(row.get("bound_s"))
+    if not seconds:
+        return None
+    if y == "total_s":
+        return seconds
+    if y == "throughput_tuples_per_s":
+        return (number(row.get("r_rows")) + number(row.get("s_rows"))) / seconds
+    return None
+
+
+def plot(rows, keys, x, y, out, logx=False, logy=False, title=None, xlabel=None, ylabel=None, factor=1.0,
+         note=None, formats=("png", "svg")):
+    """One curve per value of the keys other than x, in sweep order, each with its bound dashed
+    where y has one (total_s, throughput_tuples_per_s); y and the bound drawn times factor. note,
+    if given, labels each point: note(row) -> text or None."""
     plt = import_pyplot("plots/sweep.py")
     fig, ax = plt.subplots(figsize=(7, 4.8))
     position, ticks = x_axis(rows, x)
-    for i, (name, pts) in enumerate(sorted(series(rows, keys, x).items())):
+    drew_bound = False
+    for i, (name, pts) in enumerate(series(rows, keys, x).items()):
         pts = sorted(pts, key=lambda p: position(p[x]))
         xs = [position(p[x]) for p in pts]
         label = " ".join(short_key(part) for part in name.split()) or pts[0]["strategy"]
         color = "C%d" % i
-        ax.plot(xs, [float(p[y]) for p in pts], "o-", color=color, label=label)
-        if y == "total_s" and all(p.get("bound_s") for p in pts):
-            ax.plot(xs, [float(p["bound_s"]) for p in pts], "--", color=color, alpha=0.7, label=label + " bound")
+        ax.plot(xs, [float(p[y]) * factor for p in pts], "o-", color=color, label=label)
+        bounds = [bound(p, y) for p in pts]
+        if all(b is not None for b in bounds):
+            ax.plot(xs, [b * factor for b in bounds], "--", color=color, alpha=0.7, label=label + " bound")
+            drew_bound = True
+        for px, p in zip(xs, pts):
+            text = note(p) if note else None
+            if text:
+                ax.annotate(text, (px, float(p[y]) * factor), textcoords="offset points", xytext=(3, 4),
+                            fontsize=6, color=color)
     if ticks is not None:
         ax.set_xticks(range(len(ticks)))
         ax.set_xticklabels(ticks)
@@ -121,13 +147,15 @@ def plot(rows, keys, x, y, out, logx=False, logy=False):
         ax.set_xscale("log", base=2)
     if logy:
         ax.set_yscale("log")
-    ax.set_xlabel(x)
-    ax.set_ylabel(y + ("; dashed: analytic bound" if y == "total_s" else ""))
+    ax.set_xlabel(xlabel or x)
+    ax.set_ylabel(ylabel or y + ("; dashed: analytic bound" if drew_bound else ""))
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
-    fig.suptitle("%s: %s against %s (%s)" % (rows[0]["experiment"], y, x, rows[0].get("hardware", "")), fontsize=10)
+    fig.suptitle(title or "%s: %s against %s (%s)" % (rows[0]["experiment"], y, x, rows[0].get("hardware", "")),
+                 fontsize=10)
     fig.tight_layout()
-    save(fig, out, "plots/sweep.py")
+    save(fig, out, "plots/sweep.py", formats)
+    plt.close(fig)
 
 
 def main():

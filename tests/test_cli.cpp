@@ -27,6 +27,7 @@
 #include "core/experiment/cli.hpp"
 #include "core/experiment/config.hpp"
 #include "core/experiment/environment.hpp"
+#include "core/experiment/phase_limits.hpp"
 #include "core/experiment/preflight.hpp"
 #include "core/experiment/progress.hpp"
 #include "core/experiment/report.hpp"
@@ -795,6 +796,118 @@ TEST_F(CliTest, PaperSmallFilesRunOnTheCpuBackend) {
   }
 }
 
+// A python3 with matplotlib, as reproduce looks for one (its plots need it).
+bool can_plot() {
+  return std::system("python3 -c 'import matplotlib' >/dev/null 2>&1") == 0 ||
+         std::system("/usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1") == 0;
+}
+
+TEST_F(CliTest, ReproduceOneFigureWritesItsCsvPlotAndIndex) {
+  const fs::path out = dir_ / "repro";
+  auto r = cli({"reproduce", "gao2021/tpch", "--scale", "small", "--out", out.string(), "--quiet"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string csv = read((out / "gao2021" / "tpch.csv").string());
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 3) << csv;  // header and two points
+  EXPECT_NE(csv.find(",busiest_per_phase,"), std::string::npos) << csv;
+  const std::string md = read((out / "index.md").string()), html = read((out / "index.html").string());
+  for (const std::string* text : {&md, &html}) {
+    EXPECT_NE(text->find("gao2021/tpch"), std::string::npos) << *text;
+    EXPECT_NE(text->find("gao2021 Sec. 6: TPC-H orders x lineitem"), std::string::npos) << *text;  // [figure] title
+    EXPECT_NE(text->find("device memory"), std::string::npos) << *text;  // the bound's resource
+    EXPECT_NE(text->find("local_probe=compute"), std::string::npos) << *text;  // busiest resource per phase
+    EXPECT_EQ(text->find("rui2017"), std::string::npos) << "a figure that was not asked for";
+  }
+  EXPECT_NE(md.find("| shuffle levels | series | total s |"), std::string::npos) << md;  // [figure] x_label
+  EXPECT_NE(html.find("<table>"), std::string::npos) << html;
+  if (can_plot()) {
+    EXPECT_TRUE(fs::exists(out / "gao2021" / "tpch.png")) << read((out / "plots.log").string());
+    EXPECT_NE(md.find("](gao2021/tpch.png)"), std::string::npos) << md;
+    EXPECT_NE(html.find("<img src=\"gao2021/tpch.png\""), std::string::npos) << html;
+  } else {
+    std::cout << "[ note ] no python3 with matplotlib: the plot is not checked\n";
+  }
+}
+
+TEST_F(CliTest, ReproduceWithoutMatplotlibWritesTheReportAndSaysPlotsWereSkipped) {
+  const fs::path out = dir_ / "repro";
+  ASSERT_EQ(::setenv("JOINLAB_PYTHON", (dir_ / "no-such-python").c_str(), 1), 0);
+  auto r = cli({"reproduce", "thostrup2023/fig1b", "gao2021/tpch", "--scale=small", "--out=" + out.string()});
+  ::unsetenv("JOINLAB_PYTHON");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("plots skipped: no python3 with matplotlib"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("thostrup2023/fig1b done; 2/4 points"), std::string::npos) << r.err;  // in the order asked
+  EXPECT_NE(r.err.find("s left"), std::string::npos) << r.err;      // and the time left
+  EXPECT_TRUE(fs::exists(out / "thostrup2023" / "fig1b.csv"));
+  EXPECT_FALSE(fs::exists(out / "thostrup2023" / "fig1b.png"));
+  EXPECT_NE(read((out / "index.md").string()).find("(plot skipped: no python3 with matplotlib"), std::string::npos);
+  EXPECT_TRUE(fs::exists(out / "index.html"));
+}
+
+TEST_F(CliTest, ReproduceRejectsAnUnknownPaperOrFigureNamingWhatExists) {
+  const std::string out = "--out=" + (dir_ / "repro").string();
+  auto r = cli({"reproduce", "nosuch2099", out});
+  expect_rejected(r, {"unknown paper 'nosuch2099'", "gao2021", "rui2017", "thostrup2023"});
+  r = cli({"reproduce", "rui2017/fig99", out});
+  expect_rejected(r, {"paper rui2017 has no figure 'fig99'", "fig6", "in-memory", "out-of-core"});
+  r = cli({"reproduce", "--scale=medium", out});
+  expect_rejected(r, {"--scale medium", "small or full"});
+  EXPECT_FALSE(fs::exists(dir_ / "repro")) << "a rejected reproduce wrote output";
+}
+
+// Every figure draws: its [figure] axes and series fit the points of its full file and of its
+// -small variant, which every figure has (--scale small is to run all of them in minutes).
+TEST_F(CliTest, ReproduceDryRunChecksEveryFigureAtBothScales) {
+  for (const char* scale : {"full", "small"}) {
+    auto r = cli({"reproduce", "--dry-run", std::string("--scale=") + scale});
+    ASSERT_EQ(r.code, 0) << scale << ": " << r.err;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 12) << r.out;  // rui2017 3, gao2021 3, thostrup2023 6
+    size_t small = 0;
+    for (size_t at = 0; (at = r.out.find("-small.ini,", at)) != std::string::npos; ++at) ++small;
+    EXPECT_EQ(small, std::string(scale) == "small" ? 12u : 0u) << r.out;
+  }
+  const fs::path root = fs::path(joinlab_root()) / "experiments" / "papers";
+  for (auto& entry : fs::recursive_directory_iterator(root)) {
+    const std::string stem = entry.path().stem().string();
+    if (entry.path().extension() != ".ini" || (stem.size() > 6 && stem.substr(stem.size() - 6) == "-small")) continue;
+    EXPECT_TRUE(fs::exists(entry.path().parent_path() / (stem + "-small.ini"))) << entry.path();
+    const auto figure = read_figure(entry.path().string());
+    for (const char* key : {"title", "measures", "x", "y", "x_label", "y_label"})
+      EXPECT_TRUE(figure.count(key)) << entry.path() << " has no [figure] " << key;
+  }
+}
+
+TEST_F(CliTest, FigureSectionIsCheckedAndIgnoredByTheRun) {
+  auto r = cli({"run", experiment("[figure]\ntitle = T\nx = workload.r.rows\nlogx = true\n"), "--dry-run"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  r = cli({"run", experiment("[figure]\nxlabel = rows\n"), "--dry-run"});
+  expect_rejected(r, {"exp.ini:11", "unknown key 'figure.xlabel'", "x_label"});
+  r = cli({"run", experiment("[figure]\nlogy = maybe\n"), "--dry-run"});
+  expect_rejected(r, {"exp.ini:11", "figure.logy = maybe"});
+  r = cli({"run", experiment(), "--dry-run", "--figure.y_factor=-1"});
+  expect_rejected(r, {"command line", "figure.y_factor = -1", "positive"});
+}
+
+TEST(PhaseLimits, TheBusiestResourceOfEachPhaseFromTheTrace) {
+  // Rank 0: "shuffle" 0..10 s with the network busy 0..8 (two overlapping spans) and compute 1..3;
+  // "join" 10..20 s with compute busy 10..19. Rank 1's shuffle keeps its nvlink busy 0..9.
+  std::vector<std::vector<PhaseRecord>> phases = {
+      {{"generate", -5, 0}, {"shuffle", 0, 10}, {"join", 10, 20}}, {{"shuffle", 0, 10}}};
+  OpParams compute, send;
+  compute.kind = OpKind::Probe;
+  send.kind = OpKind::Send;
+  std::vector<TraceSpan> trace = {{0, "link network", send, 0, 5},    {0, "link network", send, 4, 8},
+                                  {0, "stream 0", send, 0, 8},        {0, "stream 0", compute, 1, 3},
+                                  {0, "stream 1", compute, 10, 19},   {1, "link nvlink", send, 0, 9},
+                                  {0, "stream 0", compute, -5, 0}};
+  auto limits = phase_limits(trace, phases);
+  ASSERT_EQ(limits.size(), 2u);  // generate is not timed
+  EXPECT_EQ(limits[0].phase, "shuffle");
+  EXPECT_EQ(limits[0].resource, "nvlink");  // 90% on rank 1 beats rank 0's network at 80%
+  EXPECT_NEAR(limits[0].busy, 0.9, 1e-9);
+  EXPECT_EQ(limits[1].resource, "compute");
+  EXPECT_EQ(format_phase_limits(limits), "shuffle=nvlink 90%;join=compute 90%");
+}
+
 TEST_F(CliTest, CsvQuotesFieldsWithCommas) {
   RunOutcome o;
   o.point.strategy = "s";
@@ -818,6 +931,7 @@ TEST(Progress, TickerReportsPointRepeatAndElapsed) {
   std::string text = err.str();
   EXPECT_NE(text.find("point 2/4, repeat 3/3, elapsed"), std::string::npos) << text;
   EXPECT_NE(text.find(": workload.r.rows=2^20\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("s left: "), std::string::npos) << text;  // one point done: an estimate of the rest
   std::ostringstream silent;
   { ProgressTicker off(silent, false, std::chrono::milliseconds(1), std::chrono::milliseconds(1)); }
   EXPECT_EQ(silent.str(), "");

@@ -16,9 +16,10 @@
 #include "core/common/error.hpp"
 #include "core/exec/backend.hpp"
 #include "core/experiment/environment.hpp"
+#include "core/experiment/plan_run.hpp"
 #include "core/experiment/progress.hpp"
 #include "core/experiment/report.hpp"
-#include "core/experiment/trace_writer.hpp"
+#include "core/experiment/reproduce.hpp"
 #include "core/experiment/values.hpp"
 #include "core/runtime/launcher.hpp"
 
@@ -61,7 +62,7 @@ const char* const kListUsage =
     "                                     what this build and tree hold";
 
 void print_usage(std::ostream& out) {
-  out << "usage:\n  " << kRunUsage << "\n  " << kListUsage << "\n";
+  out << "usage:\n  " << kRunUsage << "\n  " << kListUsage << "\n  " << kReproduceUsage << "\n";
   for (auto& [name, c] : commands()) out << "  " << c.usage << "\n";
   out << "  joinlab help\n\n"
          "Experiment files and keys: experiments/README.md. Exit codes: 0 ok, 2 bad input, 3 wrong join\n"
@@ -90,38 +91,14 @@ bool print_command_help(const std::string& cmd, std::ostream& out) {
     out << "usage: " << kListUsage << "\n";
     return true;
   }
+  if (cmd == "reproduce") {
+    out << "usage: " << kReproduceUsage << "\n" << kReproduceHelp;
+    return true;
+  }
   auto it = commands().find(cmd);
   if (it == commands().end()) return false;
   out << "usage: " << it->second.usage << "\n";
   return true;
-}
-
-// Re-throws the exception being handled with `prefix` added, keeping its kind (exit code).
-[[noreturn]] void rethrow_with(const std::string& prefix) {
-  try {
-    throw;
-  } catch (const InputError& e) {
-    throw InputError(prefix + e.what());
-  } catch (const VerificationError& e) {
-    throw VerificationError(prefix + e.what());
-  } catch (const std::exception& e) {
-    throw RuntimeError(prefix + e.what());
-  }
-}
-
-std::string file_safe(const std::string& name) {
-  std::string s;
-  for (char c : name)
-    s += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' || c == '+' ? c : '_';
-  return s.empty() ? "experiment" : s;
-}
-
-void make_output_dir(const std::string& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec || !std::filesystem::is_directory(dir))
-    throw InputError("experiment.output_dir = " + dir + ": cannot create the folder (" +
-                     (ec ? ec.message() : std::string("exists and is not a folder")) + ")");
 }
 
 void print_plan(const ExperimentPlan& plan) {
@@ -159,11 +136,10 @@ int run_command(const std::vector<std::string>& args) {
   std::ostream muted(nullptr);
   std::ostream& info = reporting && !a.quiet ? std::cerr : muted;  // --quiet: the table and errors only
   set_quiet(a.quiet);
-  if (reporting) make_output_dir(plan.output_dir);
+  if (reporting) make_output_dir(plan.output_dir, "experiment.output_dir");
   const std::string base = plan.output_dir + "/" + file_safe(plan.name) + "-" + file_safe(output_backends(plan));
   const std::string csv = base + ".csv";
   const int n = int(plan.points.size());
-  const std::string commit = git_commit();
 
   ResultsTable table(reporting ? std::cout : muted, !plan.swept_keys.empty());
   {
@@ -173,43 +149,13 @@ int run_command(const std::vector<std::string>& args) {
     table.print_header();
   }
   ProgressTicker ticker(std::cerr, !a.quiet && reporting);
-  std::vector<ResultRow> rows;
-  for (int i = 0; i < n; ++i) {
-    const PlannedPoint& pp = plan.points[size_t(i)];
-    ticker.point(i, n, pp.label());
-    ResultRow row;
-    try {
-      row.outcome = run_point(pp.run, [&](int r, int repeats) { ticker.repeat(r, repeats); });
-    } catch (...) {
-      rethrow_with(n == 1 ? "" : "point " + std::to_string(i + 1) + "/" + std::to_string(n) + " (" + pp.label() + "): ");
-    }
-    row.experiment = plan.name;
-    row.point = i + 1;
-    row.swept = pp.swept;
-    row.hardware = describe_hardware(pp.run);
-    row.date = utc_timestamp();
-    row.git_commit = commit;
-    row.trace_file = n == 1 ? base + ".trace.json" : base + "-" + std::to_string(i + 1) + ".trace.json";
-    if (reporting) {
-      const TraceWritten w = write_chrome_trace_file(row.trace_file, row.outcome,
-                                                     plan.name + (row.swept.empty() ? "" : " " + pp.label()),
-                                                     pp.run.trace_max_bytes);
-      if (w.left_out) {
-        std::lock_guard<std::mutex> g(console_mutex());
-        std::cerr << "joinlab: " << row.trace_file << ": " << w.left_out << " of " << (w.spans + w.left_out)
-                  << " spans left out (those from " << w.cut_s * 1e3 << " ms on), to stay within "
-                  << "experiment.trace_max_bytes = " << pp.run.trace_max_bytes << " (0: no limit)\n";
-      }
-    }
-    row.outcome.trace.clear();  // written; the CSV does not need it
-    row.outcome.trace.shrink_to_fit();
-    {
-      std::lock_guard<std::mutex> g(console_mutex());
-      table.print_row(row);
-    }
-    rows.push_back(std::move(row));
-    if (reporting) write_csv(csv, rows);  // rewritten after each point: a failing sweep keeps its finished rows
-  }
+  PlanRun how;
+  how.csv = csv;
+  how.trace_base = base;
+  how.reporting = reporting;
+  how.table = &table;
+  how.ticker = &ticker;
+  const std::vector<ResultRow> rows = run_plan(plan, how);
   std::lock_guard<std::mutex> g(console_mutex());
   info << "joinlab: wrote " << csv << " and "
        << (n == 1 ? rows.front().trace_file : base + "-{1.." + std::to_string(n) + "}.trace.json") << "\n";
@@ -431,6 +377,7 @@ int cli_main(int argc, char** argv) {
     }
     if (cmd == "run") return run_command(rest);
     if (cmd == "list") return list_command(rest);
+    if (cmd == "reproduce") return reproduce_command(rest);
     auto it = commands().find(cmd);
     if (it == commands().end()) {
       print_usage(std::cerr);

@@ -1,4 +1,4 @@
-// The joinlab command line: run | list | calibrate | validate | help.
+// The joinlab command line: run | list | reproduce | calibrate | validate | help.
 #pragma once
 #include <functional>
 #include <string>

@@ -32,7 +32,7 @@ namespace {
 constexpr size_t kMaxSweepPoints = 100000;
 // Rank ids are ints; far beyond what any backend runs (the simulator states its own limit).
 constexpr int64_t kMaxRanks = int64_t(1) << 24;
-const char* const kSections = "[experiment], [cluster], [workload], [strategy], [profile] and [sweep]";
+const char* const kSections = "[experiment], [cluster], [workload], [strategy], [profile], [sweep] and [figure]";
 
 // A key's value and where it was written, for error messages.
 struct Setting {
@@ -223,6 +223,44 @@ bool is_profile_key(const std::string& key) {
   return key.rfind(kProfilePrefix, 0) == 0 && key.size() > kProfilePrefix.size();
 }
 
+// [figure]: how `joinlab reproduce` draws the experiment; a run reads none of it.
+const std::string kFigurePrefix = "figure.";
+const std::vector<KeyDoc>& figure_keys() {
+  static const std::vector<KeyDoc> keys = {
+      {"figure.title", "string", "experiment.description", "the figure's title: paper and figure"},
+      {"figure.measures", "string", "experiment.description", "what the figure measures, one sentence"},
+      {"figure.x", "column", "the first swept key", "x axis: a swept key or a CSV column (ranks, r_rows, s_rows)"},
+      {"figure.x_label", "string", "figure.x", "x axis label, with its unit"},
+      {"figure.y", "column", "total_s", "y axis: total_s, throughput_tuples_per_s, fraction_of_bound or phase_<name>_s"},
+      {"figure.y_label", "string", "figure.y", "y axis label, with its unit"},
+      {"figure.y_factor", "positive number", "1", "y is drawn as the column times this (16e-9: tuples/s of 16 bytes as GB/s)"},
+      {"figure.series", "swept keys", "the swept keys but x", "one curve per value of these keys; those the run does not sweep are left out"},
+      {"figure.logx", "bool", "false", "log-scale x axis"},
+      {"figure.logy", "bool", "false", "log-scale y axis"},
+  };
+  return keys;
+}
+
+bool is_figure_key(const std::string& key) { return key.rfind(kFigurePrefix, 0) == 0; }
+
+// Checks a [figure] key and its value; "" if fine, else why not.
+std::string figure_key_error(const std::string& key, const std::string& value) {
+  auto& keys = figure_keys();
+  if (std::none_of(keys.begin(), keys.end(), [&](const KeyDoc& k) { return k.key == key; })) {
+    std::string names;
+    for (auto& k : keys) names += (names.empty() ? "" : ", ") + k.key.substr(kFigurePrefix.size());
+    return "unknown key '" + key + "' (value '" + value + "'): [figure] keys are " + names;
+  }
+  try {
+    if (key == "figure.logx" || key == "figure.logy") parse_bool(value);
+    if (key == "figure.y_factor" && !(parse_number(value) > 0)) throw InputError("must be positive");
+    if ((key == "figure.x" || key == "figure.y") && trim(value).empty()) throw InputError("is empty");
+  } catch (const InputError& e) {
+    return key + " = " + value + ": " + e.what();
+  }
+  return "";
+}
+
 bool is_known_key(const std::string& key) {
   return find_def(key) || is_cluster_extra(key) || is_strategy_key(key) || is_profile_key(key);
 }
@@ -313,6 +351,7 @@ struct SweepAxis {
 struct RawExperiment {
   Settings settings;
   std::vector<SweepAxis> axes;  // file order
+  std::map<std::string, std::string> figure;  // [figure], keys without "figure."
 };
 
 RawExperiment read_experiment(const std::string& file) {
@@ -337,7 +376,11 @@ RawExperiment read_experiment(const std::string& file) {
     std::string origin = file + (line ? ":" + std::to_string(line) : "");
     if (nth > 0)
       throw InputError(origin + ": " + key + " is set again (first at line " + std::to_string(at.front()) + ")");
-    if (key.rfind("sweep.", 0) == 0) {
+    if (is_figure_key(key)) {
+      const std::string why = figure_key_error(key, value);
+      if (!why.empty()) throw InputError(origin + ": " + why);
+      raw.figure[key.substr(kFigurePrefix.size())] = trim(value);
+    } else if (key.rfind("sweep.", 0) == 0) {
       std::string swept = key.substr(6);
       if (!is_known_key(swept)) throw InputError(origin + ": [sweep] " + unknown_key_message(swept, value));
       raw.axes.push_back({swept, value, origin + " ([sweep])", {}});
@@ -353,6 +396,12 @@ RawExperiment read_experiment(const std::string& file) {
 void apply_overrides(RawExperiment& raw, const std::vector<Override>& overrides) {
   for (const auto& o : overrides) {
     std::string origin = "command line (--" + o.key + "=" + o.value + ")";
+    if (is_figure_key(o.key)) {
+      const std::string why = figure_key_error(o.key, o.value);
+      if (!why.empty()) throw InputError("command line: " + why);
+      raw.figure[o.key.substr(kFigurePrefix.size())] = trim(o.value);
+      continue;
+    }
     bool is_sweep = o.key.rfind("sweep.", 0) == 0;
     std::string key = is_sweep ? o.key.substr(6) : o.key;
     if (!is_known_key(key)) throw InputError("command line: " + unknown_key_message(o.key, o.value));
@@ -728,6 +777,7 @@ ExperimentPlan plan_experiment(const std::string& file, const std::vector<Overri
 
   ExperimentPlan plan;
   plan.file = file;
+  plan.figure = raw.figure;
   for (auto& a : raw.axes) plan.swept_keys.push_back(a.key);
   size_t total = 1;
   for (auto& a : raw.axes) total *= a.values.size();
@@ -773,6 +823,7 @@ std::vector<KeyDoc> experiment_keys() {
                   "sim: replaces a figure of the profile (profile.link.nic.bw = 50e9, profile.topology.fabric = fat_tree)"});
   docs.push_back({"sweep.<section.key>", "comma-separated list", "",
                   "one run point per value; several sweeps form the cartesian product, first key slowest"});
+  for (auto& k : figure_keys()) docs.push_back(k);
   return docs;
 }
 
@@ -791,6 +842,8 @@ void register_cluster_key(const std::string& key, const std::string& help, const
 }
 
 void register_profile_check(ProfileCheck check) { profile_check() = std::move(check); }
+
+std::map<std::string, std::string> read_figure(const std::string& file) { return read_experiment(file).figure; }
 
 std::string describe_experiment(const std::string& file) {
   const std::string text = read_text(file);

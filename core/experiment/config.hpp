@@ -1,5 +1,5 @@
 // Experiment files: an .ini file (sections [experiment] [cluster] [workload] [strategy]
-// [profile] [sweep], read with Boost.Program_options) plus --section.key=value overrides, expanded into
+// [profile] [sweep] [figure], read with Boost.Program_options) plus --section.key=value overrides, expanded into
 // run points (the cartesian product of the [sweep] lists, in file order) and validated before
 // anything runs. Every error names where the bad value came from: "phj.ini:12: key = value: why".
 // experiments/README.md documents every key; experiment_keys() is the same list in code.
@@ -33,6 +33,7 @@ struct ExperimentPlan {
   std::string output_dir;   // where the CSV and traces go
   std::vector<std::string> swept_keys;  // file order; the first varies slowest
   std::vector<PlannedPoint> points;
+  std::map<std::string, std::string> figure;  // [figure] keys without "figure.": how reproduce draws it
 };
 
 // What a plan is for: running it, or simulating the points another backend measured (`joinlab
@@ -63,6 +64,10 @@ void register_cluster_key(const std::string& key, const std::string& help, const
 using ProfileCheck =
     std::function<void(const std::string& path, const std::map<std::string, std::string>& overrides)>;
 void register_profile_check(ProfileCheck check);
+
+// The [figure] section of an experiment file (keys without "figure."), checked as plan_experiment
+// checks it, without planning the points. Throws InputError.
+std::map<std::string, std::string> read_figure(const std::string& file);
 
 // A short description of an experiment file for `joinlab list`: "strategy npj, backend cpu:
 // <description>". Throws InputError if the file cannot be read.

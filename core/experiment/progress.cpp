@@ -1,5 +1,6 @@
 #include "core/experiment/progress.hpp"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace joinlab {
@@ -7,6 +8,10 @@ namespace joinlab {
 std::mutex& console_mutex() {
   static std::mutex mu;
   return mu;
+}
+
+double seconds_left(double elapsed_s, int done, int total) {
+  return done > 0 ? elapsed_s / done * (total - done) : -1;
 }
 
 ProgressTicker::ProgressTicker(std::ostream& err, bool enabled, std::chrono::milliseconds delay,
@@ -42,10 +47,13 @@ void ProgressTicker::repeat(int index, int count) {
 
 std::string ProgressTicker::line() const {
   auto secs = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "joinlab: point %d/%d, repeat %d/%d, elapsed %.1f s (this point %.1f s)",
-                point_ + 1, points_, repeat_ + 1, repeats_, secs(Clock::now() - start_),
-                secs(Clock::now() - point_start_));
+  char buf[200];
+  const double in_point = secs(Clock::now() - point_start_);
+  int at = std::snprintf(buf, sizeof buf, "joinlab: point %d/%d, repeat %d/%d, elapsed %.1f s (this point %.1f s)",
+                         point_ + 1, points_, repeat_ + 1, repeats_, secs(Clock::now() - start_), in_point);
+  const double left = seconds_left(secs(point_start_ - start_), point_, points_);
+  if (left >= 0 && at > 0 && size_t(at) < sizeof buf)
+    std::snprintf(buf + at, sizeof buf - size_t(at), ", about %.0f s left", std::max(left - in_point, 0.0));
   return label_.empty() ? std::string(buf) : std::string(buf) + ": " + label_;
 }
 

@@ -1,5 +1,5 @@
-// Progress of a long `joinlab run`: a ticker thread prints "point i/N, repeat j/M, elapsed"
-// lines to stderr once the run has gone on for a few seconds, then every few seconds. Lines are
+// Progress of a long `joinlab run`: a ticker thread prints "point i/N, repeat j/M, elapsed, about
+// T s left" lines to stderr once the run has gone on for a few seconds, then every few seconds. Lines are
 // written whole under console_mutex(), which the results table on stdout also holds, so the two
 // never interleave on a terminal.
 #pragma once
@@ -13,6 +13,10 @@
 namespace joinlab {
 
 std::mutex& console_mutex();
+
+// Seconds left at the mean pace of the points done so far (elapsed_s over done of total); negative
+// when none is done yet. Points differ in cost, so it is an estimate that improves as they finish.
+double seconds_left(double elapsed_s, int done, int total);
 
 class ProgressTicker {
  public:

@@ -176,6 +176,7 @@ RunOutcome run_point(const RunPoint& p, const RepeatCallback& on_repeat) {
   o.phases = med.phases;
   o.trace = std::move(med.trace);
   o.rank_phases = std::move(med.rank_phases);
+  o.limits = phase_limits(o.trace, o.rank_phases);
   o.bandwidths = med.bw;
   const StrategyInfo& info = find_strategy(p.strategy);
   if (info.bound) o.bound = info.bound(job, p.cluster.shape, o.bandwidths);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/exec/backend.hpp"
+#include "core/experiment/phase_limits.hpp"
 #include "core/strategies/strategy.hpp"
 #include "core/verify/expected.hpp"
 
@@ -45,6 +46,7 @@ struct RunOutcome {
   Bandwidths bandwidths;
   std::vector<TraceSpan> trace;   // of the median run
   std::vector<std::vector<PhaseRecord>> rank_phases;  // of the median run, indexed by rank
+  std::vector<PhaseLimit> limits;  // per phase of the median run, the resource its trace shows busiest
   double throughput() const;      // (|R| + |S|) / total_seconds, tuples per second
   double bound_fraction() const { return total_seconds > 0 ? bound.seconds / total_seconds : 0; }
 };
