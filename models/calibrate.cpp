@@ -432,6 +432,22 @@ class Bench {
       if (opt_.quick && bits == 8) continue;
       timed(PartitionOp{scratch_, segments, PartitionFn{PartitionFn::Radix, bits, 8, 0}, out});
     }
+    // triton's chunk partitioner into device memory, both partitioners: its device work is a
+    // partition pass (the partition model); its writes over the link are the simulator's.
+    const PartitionFn fn8{PartitionFn::Radix, 8, 0, 0};
+    const std::vector<uint64_t> bounds = chunk_bounds(n, 64);
+    const ChunkLayout layout = chunked_layout(rank_.launch(Stream{0}, HistogramOp{in, fn8, bounds}).get().values,
+                                              fn8.fanout(), 64);
+    for (Partitioner kind : {Partitioner::Shared, Partitioner::Hierarchical}) {
+      ChunkPartitionOp cp;
+      for (size_t c = 0; c + 1 < bounds.size(); ++c) cp.chunks.push_back(in.slice(bounds[c], bounds[c + 1] - bounds[c]));
+      cp.fn = fn8;
+      cp.offsets = layout.offsets;
+      cp.cached_chunks = 64;
+      cp.cache = out;
+      cp.partitioner = kind;
+      timed(cp);
+    }
   }
 
   // Builds at the strategies' load factor (0.5) and at 0.25.

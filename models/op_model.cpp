@@ -519,6 +519,26 @@ OpSample op_sample(const Op& op, const OpResult& result, const KeyAccess* access
           return make("checksum", {double(o.rows) * row});
         } else if constexpr (std::is_same_v<T, ScanOp>) {
           return make("scan", {double(o.n) * 8.0});
+        } else if constexpr (std::is_same_v<T, ChunkPartitionOp>) {
+          // The device's work is a partition pass's (its per-chunk layout is given, so its chunks
+          // count as segments); what crosses the link is the simulator's (sim/link_model.hpp).
+          const uint32_t F = o.fn.fanout();
+          double bytes = 0;
+          for (const Tuples& c : o.chunks) bytes += double(c.rows) * c.fmt.tuple_bytes();
+          // Partition sizes: the first cached and the first spilled chunk start each partition's run
+          // in their output, so consecutive starts (the output's end after the last) span it.
+          std::vector<uint64_t> counts(F, 0);
+          for (size_t first : {size_t(0), size_t(o.cached_chunks)}) {
+            if (first >= o.chunks.size() || (first == 0 && o.cached_chunks == 0)) continue;
+            uint64_t end = 0;
+            for (size_t c = first; c < (first == 0 ? o.cached_chunks : o.chunks.size()); ++c) end += o.chunks[c].rows;
+            end += o.offsets[first * F];
+            for (uint32_t p = 0; p < F; ++p) {
+              const uint64_t next = p + 1 < F ? o.offsets[first * F + p + 1] : end;
+              counts[p] += next - std::min(next, o.offsets[first * F + p]);
+            }
+          }
+          return make("partition", {bytes, double(o.chunks.size()) * F, skew_rows(counts)}, F);
         }
       },
       op);

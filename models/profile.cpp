@@ -66,6 +66,22 @@ const std::vector<std::string>& msg_cost_keys() {
   return k;
 }
 
+double LinkSpec::write_rate(double granule) const {
+  std::vector<std::pair<double, double>> pts;  // (log granule, log rate), ascending granules
+  for (auto [g, r] : {std::pair{128.0, write_128_bw}, {512.0, write_512_bw}, {4096.0, write_4096_bw}})
+    if (r > 0) pts.emplace_back(std::log(g), std::log(std::min(r, bw)));
+  if (pts.empty() || bw <= 0) return bw;
+  pts.emplace_back(std::log(65536.0), std::log(bw));
+  const double x = std::log(std::max(granule, 1.0));
+  if (x <= pts.front().first) return std::exp(pts.front().second) * std::max(granule, 1.0) / std::exp(pts.front().first);
+  for (size_t i = 1; i < pts.size(); ++i)
+    if (x <= pts[i].first) {
+      const double t = (x - pts[i - 1].first) / (pts[i].first - pts[i - 1].first);
+      return std::exp(pts[i - 1].second + t * (pts[i].second - pts[i - 1].second));
+    }
+  return bw;
+}
+
 namespace {
 
 std::string trim(const std::string& s) {
@@ -140,6 +156,15 @@ const std::vector<Field>& fields() {
                          [m](P& p) -> double& { return (p.*m).bw; }));
       v.push_back(number(std::string("link.") + name + ".latency", Kind::Number, true,
                          [m](P& p) -> double& { return (p.*m).latency; }));
+    }
+    // Kernel writes to host memory by granule (the first pass's flushes): written where measured.
+    const std::pair<const char*, double LinkSpec::*> granules[] = {{"link.d2h.write_128_bw", &LinkSpec::write_128_bw},
+                                                                   {"link.d2h.write_512_bw", &LinkSpec::write_512_bw},
+                                                                   {"link.d2h.write_4096_bw", &LinkSpec::write_4096_bw}};
+    for (auto& [key, member] : granules) {
+      auto m = member;
+      v.push_back(Field{key, Kind::Positive, false, {}, [m](P& p, const std::string&, double x) { p.d2h.*m = x; },
+                        [m](const P& p) { return num(p.d2h.*m); }, [m](const P& p) { return p.d2h.*m > 0; }});
     }
     v.push_back(Field{"topology.gpus_per_node", Kind::Count, true, {},
                       [](P& p, const std::string&, double x) { p.topology.gpus_per_node = int(x); },

@@ -25,7 +25,15 @@ namespace joinlab {
 struct LinkSpec {
   double bw = 0;       // bytes/s in each direction
   double latency = 0;  // seconds
+  // Zero-copy writes by a kernel into pinned host memory, in granules of 128, 512 and 4096 bytes
+  // at random granule positions (link.d2h only; 0 = not measured). Small writes reach a fraction
+  // of the link's rate: a partitioner's flushes are costed by their size (write_rate).
+  double write_128_bw = 0, write_512_bw = 0, write_4096_bw = 0;
   double seconds(double bytes) const { return latency + (bw > 0 ? bytes / bw : 0); }
+  // Rate of kernel writes in granules of `granule` bytes: log-log interpolation between the
+  // measured granules, and bw at 64 KiB and beyond (a sequential write); below 128 bytes the rate
+  // falls in proportion. Without measurements, bw.
+  double write_rate(double granule) const;
 };
 
 enum class IntraNode : uint8_t { NVSwitch, NVLinkMesh, PCIe };

@@ -917,6 +917,27 @@ void evaluate(const Op& op, OpResult& r) {
         } else if constexpr (std::is_same_v<T, ChecksumOp>) {
           r.count = o.rows;
           r.checksum = 0;
+        } else if constexpr (std::is_same_v<T, ChunkPartitionOp>) {
+          check_chunk_partition(o);
+          // Each output is partition-major over its chunks: the split of their union, in one region.
+          for (const bool cached : {true, false}) {
+            const size_t b = cached ? 0 : o.cached_chunks, e = cached ? o.cached_chunks : o.chunks.size();
+            if (b == e) continue;
+            std::vector<ContentPtr> parts;
+            for (size_t c = b; c < e; ++c) parts.push_back(content_or_unknown(o.chunks[c]));
+            auto layout = std::make_shared<SplitLayout>();
+            layout->fn = o.fn;
+            layout->parents.push_back(merge_contents(parts));
+            layout->offsets.push_back(0);
+            for (uint64_t n : split_counts(*layout->parents[0], o.fn)) layout->offsets.push_back(layout->offsets.back() + n);
+            const Tuples& out = cached ? o.cache : o.spill;
+            if (out.capacity < layout->offsets.back())
+              throw RuntimeError(std::string("chunk partition: ") + (cached ? "the cache" : "the spill buffer") + " holds " +
+                                 std::to_string(out.capacity) + " rows, " + std::to_string(layout->offsets.back()) +
+                                 " are written");
+            if (out.keys) sim_buffer(out.keys).regions.write_split(out.offset * out.fmt.key_bytes, out.fmt.key_bytes, layout);
+            r.count += layout->offsets.back();
+          }
         }
       },
       op);
@@ -939,6 +960,10 @@ bool on_host(const Op& op) {
         using T = std::decay_t<decltype(o)>;
         if constexpr (std::is_same_v<T, GenerateOp>) return host_space(o.out.keys);
         else if constexpr (std::is_same_v<T, GeneratePayloadOp>) return host_space(o.out);
+        else if constexpr (std::is_same_v<T, ChunkPartitionOp>) return false;  // a kernel, over the link
+        else if constexpr (std::is_same_v<T, HistogramOp>)
+          return o.placement == HistogramOp::Placement::Auto ? host_space(o.in.keys)
+                                                             : o.placement == HistogramOp::Placement::Host;
         else if constexpr (std::is_same_v<T, HistogramOp> || std::is_same_v<T, PartitionOp> || std::is_same_v<T, BuildOp> ||
                            std::is_same_v<T, SortOp>) return host_space(o.in.keys);
         else if constexpr (std::is_same_v<T, ProbeOp>) return host_space(o.probe.keys);
@@ -952,6 +977,29 @@ bool on_host(const Op& op) {
 }
 
 
+
+// What a kernel moves over the link to host memory: bytes read from pinned inputs, and bytes written
+// to pinned outputs scaled by the link's rate at the kernel's write granularity over its full rate
+// (small scattered writes occupy the link as long as the same bytes written at that rate would).
+struct LinkBytes {
+  double read = 0, written = 0;
+};
+LinkBytes link_bytes(const Op& op, const LinkSpec& d2h) {
+  auto host = [](const Buffer& b) { return b && b->space != MemSpace::Device; };
+  LinkBytes l;
+  if (auto* h = std::get_if<HistogramOp>(&op); h && h->placement == HistogramOp::Placement::Device && host(h->in.keys))
+    l.read = double(h->in.rows) * h->in.fmt.key_bytes;
+  if (auto* c = std::get_if<ChunkPartitionOp>(&op)) {
+    const double rate = d2h.write_rate(link_write_granule(*c));
+    const double slowdown = rate > 0 && d2h.bw > 0 ? d2h.bw / rate : 1.0;
+    for (size_t i = 0; i < c->chunks.size(); ++i) {
+      const double bytes = double(c->chunks[i].rows) * c->chunks[i].fmt.tuple_bytes();
+      if (host(c->chunks[i].keys)) l.read += bytes;
+      if (i >= c->cached_chunks && host(c->spill.keys)) l.written += bytes * slowdown;
+    }
+  }
+  return l;
+}
 
 // The [cpu] rate an operator on host memory runs at.
 const char* cpu_op_kind(const Op& op) {
@@ -968,6 +1016,7 @@ const char* cpu_op_kind(const Op& op) {
         else if constexpr (std::is_same_v<T, MergeJoinOp>) return "merge";
         else if constexpr (std::is_same_v<T, GatherOp>) return "gather";
         else if constexpr (std::is_same_v<T, ChecksumOp>) return "checksum";
+        else if constexpr (std::is_same_v<T, ChunkPartitionOp>) return "partition";
         else return "scan";
       },
       op);
@@ -1382,10 +1431,19 @@ void SimRank::start(SimStream& st, int index) {
         return start_cpu_work(st, cpu_op_kind(*it.op), bytes, traffic);
       }
       const double seconds = world_.profile.ops.seconds(sample);
-      if (seconds <= 0) return finish(st, index);
-      st.activity = world_.start_exec(pf.gpus[size_t(id())], seconds);
+      const LinkBytes link = link_bytes(*it.op, world_.profile.d2h);
+      if (seconds <= 0 && link.read + link.written <= 0) return finish(st, index);
+      st.activity = world_.start_exec(pf.gpus[size_t(id())], std::max(seconds, 0.0));
       st.state = SimStream::Busy;
       world_.busy++;
+      // A kernel that reads or writes pinned host memory moves those bytes over the link while it
+      // runs: it ends when its work and its transfers are done.
+      std::vector<sg4::ActivityPtr> flows;
+      if (link.read > 0) flows.push_back(sg4::Comm::sendto_async(cpu_host(id()), pf.gpus[size_t(id())], uint64_t(link.read)));
+      if (link.written > 0)
+        flows.push_back(sg4::Comm::sendto_async(pf.gpus[size_t(id())], cpu_host(id()), uint64_t(link.written)));
+      world_.stats.flows += flows.size();
+      if (!flows.empty()) then_wait(st, std::move(flows));
       return;
     }
     case Item::Copy: {  // buf = destination, other = source

@@ -229,6 +229,44 @@ TEST(CudaOps, TwoPassPartitionWithDeviceLayoutMatchesCpu) {
                   std::to_string(kb) + "/" + std::to_string(vb) + (z < 0 ? " dense" : " zipf " + std::to_string(z)));
 }
 
+// triton's first pass: chunks from pinned memory into a device cache and a pinned spill buffer,
+// both partitioners, skewed keys; per-partition digests of both outputs equal the CPU kernel's.
+TEST(CudaOps, ChunkPartitionIntoCacheAndSpillMatchesCpu) {
+  JL_REQUIRE_GPU();
+  for (uint64_t n : {uint64_t(777), uint64_t(1500000)})
+    for (auto [kb, vb] : {std::pair<uint8_t, uint8_t>{4, 4}, {8, 8}})
+      for (uint32_t bits : {3u, 8u, 11u})
+        for (Partitioner kind : {Partitioner::Shared, Partitioner::Hierarchical})
+          same_on_both(
+              [&](Rank& rank) {
+                Tuples dev = generate(rank, spec("R", n, KeyDist::Zipf, kb, vb, 5), nullptr, "R");
+                Tuples in = rank.alloc_tuples(MemSpace::Pinned, n, dev.fmt, "in");
+                rank.copy(Stream{0}, in.keys, 0, dev.keys, 0, n * kb);
+                rank.copy(Stream{0}, in.vals, 0, dev.vals, 0, n * vb);
+                const PartitionFn fn{PartitionFn::Radix, bits, 0, 0};
+                const std::vector<uint64_t> bounds = chunk_bounds(n, 9);
+                HistogramOp h{in, fn, bounds};
+                h.placement = HistogramOp::Placement::Device;
+                const ChunkLayout l = chunked_layout(rank.launch(Stream{0}, h).get().values, fn.fanout(), 4);
+                ChunkPartitionOp op;
+                for (size_t c = 0; c + 1 < bounds.size(); ++c) op.chunks.push_back(in.slice(bounds[c], bounds[c + 1] - bounds[c]));
+                op.fn = fn;
+                op.offsets = l.offsets;
+                op.cached_chunks = 4;
+                op.cache = rank.alloc_tuples(MemSpace::Device, std::max<uint64_t>(bounds[4], 1), in.fmt, "cache");
+                op.spill = rank.alloc_tuples(MemSpace::Pinned, std::max<uint64_t>(n - bounds[4], 1), in.fmt, "spill");
+                op.partitioner = kind;
+                op.flush_bytes = 512;
+                Obs o{rank.launch(Stream{0}, op).get().count};
+                for (uint32_t p = 0; p < fn.fanout(); ++p) {
+                  add(o, digest(rank, op.cache, l.cache_starts[p], l.cache_starts[p + 1] - l.cache_starts[p]));
+                  add(o, digest(rank, op.spill, l.spill_starts[p], l.spill_starts[p + 1] - l.spill_starts[p]));
+                }
+                return o;
+              },
+              "chunk partition n " + std::to_string(n) + " bits " + std::to_string(bits) + " " + to_string(kind));
+}
+
 TEST(CudaOps, DirectScatterVariantMatchesCpu) {  // cluster option scatter=direct
   JL_REQUIRE_GPU();
   for (uint64_t n : kSizes)

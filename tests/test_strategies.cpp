@@ -88,7 +88,7 @@ void expect_correct(const RunPoint& p) {
   EXPECT_TRUE(o.has_checksum);
 }
 
-const std::vector<std::string> kSingleRank = {"npj", "phj", "smj", "chunked", "shuffle"};
+const std::vector<std::string> kSingleRank = {"npj", "phj", "smj", "chunked", "triton", "shuffle"};
 
 class Strategies : public ::testing::Test {
  protected:
@@ -233,6 +233,40 @@ TEST_F(Strategies, ChunkedNeedsTheStreamsItAsksFor) {
   EXPECT_THROW(run_point(p), RuntimeError);
 }
 
+// triton's out-of-core plan with R and S several times the (capped) device memory: the first pass
+// spills to pinned memory (and caches what cache_bytes holds), every option combination and
+// workload gives the reference result.
+TEST_F(Strategies, TritonSpillsPastDeviceMemoryWithEveryOption) {
+  auto spilled = [](Workload w, uint64_t device, Options o) {
+    RunPoint p = point("triton", w, std::move(o));
+    p.cluster.device_memory = device;
+    return p;
+  };
+  // 100k + 400k rows of 8 bytes: 4 MB, four times 1 MiB of device memory.
+  for (const char* partitioner : {"shared", "hierarchical"})
+    for (const char* read : {"kernel", "copy"})
+      for (const char* prefix : {"gpu", "cpu"})
+        for (const char* cache : {"0", "150000", "-1"})
+          expect_correct(spilled(pk_fk(100000, 400000), 1 << 20,
+                                 {{"in_gpu", "off"}, {"partitioner", partitioner}, {"spill_read", read},
+                                  {"prefix_sum", prefix}, {"cache_bytes", cache}, {"flush_bytes", "256"}}));
+  // Match rates, skew (the hot partitions take more device memory), widths, many-to-many.
+  std::vector<Workload> ws = {pk_fk(100000, 400000, 4, 0.1), pk_fk(100000, 400000, 8),
+                              pk_fk(100000, 400000, 4, 1.0, 0.0, {8}, {8}), uniform_both(30000, 40000, 5000)};
+  for (double z : {0.5, 1.0, 1.5}) ws.push_back(pk_fk(100000, 400000, 4, 1.0, z));
+  for (const Workload& w : ws)
+    expect_correct(spilled(w, 8 << 20, {{"in_gpu", "off"}, {"cache_bytes", "300000"}, {"chunks", "7"}}));
+}
+
+TEST_F(Strategies, TritonPhases) {
+  using V = std::vector<std::string>;
+  RunPoint p = point("triton", pk_fk(20000, 80000), {{"in_gpu", "off"}});
+  p.cluster.device_memory = 1 << 20;
+  std::vector<std::string> names;
+  for (const auto& r : run_point(p).phases) names.push_back(r.name);
+  EXPECT_EQ(names, (V{"generate", "prefix_sum", "partition", "join", "verify"}));
+}
+
 TEST_F(Strategies, ShuffleOnOneToFourRanksAndBothLevels) {
   const std::vector<ClusterShape> shapes = {{1, 1}, {1, 2}, {2, 1}, {1, 3}, {3, 1}, {2, 2}, {4, 1}, {1, 4}};
   const std::vector<Workload> workloads = {pk_fk(10007, 30011, 4, 1.0, 1.0), pk_fk(999, 5000, 8, 0.1, 1.5),
@@ -306,6 +340,8 @@ TEST_F(Strategies, BadOptionsAreInputErrors) {
       {"phj", {{"partition_budget", "0"}}},    {"smj", {{"sort", "bubble"}}},
       {"chunked", {{"chunk_rows", "0"}}},      {"chunked", {{"streams", "0"}}},
       {"chunked", {{"output_space", "disk"}}}, {"shuffle", {{"levels", "3"}}},
+      {"triton", {{"partitioner", "private"}}}, {"triton", {{"spill_read", "dma"}}},
+      {"triton", {{"prefix_sum", "fpga"}}},
       {"shuffle", {{"local_join", "smj"}}},    {"shuffle", {{"inflight", "0"}}},
       {"shuffle", {{"chunk_rows", "-5"}}},     {"shuffle", {{"seed", "-1"}}}};
   for (auto& [name, opts] : bad) {

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -24,8 +25,65 @@ const char* to_string(MemSpace s) {
 const char* to_string(OpKind k) {
   static const char* names[] = {"generate", "histogram", "partition", "build",  "probe",
                                 "partitioned_join", "sort", "merge_join", "gather", "checksum",
-                                "scan", "copy", "send", "recv", "put", "pack_chunks", "stream_consume"};
+                                "scan", "chunk_partition", "copy", "send", "recv", "put", "pack_chunks", "stream_consume"};
   return int(k) < int(OpKind::kCount) ? names[int(k)] : "?";
+}
+
+const char* to_string(Partitioner p) { return p == Partitioner::Shared ? "shared" : "hierarchical"; }
+
+ChunkLayout chunked_layout(const std::vector<uint64_t>& hist, uint32_t fanout, uint32_t cached_chunks) {
+  if (fanout == 0 || hist.size() % fanout != 0)
+    throw RuntimeError("chunked layout: " + std::to_string(hist.size()) + " histogram counts are not a whole number of " +
+                       std::to_string(fanout) + "-partition histograms");
+  const size_t chunks = hist.size() / fanout;
+  ChunkLayout l;
+  l.offsets.resize(hist.size());
+  l.cache_starts.assign(size_t(fanout) + 1, 0);
+  l.spill_starts.assign(size_t(fanout) + 1, 0);
+  // Partition-major in each output: partition p starts after every chunk's rows of partitions < p,
+  // and chunk c's run of p after the runs of the chunks before it in the same output.
+  uint64_t cache_at = 0, spill_at = 0;
+  for (uint32_t p = 0; p < fanout; ++p) {
+    l.cache_starts[p] = cache_at;
+    l.spill_starts[p] = spill_at;
+    for (size_t c = 0; c < chunks; ++c) {
+      uint64_t& at = c < cached_chunks ? cache_at : spill_at;
+      l.offsets[c * fanout + p] = at;
+      at += hist[c * fanout + p];
+    }
+  }
+  l.cache_starts[fanout] = cache_at;
+  l.spill_starts[fanout] = spill_at;
+  return l;
+}
+
+void check_chunk_partition(const ChunkPartitionOp& o) {
+  const uint32_t F = o.fn.fanout();
+  if (o.offsets.size() != o.chunks.size() * F)
+    throw RuntimeError("chunk partition: " + std::to_string(o.offsets.size()) + " offsets for " +
+                       std::to_string(o.chunks.size()) + " chunks of " + std::to_string(F) + " partitions");
+  if (o.cached_chunks > o.chunks.size())
+    throw RuntimeError("chunk partition: cached_chunks = " + std::to_string(o.cached_chunks) + " but " +
+                       std::to_string(o.chunks.size()) + " chunks");
+  for (size_t c = 0; c < o.chunks.size(); ++c) {
+    const Tuples& out = c < o.cached_chunks ? o.cache : o.spill;
+    if (!(o.chunks[c].fmt == out.fmt))
+      throw RuntimeError("chunk partition: chunk " + std::to_string(c) + "'s tuple format differs from its output's");
+    for (uint32_t p = 0; p < F; ++p)
+      if (o.offsets[c * F + p] > out.capacity)
+        throw RuntimeError("chunk partition: chunk " + std::to_string(c) + " starts partition " + std::to_string(p) +
+                           " at row " + std::to_string(o.offsets[c * F + p]) + " of " +
+                           (c < o.cached_chunks ? "the cache" : "the spill buffer") + ", which holds " +
+                           std::to_string(out.capacity));
+  }
+}
+
+std::vector<uint64_t> chunk_bounds(uint64_t rows, uint32_t chunks) {
+  if (chunks == 0) throw RuntimeError("chunk bounds: no chunks");
+  const uint64_t per = (rows + chunks - 1) / chunks;
+  std::vector<uint64_t> b(size_t(chunks) + 1);
+  for (uint32_t c = 0; c <= chunks; ++c) b[c] = std::min<uint64_t>(rows, uint64_t(c) * per);
+  return b;
 }
 
 const char* to_string(TableKind k) {
@@ -130,6 +188,9 @@ OpParams params_of(const Op& op) {
           p.val_bytes = o.in.fmt.val_bytes;
           p.fanout = o.fn.fanout();
           if (!o.in_segments.empty()) p.detail = "segments " + std::to_string(o.in_segments.size() - 1);
+          if (o.placement != HistogramOp::Placement::Auto)
+            p.detail += std::string(p.detail.empty() ? "" : ", ") +
+                        (o.placement == HistogramOp::Placement::Host ? "on the host" : "on the device");
         } else if constexpr (std::is_same_v<T, PartitionOp>) {
           p.kind = OpKind::Partition;
           p.rows_in = p.rows_out = o.in.rows;
@@ -185,6 +246,14 @@ OpParams params_of(const Op& op) {
           p.kind = OpKind::Scan;
           p.rows_in = p.rows_out = o.n;
           p.val_bytes = 8;
+        } else if constexpr (std::is_same_v<T, ChunkPartitionOp>) {
+          p.kind = OpKind::ChunkPartition;
+          for (const Tuples& c : o.chunks) p.rows_in += c.rows;
+          p.rows_out = p.rows_in;
+          if (!o.chunks.empty()) p.key_bytes = o.chunks[0].fmt.key_bytes, p.val_bytes = o.chunks[0].fmt.val_bytes;
+          p.fanout = o.fn.fanout();
+          p.detail = std::string(to_string(o.partitioner)) + ", " + std::to_string(o.cached_chunks) + " of " +
+                     std::to_string(o.chunks.size()) + " chunks cached";
         }
       },
       op);

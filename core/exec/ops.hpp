@@ -19,7 +19,7 @@ namespace joinlab {
 
 enum class OpKind : uint8_t {
   Generate, Histogram, Partition, Build, Probe, PartitionedJoin, Sort, MergeJoin,
-  Gather, Checksum, Scan,
+  Gather, Checksum, Scan, ChunkPartition,
   // Data movement, recorded in traces and modeled like operators.
   Copy, Send, Recv, Put,
   // Streaming operators (gpj): launched with Rank::launch_streaming, see StreamingOp below.
@@ -106,6 +106,11 @@ struct HistogramOp {  // result.values[p] = rows of `in` in partition p
   // own, result.values = k * fanout counts, segment-major (segment s's partition p at
   // s * fanout + p). One operator for many slices (gpj's histogram pass), not one per slice.
   std::vector<uint64_t> in_segments{};
+  // Where it counts (triton's prefix_sum = cpu | gpu). Auto: where its input is (host memory: the
+  // host's CPUs). Host: the host's CPU threads (the CUDA backend's host lane). Device: the device,
+  // reading an input in pinned host memory over the link. The cpu backend runs it on its CPUs.
+  enum class Placement : uint8_t { Auto, Host, Device };
+  Placement placement = Placement::Auto;
 };
 // Scatter `in` by fn. With in_segments (k+1 offsets), each segment is partitioned on its own
 // and the output keeps segment order: result.values = k * fanout + 1 offsets into `out`.
@@ -164,13 +169,59 @@ struct ScanOp {  // exclusive prefix sum of uint64 values
   uint64_t n = 0;
 };
 
+// The first pass of an out-of-core partitioning (triton, lutz2022 4.2-4.3 and 5.3): chunk c of
+// the input (chunks[c], each in any memory space) writes its rows of partition p from output row
+// offsets[c * fanout + p] on, into `cache` for chunks [0, cached_chunks) and into `spill` for the
+// rest. chunked_layout (below) gives offsets from one histogram per chunk, so that both outputs
+// are partition-major: partition p is cache rows [cache_starts[p], cache_starts[p + 1]) followed
+// by spill rows [spill_starts[p], spill_starts[p + 1]), its chunks in chunk order. Rows keep no
+// order inside a (chunk, partition) run. result.count = rows written.
+// The partitioner says how the kernel writes (CUDA; the CPU kernel scatters through cache lines
+// either way, the simulator costs the writes to host memory by their granularity):
+//  * Shared: block-shared buffers in shared memory, flushed in aligned 128-byte multiples.
+//  * Hierarchical: a second level of flush_bytes per (block, partition) in device memory, written
+//    out whole: large writes, what a link to host memory needs to reach its rate.
+enum class Partitioner : uint8_t { Shared, Hierarchical };
+const char* to_string(Partitioner p);  // "shared", "hierarchical"
+struct ChunkPartitionOp {
+  std::vector<Tuples> chunks;
+  PartitionFn fn;
+  std::vector<uint64_t> offsets;  // chunks.size() * fanout, chunk-major
+  uint32_t cached_chunks = 0;
+  Tuples cache, spill;            // spill may be empty when every chunk is cached
+  Partitioner partitioner = Partitioner::Shared;
+  uint32_t flush_bytes = 4096;    // Hierarchical: bytes of a partition's device-memory buffer
+};
+// Bytes of one write to the spill buffer: what the link sees of the partitioner's flushes.
+inline uint32_t link_write_granule(const ChunkPartitionOp& o) {
+  return o.partitioner == Partitioner::Shared ? 128u : o.flush_bytes;
+}
+// Output layout of a ChunkPartitionOp from the chunk-major histograms of its chunks (hist[c *
+// fanout + p], a segmented HistogramOp's values): each output's partitions in order, and inside
+// a partition its chunks in order.
+struct ChunkLayout {
+  std::vector<uint64_t> offsets;       // chunks * fanout
+  std::vector<uint64_t> cache_starts;  // fanout + 1 rows of `cache`
+  std::vector<uint64_t> spill_starts;  // fanout + 1 rows of `spill`
+  uint64_t rows(uint32_t p) const {
+    return cache_starts[p + 1] - cache_starts[p] + spill_starts[p + 1] - spill_starts[p];
+  }
+};
+// The checks of a ChunkPartitionOp that need no data, the same on every backend: chunks.size() *
+// fanout offsets, one tuple format for chunks and outputs, no offset past its output's capacity,
+// cached_chunks <= chunks. A RuntimeError names what does not fit.
+void check_chunk_partition(const ChunkPartitionOp& op);
+ChunkLayout chunked_layout(const std::vector<uint64_t>& hist, uint32_t fanout, uint32_t cached_chunks);
+// Rows of `in` in each of `chunks` slices of equal size (the last one shorter): k + 1 offsets.
+std::vector<uint64_t> chunk_bounds(uint64_t rows, uint32_t chunks);
+
 // The row offsets a HistogramOp counts: its in_segments, or {0, in.rows} without them. A
 // RuntimeError names offsets that descend, end past `in`'s rows, or are a single offset (no
 // segment). Every backend checks a histogram's segments here.
 std::vector<uint64_t> histogram_segments(const HistogramOp& o);
 
 using Op = std::variant<GenerateOp, GeneratePayloadOp, HistogramOp, PartitionOp, BuildOp, ProbeOp,
-                        PartitionedJoinOp, SortOp, MergeJoinOp, GatherOp, ChecksumOp, ScanOp>;
+                        PartitionedJoinOp, SortOp, MergeJoinOp, GatherOp, ChecksumOp, ScanOp, ChunkPartitionOp>;
 
 // The parameters a cost model needs, extracted from an operator (and recorded in traces).
 struct OpParams {

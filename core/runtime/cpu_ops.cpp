@@ -173,6 +173,26 @@ struct Executor {
     result.count = n;
   }
 
+  void operator()(const ChunkPartitionOp& o) {
+    check_chunk_partition(o);
+    if (o.chunks.empty()) return;
+    const TupleFormat f = o.chunks[0].fmt;
+    for (size_t c = 0; c < o.chunks.size(); ++c) check_tuples("chunk partition", "chunk", o.chunks[c], o.chunks[c].rows);
+    if (o.cached_chunks > 0) check_tuples("chunk partition", "cache", o.cache, o.cache.capacity);
+    if (o.cached_chunks < o.chunks.size()) check_tuples("chunk partition", "spill", o.spill, o.spill.capacity);
+    with_width(f.key_bytes, "chunk partition: key", [&](auto k) {
+      with_width(f.val_bytes, "chunk partition: value", [&](auto v) {
+        using K = decltype(k);
+        using V = decltype(v);
+        std::vector<cpu::ChunkIn<K, V>> in;
+        for (const Tuples& c : o.chunks) in.push_back({c.key_ptr<K>(), c.val_ptr<V>(), c.rows});
+        auto out = [](const Tuples& t) { return cpu::ChunkOut<K, V>{t.key_ptr<K>(), t.val_ptr<V>(), t.capacity}; };
+        cpu::chunk_partition<K, V>(in, o.fn, o.offsets.data(), o.cached_chunks, out(o.cache), out(o.spill), threads);
+      });
+    });
+    for (const Tuples& c : o.chunks) result.count += c.rows;
+  }
+
   void operator()(const BuildOp& o) {
     HashTable& t = *o.table;
     check_tuples("build", "in", o.in, o.in.rows);

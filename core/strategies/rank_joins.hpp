@@ -78,6 +78,7 @@ StrategyInfo npj_strategy();
 StrategyInfo phj_strategy();
 StrategyInfo smj_strategy();
 StrategyInfo chunked_strategy();
+StrategyInfo triton_strategy();
 StrategyInfo shuffle_strategy();
 
 }  // namespace joinlab

@@ -10,6 +10,7 @@ void register_single_gpu_strategies() {
   register_strategy(phj_strategy());
   register_strategy(smj_strategy());
   register_strategy(chunked_strategy());
+  register_strategy(triton_strategy());
 }
 
 void register_distributed_strategies() {

@@ -42,6 +42,23 @@ template <class K, class V>
 std::vector<uint64_t> partition(const K* in_keys, const V* in_vals, uint64_t rows,
                                 const std::vector<uint64_t>& segments, PartitionFn fn, K* out_keys,
                                 V* out_vals, int threads);
+// ChunkPartitionOp: chunk c's rows of partition p go to rows offsets[c * fanout + p], ... of
+// `cache` (c < cached_chunks) or `spill`. A row past an output's capacity is std::length_error.
+template <class K, class V>
+struct ChunkIn {
+  const K* keys;
+  const V* vals;
+  uint64_t rows;
+};
+template <class K, class V>
+struct ChunkOut {
+  K* keys;
+  V* vals;
+  uint64_t capacity;
+};
+template <class K, class V>
+void chunk_partition(const std::vector<ChunkIn<K, V>>& chunks, PartitionFn fn, const uint64_t* offsets,
+                     uint32_t cached_chunks, ChunkOut<K, V> cache, ChunkOut<K, V> spill, int threads);
 // Fanout bits the partition kernel does in one pass for tuples of these widths: as many as keep
 // its write-combine buffers (one line of tuples per partition) within half this core's L2 cache.
 // Above this it does two passes (three beyond twice this).

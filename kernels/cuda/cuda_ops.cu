@@ -302,6 +302,29 @@ void queue(KernelContext& ctx, const ChecksumOp& o, uint64_t* d_words) {
   checksum(ctx, {o.keys ? o.keys->ptr : nullptr, o.key_bytes}, cols, o.first, o.rows, d_words);
 }
 
+void queue(KernelContext& ctx, const ChunkPartitionOp& o, uint64_t* d_words) {
+  check_chunk_partition(o);
+  if (o.chunks.empty()) return;
+  std::vector<ChunkPartitionRun> runs;
+  for (size_t c = 0; c < o.chunks.size(); ++c) {
+    const Tuples& t = o.chunks[c];
+    need_tuples(t, t.rows, "chunk partition", "chunk");
+    runs.push_back({t.keys ? t.keys->ptr : nullptr, t.vals ? t.vals->ptr : nullptr, t.rows, c < o.cached_chunks});
+  }
+  for (const Tuples* t : {&o.cache, &o.spill})
+    if (t->keys) need_tuples(*t, t->capacity, "chunk partition", t == &o.cache ? "cache" : "spill");
+  const TupleFormat f = o.chunks[0].fmt;
+  with_types(f.key_bytes, f.val_bytes, [&](auto k, auto v) {
+    using K = decltype(k);
+    using V = decltype(v);
+    auto out = [](const Tuples& t) {
+      return ChunkPartitionOut{t.key_ptr<K>(), t.val_ptr<V>(), t.keys ? t.capacity : 0};
+    };
+    chunk_partition<K, V>(ctx, runs, o.fn, o.offsets, out(o.cache), out(o.spill),
+                          o.partitioner == Partitioner::Hierarchical, o.flush_bytes, d_words);
+  });
+}
+
 void queue(KernelContext& ctx, const ScanOp& o, uint64_t*) {
   need(o.in, 0, o.n, 8, "scan", "input");
   need(o.out, 0, o.n, 8, "scan", "output");
@@ -348,6 +371,10 @@ std::vector<const Buffer*> buffers_of(const Op& op) {
           v.push_back(&o.keys);
           for (const Buffer& c : o.columns) v.push_back(&c);
         } else if constexpr (std::is_same_v<T, ScanOp>) v.insert(v.end(), {&o.in, &o.out});
+        else if constexpr (std::is_same_v<T, ChunkPartitionOp>) {
+          for (const Tuples& c : o.chunks) add(v, c);
+          add(v, o.cache), add(v, o.spill);
+        }
       },
       op);
   return v;
@@ -365,7 +392,11 @@ bool host_only(const std::vector<const Buffer*>& buffers) {
 
 }  // namespace
 
-bool runs_on_host(const Op& op) { return host_only(buffers_of(op)); }
+bool runs_on_host(const Op& op) {
+  if (auto* h = std::get_if<HistogramOp>(&op); h && h->placement != HistogramOp::Placement::Auto)
+    return h->placement == HistogramOp::Placement::Host;  // triton's prefix_sum = cpu | gpu
+  return host_only(buffers_of(op));
+}
 
 bool runs_on_host(const StreamingOp& op) {
   const auto* c = std::get_if<StreamConsumeOp>(&op);
@@ -393,6 +424,13 @@ void finish_op(const Op& op, const uint64_t* words, OpResult& result) {
   if (auto* p = std::get_if<ProbeOp>(&op)) overflow(p->out, p->out_first, p->mode);
   if (auto* p = std::get_if<PartitionedJoinOp>(&op)) overflow(p->out, p->out_first, p->mode);
   if (auto* p = std::get_if<MergeJoinOp>(&op)) overflow(p->out, p->out_first, p->mode);
+  if (auto* c = std::get_if<ChunkPartitionOp>(&op)) {
+    if (result.checksum)
+      throw RuntimeError("chunk partition: " + std::to_string(result.checksum) +
+                         " rows fell past the capacity of the cache or the spill buffer (offsets that do not match the "
+                         "chunks' histograms)");
+    for (const Tuples& t : c->chunks) result.count += t.rows;
+  }
   if (auto* g = std::get_if<GatherOp>(&op)) {
     if (result.count)
       throw RuntimeError("gather: row id at output row " + std::to_string(result.count - 1) +

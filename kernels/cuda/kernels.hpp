@@ -115,6 +115,24 @@ uint32_t max_one_pass_bits(const DeviceInfo& info, uint32_t key_bytes, uint32_t 
 template <class K, class V>
 void partition(KernelContext& ctx, const K* in_k, const V* in_v, const std::vector<uint64_t>& segments,
                PartitionFn fn, K* out_k, V* out_v, uint64_t* d_offsets);
+// ChunkPartitionOp (chunk_partition.cu): chunk c's rows of partition p from row offsets[c * fanout
+// + p] of `cache` (cached chunks) or `spill`; Hierarchical stages them in flush_bytes per (block,
+// partition) of device memory. Rows past an output's capacity are counted in d_words[kChecksumWord].
+struct ChunkPartitionRun {
+  const void* keys;
+  const void* vals;
+  uint64_t rows;
+  bool cached;
+};
+struct ChunkPartitionOut {
+  void* keys;
+  void* vals;
+  uint64_t capacity;
+};
+template <class K, class V>
+void chunk_partition(KernelContext& ctx, const std::vector<ChunkPartitionRun>& chunks, PartitionFn fn,
+                     const std::vector<uint64_t>& offsets, ChunkPartitionOut cache, ChunkPartitionOut spill,
+                     bool hierarchical, uint32_t flush_bytes, uint64_t* d_words);
 
 // --- hash tables (layouts of HashTable in core/exec/ops.hpp) ---------------------------------
 template <class K, class V>

@@ -1,0 +1,233 @@
+// ChunkPartitionOp on the GPU: triton's first pass (lutz2022 4.2-4.3), whose output is partly
+// pinned host memory reached over the link, and its second pass (all device memory).
+//
+// A block takes chunks in turn; it holds each partition's next output row (from the chunked
+// prefix sum's offsets) in shared memory and goes through its chunk in tiles: each thread loads
+// kVT rows (coalesced; zero-copy reads where the chunk is in pinned memory), the block counts
+// them per partition with shared-memory atomics, scans the counts and stages the tile grouped by
+// partition, so that each partition's rows of the tile are one run written by consecutive
+// threads. What the writes look like is the partitioner's:
+//  * Shared: the tile's runs go straight to the output (lutz2022's Shared flushes aligned 128-byte
+//    lines from buffers the block's warps share; here a tile's run is one flush, ~tile / fanout
+//    rows, not aligned).
+//  * Hierarchical: runs go into a device-memory buffer of flush_bytes per (block, partition); a
+//    full buffer is written to the output at once, by the whole block, so the link sees writes of
+//    flush_bytes (lutz2022's second-level buffers, without the spare buffers per warp that let
+//    it flush asynchronously). Buffers are flushed at each chunk's end.
+// A row past its output's capacity is not written; the kernel counts it (d_words[kChecksumWord]),
+// and the host reports it as an error.
+#include <cub/block/block_scan.cuh>
+
+#include "kernels/cuda/device_common.cuh"
+
+namespace joinlab::cuda {
+
+namespace {
+
+constexpr int kCpThreads = 256;
+constexpr int kVT = 4;
+constexpr uint32_t kTile = kCpThreads * kVT;
+
+struct ChunkDesc {
+  const void* keys;
+  const void* vals;
+  uint64_t rows;
+  uint64_t cached;  // 1: writes to the cache, 0: to the spill buffer
+};
+
+struct OutCols {
+  void* keys;
+  void* vals;
+  uint64_t capacity;
+};
+
+size_t cp_smem(uint32_t fanout, size_t kb, size_t vb) {
+  // stage (keys, values, partition ids), counts, run starts, buffer fills, cursors
+  return kTile * (kb + vb + 4) + size_t(fanout) * (4 + 4 + 4 + 8) + 16;
+}
+
+template <class K, class V>
+__device__ void write_row(const OutCols& o, uint64_t at, K k, V v, unsigned long long* lost) {
+  if (at < o.capacity) {
+    static_cast<K*>(o.keys)[at] = k;
+    static_cast<V*>(o.vals)[at] = v;
+  } else {
+    atomicAdd(lost, 1ull);
+  }
+}
+
+template <class K, class V>
+__global__ void __launch_bounds__(kCpThreads) chunk_partition_kernel(const ChunkDesc* chunks, uint32_t nchunks,
+                                                                    PartitionFn fn, const uint64_t* offsets,
+                                                                    OutCols cache, OutCols spill, bool hierarchical,
+                                                                    uint32_t buf_rows, K* buf_k, V* buf_v,
+                                                                    unsigned long long* lost) {
+  using Scan = cub::BlockScan<uint32_t, kCpThreads>;
+  __shared__ typename Scan::TempStorage scan_storage;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const uint32_t F = fn.fanout();
+  uint64_t* cursor = reinterpret_cast<uint64_t*>(smem);
+  K* stage_k = reinterpret_cast<K*>(cursor + F);
+  V* stage_v = reinterpret_cast<V*>(stage_k + kTile);
+  uint32_t* stage_p = reinterpret_cast<uint32_t*>(stage_v + kTile);
+  uint32_t* count = stage_p + kTile;
+  uint32_t* start = count + F;
+  uint32_t* fill = start + F;  // Hierarchical: rows in each partition's device buffer
+  const int tid = threadIdx.x;
+  K* my_k = buf_k + uint64_t(blockIdx.x) * F * buf_rows;
+  V* my_v = buf_v + uint64_t(blockIdx.x) * F * buf_rows;
+
+  for (uint32_t c = blockIdx.x; c < nchunks; c += gridDim.x) {
+    const ChunkDesc d = chunks[c];
+    const OutCols out = d.cached ? cache : spill;
+    const K* in_k = static_cast<const K*>(d.keys);
+    const V* in_v = static_cast<const V*>(d.vals);
+    for (uint32_t p = tid; p < F; p += kCpThreads) {
+      cursor[p] = offsets[uint64_t(c) * F + p];
+      fill[p] = 0;
+    }
+    __syncthreads();
+    for (uint64_t t0 = 0; t0 < d.rows; t0 += kTile) {
+      const uint32_t n = uint32_t(d.rows - t0 < kTile ? d.rows - t0 : kTile);
+      for (uint32_t p = tid; p < F; p += kCpThreads) count[p] = 0;
+      __syncthreads();
+      K k[kVT];
+      V v[kVT];
+      uint32_t part[kVT], rank[kVT];
+#pragma unroll
+      for (int u = 0; u < kVT; ++u) {
+        const uint32_t i = uint32_t(u * kCpThreads + tid);
+        if (i < n) {
+          k[u] = in_k[t0 + i];
+          v[u] = in_v[t0 + i];
+          part[u] = fn(uint64_t(k[u]));
+          rank[u] = atomicAdd(&count[part[u]], 1u);
+        }
+      }
+      __syncthreads();
+      // Exclusive scan of the counts: each thread sums a run of consecutive partitions.
+      const uint32_t per = (F + kCpThreads - 1) / kCpThreads;
+      uint32_t sum = 0;
+      for (uint32_t j = 0; j < per; ++j) {
+        const uint32_t p = uint32_t(tid) * per + j;
+        if (p < F) sum += count[p];
+      }
+      uint32_t before;
+      Scan(scan_storage).ExclusiveSum(sum, before);
+      for (uint32_t j = 0; j < per; ++j) {
+        const uint32_t p = uint32_t(tid) * per + j;
+        if (p < F) {
+          start[p] = before;
+          before += count[p];
+        }
+      }
+      __syncthreads();
+#pragma unroll
+      for (int u = 0; u < kVT; ++u) {
+        const uint32_t i = uint32_t(u * kCpThreads + tid);
+        if (i < n) {
+          const uint32_t at = start[part[u]] + rank[u];
+          stage_k[at] = k[u];
+          stage_v[at] = v[u];
+          stage_p[at] = part[u];
+        }
+      }
+      __syncthreads();
+      if (hierarchical) {
+        // Partitions whose buffer this tile's run would overflow are written out first, one at a
+        // time by the whole block (coalesced writes of the full buffer).
+        for (uint32_t p = 0; p < F; ++p) {
+          if (fill[p] + count[p] <= buf_rows) continue;  // uniform across the block: shared values
+          const uint32_t f = fill[p];
+          for (uint32_t i = tid; i < f; i += kCpThreads)
+            write_row(out, cursor[p] + i, my_k[uint64_t(p) * buf_rows + i], my_v[uint64_t(p) * buf_rows + i], lost);
+          __syncthreads();
+          if (tid == 0) {
+            cursor[p] += f;
+            fill[p] = 0;
+          }
+          __syncthreads();
+        }
+        for (uint32_t i = tid; i < n; i += kCpThreads) {
+          const uint32_t p = stage_p[i];
+          const uint32_t j = i - start[p];
+          if (count[p] > buf_rows) {  // a run larger than the buffer goes straight out
+            write_row(out, cursor[p] + j, stage_k[i], stage_v[i], lost);
+          } else {
+            my_k[uint64_t(p) * buf_rows + fill[p] + j] = stage_k[i];
+            my_v[uint64_t(p) * buf_rows + fill[p] + j] = stage_v[i];
+          }
+        }
+        __syncthreads();
+        for (uint32_t p = tid; p < F; p += kCpThreads) {
+          if (count[p] > buf_rows) cursor[p] += count[p];
+          else fill[p] += count[p];
+        }
+      } else {
+        for (uint32_t i = tid; i < n; i += kCpThreads) {
+          const uint32_t p = stage_p[i];
+          write_row(out, cursor[p] + (i - start[p]), stage_k[i], stage_v[i], lost);
+        }
+        __syncthreads();
+        for (uint32_t p = tid; p < F; p += kCpThreads) cursor[p] += count[p];
+      }
+      __syncthreads();
+    }
+    if (hierarchical) {  // the chunk's last rows
+      for (uint32_t p = 0; p < F; ++p) {
+        const uint32_t f = fill[p];
+        for (uint32_t i = tid; i < f; i += kCpThreads)
+          write_row(out, cursor[p] + i, my_k[uint64_t(p) * buf_rows + i], my_v[uint64_t(p) * buf_rows + i], lost);
+      }
+    }
+    __syncthreads();
+  }
+}
+
+}  // namespace
+
+template <class K, class V>
+void chunk_partition(KernelContext& ctx, const std::vector<ChunkPartitionRun>& chunks, PartitionFn fn,
+                     const std::vector<uint64_t>& offsets, ChunkPartitionOut cache, ChunkPartitionOut spill,
+                     bool hierarchical, uint32_t flush_bytes, uint64_t* d_words) {
+  if (chunks.empty()) return;
+  const uint32_t F = fn.fanout();
+  std::vector<ChunkDesc> desc;
+  for (const ChunkPartitionRun& c : chunks) desc.push_back({c.keys, c.vals, c.rows, c.cached ? 1u : 0u});
+  const size_t smem = cp_smem(F, sizeof(K), sizeof(V));
+  if (smem > ctx.info().smem_per_block_optin)
+    throw RuntimeError("chunk partition: fanout " + std::to_string(F) + " needs " + std::to_string(smem) +
+                       " bytes of shared memory per block, the device has " +
+                       std::to_string(ctx.info().smem_per_block_optin));
+  auto kernel = chunk_partition_kernel<K, V>;
+  JL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  // Two blocks per SM, fewer where the hierarchical buffers would take more than 256 MiB.
+  uint32_t grid = std::min<uint32_t>(uint32_t(chunks.size()), uint32_t(2 * std::max(ctx.info().sm_count, 1)));
+  const uint32_t buf_rows = hierarchical ? std::max<uint32_t>(1, flush_bytes / uint32_t(sizeof(K) + sizeof(V))) : 0;
+  if (hierarchical) {
+    const uint64_t per_block = uint64_t(F) * buf_rows * (sizeof(K) + sizeof(V));
+    grid = uint32_t(std::max<uint64_t>(1, std::min<uint64_t>(grid, (uint64_t(256) << 20) / per_block)));
+  }
+  K* buf_k = hierarchical ? ctx.scratch_array<K>(uint64_t(grid) * F * buf_rows) : nullptr;
+  V* buf_v = hierarchical ? ctx.scratch_array<V>(uint64_t(grid) * F * buf_rows) : nullptr;
+  const ChunkDesc* d_desc = ctx.upload(desc);
+  const uint64_t* d_off = ctx.upload(offsets);
+  ctx.mark("chunk_partition");
+  kernel<<<grid, kCpThreads, smem, ctx.stream()>>>(
+      d_desc, uint32_t(desc.size()), fn, d_off, OutCols{cache.keys, cache.vals, cache.capacity},
+      OutCols{spill.keys, spill.vals, spill.capacity}, hierarchical, buf_rows, buf_k, buf_v,
+      reinterpret_cast<unsigned long long*>(d_words + kChecksumWord));
+  JL_CUDA_CHECK(cudaGetLastError());
+}
+
+#define JL_CHUNK_PARTITION(K, V)                                                                                   \
+  template void chunk_partition<K, V>(KernelContext&, const std::vector<ChunkPartitionRun>&, PartitionFn,           \
+                                      const std::vector<uint64_t>&, ChunkPartitionOut, ChunkPartitionOut, bool, \
+                                      uint32_t, uint64_t*);
+JL_CHUNK_PARTITION(uint32_t, uint32_t)
+JL_CHUNK_PARTITION(uint32_t, uint64_t)
+JL_CHUNK_PARTITION(uint64_t, uint32_t)
+JL_CHUNK_PARTITION(uint64_t, uint64_t)
+#undef JL_CHUNK_PARTITION
+
+}  // namespace joinlab::cuda
