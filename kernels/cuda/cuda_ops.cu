@@ -305,18 +305,19 @@ void queue(KernelContext& ctx, const ChecksumOp& o, uint64_t* d_words) {
 void queue(KernelContext& ctx, const ChunkPartitionOp& o, uint64_t* d_words) {
   check_chunk_partition(o);
   if (o.chunks.empty()) return;
-  std::vector<ChunkPartitionRun> runs;
-  for (size_t c = 0; c < o.chunks.size(); ++c) {
-    const Tuples& t = o.chunks[c];
-    need_tuples(t, t.rows, "chunk partition", "chunk");
-    runs.push_back({t.keys ? t.keys->ptr : nullptr, t.vals ? t.vals->ptr : nullptr, t.rows, c < o.cached_chunks});
-  }
+  for (const Tuples& t : o.chunks) need_tuples(t, t.rows, "chunk partition", "chunk");
   for (const Tuples* t : {&o.cache, &o.spill})
     if (t->keys) need_tuples(*t, t->capacity, "chunk partition", t == &o.cache ? "cache" : "spill");
   const TupleFormat f = o.chunks[0].fmt;
   with_types(f.key_bytes, f.val_bytes, [&](auto k, auto v) {
     using K = decltype(k);
     using V = decltype(v);
+    // A chunk is a slice of its relation: its rows start at the slice's offset in the buffers.
+    std::vector<ChunkPartitionRun> runs;
+    for (size_t c = 0; c < o.chunks.size(); ++c) {
+      const Tuples& t = o.chunks[c];
+      runs.push_back({t.key_ptr<K>(), t.val_ptr<V>(), t.rows, c < o.cached_chunks});
+    }
     auto out = [](const Tuples& t) {
       return ChunkPartitionOut{t.key_ptr<K>(), t.val_ptr<V>(), t.keys ? t.capacity : 0};
     };
