@@ -135,6 +135,7 @@ RunOutcome run_point(const RunPoint& p, const RepeatCallback& on_repeat) {
   o.verified = "not verified (experiment.verify = false)";
   auto backend = make_backend(p.backend);
   check_device_memory(p, job, *backend);  // before the expected result and any kernel
+  job.device_memory = backend->device_memory_per_rank(p.cluster);
   std::vector<SingleRun> runs;
   const std::string what = p.strategy + " on " + p.backend;
   for (int i = 0; i < p.repeat; ++i) {
