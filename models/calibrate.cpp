@@ -28,6 +28,12 @@
 
 namespace joinlab {
 
+const char* const kCalibrationSteps[5] = {"operators", "links", "cpu", "peer", "messages"};
+
+bool CalibrationOptions::runs(const std::string& step) const {
+  return only.empty() || std::find(only.begin(), only.end(), step) != only.end();
+}
+
 namespace {
 
 // The hash seed of calibrate's tables.
@@ -147,6 +153,7 @@ class Bench {
   Bench(Rank& rank, const CalibrationOptions& opt, std::vector<uint64_t> sizes, double cache_bytes = 0)
       : rank_(rank), opt_(opt), sizes_(std::move(sizes)), cache_bytes_(cache_bytes) {}
 
+  // The steps "operators" and "links" (whichever opt.only names) on one rank.
   void run_operators() {
     const auto t0 = std::chrono::steady_clock::now();
     if (!opt_.warm && cache_bytes_ > 0) {  // what evicts the cache before each sample
@@ -159,6 +166,20 @@ class Bench {
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       std::cerr << "calibrate: " << what << " done at " << std::fixed << std::setprecision(1) << s << " s\n";
     };
+    if (opt_.runs("operators")) operator_sweep(progress);
+    if (opt_.runs("links")) {
+      links();
+      progress("links and allocations");
+      zero_copy();
+      progress("zero-copy accesses");
+      chunked_passes();
+      progress("partitioners and prefix sums by fanout");
+    }
+    rank_.end_phases();
+  }
+
+  template <class Progress>
+  void operator_sweep(const Progress& progress) {
     for (TupleFormat fmt : {TupleFormat{4, 4}, TupleFormat{8, 8}})
       for (uint64_t n : sizes_) {
         data(n, fmt);
@@ -177,9 +198,6 @@ class Bench {
         release();
         progress(std::to_string(n) + " rows of " + std::to_string(fmt.tuple_bytes()) + "-byte tuples");
       }
-    links();
-    progress("links and allocations");
-    rank_.end_phases();
   }
 
   // Rank 0 sends `bytes` to rank 1 (run on 2 ranks): the peer link.
@@ -649,6 +667,93 @@ class Bench {
     }
   }
 
+  // A link sample of `model` timed as an operator's (cold caches, the streams synchronized after
+  // it): one warm-up run, then one per repeat. x = {1, bytes}, segment = the sample's parameter.
+  void timed_link(const std::string& model, double segment, double bytes, const Op& op) {
+    untimed();
+    rank_.launch(Stream{0}, op).get();
+    OpSample s;
+    s.model = model;
+    s.segment = segment;
+    s.x = {1.0, bytes};
+    for (int r = 0; r < opt_.repeat; ++r) {
+      begin_sample(sample_phase(s));
+      rank_.launch(Stream{0}, op).get();
+      end_sample();
+    }
+  }
+
+  // The zero-copy link microbenchmark: a kernel reading, writing, or both at once, pinned host
+  // memory in granules of kLinkGranules at random positions of a region much larger than the
+  // GPU's TLB reach, and sequentially (segment 0). Samples "link.zero_copy.<access>", x = {1,
+  // bytes each way}.
+  void zero_copy() {
+    untimed();
+    const uint64_t region = opt_.quick ? uint64_t(64) << 20 : uint64_t(8) << 30;
+    const uint64_t moved = opt_.quick ? uint64_t(16) << 20 : uint64_t(1) << 30;
+    Buffer host = rank_.alloc(MemSpace::Pinned, region, "calibrate.zero_copy.host");
+    Buffer dev = rank_.alloc(MemSpace::Device, 2 * moved, "calibrate.zero_copy.device");
+    std::vector<uint32_t> granules(std::begin(kLinkGranules), std::end(kLinkGranules));
+    granules.push_back(0);  // sequential
+    for (LinkAccess access : {LinkAccess::Read, LinkAccess::Write, LinkAccess::Both})
+      for (uint32_t g : granules) {
+        LinkAccessOp op;
+        op.host = host;
+        op.device = dev;
+        op.bytes = moved;
+        op.granule = g ? g : 4096;
+        op.random = g != 0;
+        op.access = access;
+        timed_link(std::string("link.zero_copy.") + to_string(access), g, double(moved), op);
+      }
+  }
+
+  // triton's first pass by fanout (2 .. 4096) into device memory and into pinned host memory
+  // (input in device memory: only the output crosses the link), both partitioners; and its
+  // chunked prefix sum over pinned input on the GPU and on the host's CPUs. 16-byte tuples.
+  // Samples "link.chunk_partition.<partitioner>.<device|host>" and "link.prefix_sum.<gpu|cpu>",
+  // segment = fanout, x = {1, bytes of the input read}.
+  void chunked_passes() {
+    const TupleFormat fmt{8, 8};
+    const uint64_t n = opt_.quick ? uint64_t(1) << 18 : uint64_t(1) << 26;
+    const uint32_t chunks = 64;
+    data(n, fmt);
+    Tuples pinned = rank_.alloc_tuples(MemSpace::Pinned, n, fmt, "calibrate.chunked.pinned");
+    rank_.copy(Stream{0}, pinned.keys, 0, r_.keys, 0, n * fmt.key_bytes).wait();
+    rank_.copy(Stream{0}, pinned.vals, 0, r_.vals, 0, n * fmt.val_bytes).wait();
+    pinned.rows = n;
+    Tuples spill = rank_.alloc_tuples(MemSpace::Pinned, n, fmt, "calibrate.chunked.spill");
+    const std::vector<uint64_t> bounds = chunk_bounds(n, chunks);
+    std::vector<uint32_t> all_bits;
+    for (uint32_t b = 1; b <= 12; ++b)
+      if (!opt_.quick || b % 4 == 0 || b == 1) all_bits.push_back(b);
+    for (uint32_t bits : all_bits) {
+      const PartitionFn fn{PartitionFn::Radix, bits, 0, 0};
+      for (auto [placement, name] : {std::pair{HistogramOp::Placement::Device, "gpu"}, {HistogramOp::Placement::Host, "cpu"}}) {
+        HistogramOp h{pinned, fn, bounds};
+        h.placement = placement;
+        timed_link(std::string("link.prefix_sum.") + name, fn.fanout(), double(n) * fmt.key_bytes, h);
+      }
+      untimed();
+      const std::vector<uint64_t> hist = rank_.launch(Stream{0}, HistogramOp{r_, fn, bounds}).get().values;
+      const ChunkLayout device_layout = chunked_layout(hist, fn.fanout(), chunks);
+      const ChunkLayout host_layout = chunked_layout(hist, fn.fanout(), 0);
+      for (Partitioner kind : {Partitioner::Shared, Partitioner::Hierarchical})
+        for (const bool to_host : {false, true}) {
+          ChunkPartitionOp cp;
+          for (size_t c = 0; c + 1 < bounds.size(); ++c) cp.chunks.push_back(r_.slice(bounds[c], bounds[c + 1] - bounds[c]));
+          cp.fn = fn;
+          cp.offsets = (to_host ? host_layout : device_layout).offsets;
+          cp.cached_chunks = to_host ? 0 : chunks;
+          (to_host ? cp.spill : cp.cache) = to_host ? spill : scratch_;
+          cp.partitioner = kind;
+          timed_link(std::string("link.chunk_partition.") + to_string(kind) + (to_host ? ".host" : ".device"),
+                     fn.fanout(), double(n) * fmt.tuple_bytes(), cp);
+        }
+    }
+    release();
+  }
+
   // A host buffer of at least `bytes` written once (no page faults in the timed copy), the
   // source of the cores' copy in the mixed samples.
   const void* mixed_src(uint64_t bytes) {
@@ -999,6 +1104,74 @@ std::map<std::string, std::pair<MsgCost, std::string>> msg_costs(const Calibrati
   return out;
 }
 
+namespace {
+
+// The median rate of each segment of the link samples `name` (bytes of x[1] per second).
+std::map<double, double> median_rates(const Calibration& c, const std::string& name) {
+  std::map<double, double> rates;
+  auto it = c.links.find(name);
+  if (it == c.links.end()) return rates;
+  std::map<double, std::vector<double>> by;
+  for (const OpSample& s : it->second)
+    if (s.seconds > 0 && s.x.size() > 1) by[s.segment].push_back(s.x[1] / s.seconds);
+  for (auto& [segment, v] : by) {
+    std::sort(v.begin(), v.end());
+    rates[segment] = v[v.size() / 2];
+  }
+  return rates;
+}
+
+// The link report's samples: the zero-copy accesses, then the chunked passes.
+const char* const kReportedLinks[] = {"zero_copy.", "chunk_partition.", "prefix_sum."};
+
+}  // namespace
+
+void fit_zero_copy(const Calibration& c, Profile& p) {
+  struct Direction {
+    const char* access;
+    std::vector<std::pair<ZeroCopyRates*, std::string>> into;  // the rates and their keys' prefix
+    const char* what;
+  };
+  const Direction directions[] = {
+      {"read", {{&p.h2d.zero_copy, "link.h2d.read_"}}, "reads of"},
+      {"write", {{&p.d2h.zero_copy, "link.d2h.write_"}}, "writes to"},
+      {"both", {{&p.h2d.zero_copy_both, "link.h2d.read_both_"}, {&p.d2h.zero_copy_both, "link.d2h.write_both_"}},
+       "reads of and writes to (both at once, each way:)"}};
+  for (const Direction& d : directions) {
+    const std::map<double, double> rates = median_rates(c, std::string("zero_copy.") + d.access);
+    if (rates.empty()) continue;
+    for (auto& [rates_of, prefix] : d.into) {
+      *rates_of = ZeroCopyRates{};
+      for (auto [segment, rate] : rates) {
+        const bool seq = segment == 0;
+        const std::string key = prefix + (seq ? std::string("seq") : std::to_string(uint64_t(segment))) + "_bw";
+        (seq ? rates_of->sequential : rates_of->random[uint32_t(segment)]) = rate;
+        p.notes[key] = "measured " + today() + " by joinlab calibrate: a kernel's zero-copy " + d.what +
+                       " pinned host memory, " +
+                       (seq ? std::string("in order") : std::to_string(uint64_t(segment)) + "-byte granules at random positions") +
+                       " (median of its runs)";
+      }
+    }
+  }
+}
+
+std::vector<std::string> link_report(const Calibration& c) {
+  std::vector<std::string> lines;
+  for (const char* prefix : kReportedLinks)
+    for (auto& [name, samples] : c.links) {
+      if (name.rfind(prefix, 0) != 0) continue;
+      const bool zero_copy = name.rfind("zero_copy.", 0) == 0;
+      std::ostringstream line;
+      line << "calibrate: " << name << (zero_copy ? ", GB/s each way by granule:" : ", GB/s of input by fanout:")
+           << std::fixed << std::setprecision(1);
+      for (auto [segment, rate] : median_rates(c, name))
+        line << " " << (zero_copy && segment == 0 ? std::string("seq") : std::to_string(uint64_t(segment))) << "="
+             << rate / 1e9;
+      lines.push_back(line.str());
+    }
+  return lines;
+}
+
 Calibration measure(const CalibrationOptions& opt) {
   register_builtin();
   auto backend = make_backend(opt.backend);
@@ -1035,16 +1208,17 @@ Calibration measure(const CalibrationOptions& opt) {
   cfg.profile_dir = opt.profile_dir;
   std::cerr << "calibrate: operators on " << opt.backend << ", " << sizes.size() << " sizes from " << sizes.front()
             << " to " << sizes.back() << " rows, " << opt.repeat << " runs each; caches " << c.protocol << "\n";
-  backend->run(cfg, [&](Rank& r) { Bench(r, opt, sizes, evict).run_operators(); }, collect);
+  if (opt.runs("operators") || opt.runs("links"))
+    backend->run(cfg, [&](Rank& r) { Bench(r, opt, sizes, evict).run_operators(); }, collect);
   // The host's CPUs (not for the simulator: its CPU work is the profile's [cpu] already).
   // One core at the CPU calibration's sizes (a GPU's 2^28 rows would take an hour); --quick: CI's seconds.
-  if (opt.backend != "sim")
+  if (opt.backend != "sim" && opt.runs("cpu"))
     measure_cpu(c, opt, opt.cpu_rows ? opt.cpu_rows
                         : opt.quick  ? sizes[sizes.size() / 2]
                                      : std::min<uint64_t>(sizes.back(), 1 << 22));
   cfg.shape = {1, 2};
-  std::cerr << "calibrate: peer link (2 ranks)\n";
-  try {
+  if (opt.runs("peer")) try {
+    std::cerr << "calibrate: peer link (2 ranks)\n";
     backend->run(cfg, [&](Rank& r) { Bench(r, opt, sizes).run_peer(); }, collect);
   } catch (const std::runtime_error& e) {
     // One GPU: no peer link to measure (the cuda backend refuses two ranks on one GPU with an
@@ -1056,7 +1230,7 @@ Calibration measure(const CalibrationOptions& opt) {
   // Messages over every transport of the backend that this build has (ranks as threads).
   const std::vector<std::string> transports =
       opt.backend == "cpu" ? std::vector<std::string>{"inproc", "ucx"} : std::vector<std::string>{"peer", "nccl", "ucx"};
-  for (const std::string& t : transports) {
+  for (const std::string& t : opt.runs("messages") ? transports : std::vector<std::string>{}) {
     cfg.options["transport"] = t;
     std::cerr << "calibrate: messages over " << t << " (2 ranks)\n";
     try {
@@ -1197,6 +1371,7 @@ Profile fit_profile(const Calibration& c, const Profile& base, const Calibration
   };
   link_fit("h2d", p.h2d, "link.h2d");
   link_fit("d2h", p.d2h, "link.d2h");
+  fit_zero_copy(c, p);
   link_fit("p2p", p.p2p, "link.p2p");
   LinkSpec host_copy;
   link_fit("host_copy", host_copy, "host.copy");  // one stream's host copy: a note only
@@ -1287,6 +1462,25 @@ Profile default_base(const CalibrationOptions& opt) {
 
 }  // namespace
 
+// --only's values: steps separated by commas or spaces, each one of kCalibrationSteps.
+static std::vector<std::string> parse_steps(const std::vector<std::string>& values) {
+  std::vector<std::string> steps;
+  for (const std::string& v : values) {
+    std::stringstream in(v);
+    for (std::string step; std::getline(in, step, ',');) {
+      if (step.empty()) continue;
+      if (std::find(std::begin(kCalibrationSteps), std::end(kCalibrationSteps), step) == std::end(kCalibrationSteps)) {
+        std::string known;
+        for (const char* k : kCalibrationSteps) known += std::string(known.empty() ? "" : ", ") + k;
+        throw InputError("calibrate: --only " + v + ": no step '" + step + "' (steps: " + known + ")");
+      }
+      steps.push_back(step);
+    }
+  }
+  if (steps.empty()) throw InputError("calibrate: --only needs a step");
+  return steps;
+}
+
 int calibrate_main(const std::vector<std::string>& args) {
   CalibrationOptions opt;
   register_builtin();
@@ -1307,7 +1501,10 @@ int calibrate_main(const std::vector<std::string>& args) {
       "fit", po::value(&opt.samples_in), "fit the profile from a --samples file; measure nothing")(
       "warm", po::bool_switch(&opt.warm), "do not evict the caches before each run (the old protocol, to compare)")(
       "cache-bytes", po::value(&opt.cache_bytes), "last-level cache to evict before each run (default: the base "
-                                                  "profile's gpu.l2_bytes; cpu: the host's)");
+                                                  "profile's gpu.l2_bytes; cpu: the host's)")(
+      "only", po::value<std::vector<std::string>>()->multitoken(),
+      "measure only these steps (comma- or space-separated): operators, links, cpu, peer, messages; the rest is kept "
+      "from --base (links: copies, zero-copy accesses by granule, triton's partitioners and prefix sums by fanout)");
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(d).run(), vm);
@@ -1318,6 +1515,7 @@ int calibrate_main(const std::vector<std::string>& args) {
     throw InputError(std::string("calibrate: ") + e.what() + "\n" + help.str());
   }
   if (opt.repeat < 1) throw InputError("calibrate: --repeat " + std::to_string(opt.repeat) + ": must be at least 1");
+  if (vm.count("only")) opt.only = parse_steps(vm["only"].as<std::vector<std::string>>());
   opt.profile_dir = profile_dir();
   Calibration c;
   if (!opt.samples_in.empty()) {
@@ -1353,6 +1551,7 @@ int calibrate_main(const std::vector<std::string>& args) {
   write_profile(p, out);
   out.close();
   load_profile(opt.out);  // what was written must read back
+  for (const std::string& line : link_report(c)) std::cout << line << "\n";
   std::cout << "calibrate: wrote " << opt.out << " (" << p.ops.all().size() << " operator models)\n";
   return kExitOk;
 }

@@ -55,7 +55,16 @@ struct CalibrationOptions {
   double cache_bytes = 0;    // last-level cache evicted before each sample (0: from --base / the host)
   std::string samples_out;   // every timed run, written here (--samples)
   std::string samples_in;    // fit from this file instead of measuring (--fit)
+  // The steps measured (--only; empty: every step). Steps: "operators" (the operator sweep),
+  // "links" (copies, allocations, the zero-copy link microbenchmark, triton's partitioners by
+  // fanout into device and host memory, the chunked prefix sum on GPU and CPU), "cpu" (the host
+  // CPUs' operators), "peer" (the peer link), "messages". A profile fitted from fewer steps keeps
+  // the rest from --base.
+  std::vector<std::string> only;
+  bool runs(const std::string& step) const;
 };
+// The steps of calibrate, in the order it runs them.
+extern const char* const kCalibrationSteps[5];
 
 // One timed run of a calibration sample: the phase name (sample_phase's encoding of the model,
 // segment, features and lookups), the host's time of it, of the stream synchronization that
@@ -81,6 +90,15 @@ struct Calibration {
   int cpu_threads_all = 0;  // threads of the all-core pass (ops "cpuall.<model>", loaded_cpu_rates())
   double cpu_clock_ghz = 0;  // /proc/cpuinfo (0: unknown)
 };
+
+// The link microbenchmark's results, one line each (what calibrate prints and the docs report):
+// zero-copy rates by direction and granule, triton's partitioners by fanout and output, the
+// chunked prefix sum on GPU and CPU. Empty where none was measured.
+std::vector<std::string> link_report(const Calibration& c);
+// Zero-copy rates from the link samples ("zero_copy.<read|write|both>", segment = granule, 0 =
+// sequential; x = {1, bytes each way}): the median rate of each (direction, granule), bytes each
+// way per second, into the profile's link.h2d (reads) and link.d2h (writes) with a note per key.
+void fit_zero_copy(const Calibration& c, Profile& p);
 
 // Prefix of the models of the single-core operator samples ("cpu1.histogram", "cpu1.link.host_copy").
 extern const char* const kSingleCore;

@@ -172,6 +172,46 @@ MACHINES = {
                      "leaf_nodes": 1, "oversubscription": 1, "hop_latency": 1e-7,
                      "source": "one AC922 8335-GTH; GPU-to-GPU traffic crosses both CPUs (lutz2022 6)"},
     },
+    # The Grace Hopper superchip: one H100 and one Grace CPU on a package, joined by NVLink-C2C,
+    # the link whose 450 GB/s per direction makes triton's spills cheap (lutz2022's NVLink 2.0
+    # argument, seven times over).
+    "gh200": {
+        "description": "NVIDIA GH200 Grace Hopper Superchip: 72-core Grace CPU with 480 GB LPDDR5X, H100 96 GB HBM3, "
+                       "NVLink-C2C between them",
+        "status": "derived from h100 by spec ratios",
+        "peak_bw": (4.0e12, "GH200's H100 96 GB HBM3 4 TB/s (NVIDIA GH200 Grace Hopper Superchip datasheet)"),
+        "compute": (132 * 1.98, "GH200's H100: the GH100 die of the H100 SXM5, 132 SMs x 1.98 GHz (NVIDIA GH200 "
+                                "datasheet; NVIDIA H100 datasheet)"),
+        "gpu": {
+            "memory": (96e9, "96 GB HBM3 (NVIDIA GH200 Grace Hopper Superchip datasheet)"),
+            "l2_bytes": (50e6, "50 MB L2 (NVIDIA Hopper whitepaper)"),
+            "sms": (132, "NVIDIA H100 datasheet (the GH200's GPU)"),
+            "clock_ghz": (1.98, "NVIDIA H100 datasheet (the GH200's GPU)"),
+        },
+        "links": {
+            "h2d": (450e9, 1e-6, "NVLink-C2C 900 GB/s total, 450 GB/s per direction (NVIDIA GH200 Grace Hopper "
+                                 "Superchip datasheet), peak; latency about 1 us (estimate)"),
+            "d2h": (450e9, 1e-6, "NVLink-C2C, as h2d (NVIDIA GH200 datasheet)"),
+            "p2p": (450e9, 1e-6, "one GPU per superchip: no GPU peer; NVLink-C2C's figure as a placeholder"),
+            "nic": (48e9, 2e-6, "NDR 400 Gb/s = 50 GB/s per superchip, ~96% goodput (ConnectX-7 datasheet); "
+                                "one superchip here: placeholder"),
+        },
+        "host": {
+            "memory": (480e9, "480 GB LPDDR5X (NVIDIA GH200 Grace Hopper Superchip datasheet)"),
+            "mem_bw": (4.1e11, "LPDDR5X up to 512 GB/s (NVIDIA GH200 datasheet), ~80% achieved (estimate)"),
+            "cores": (72, "72 Arm Neoverse V2 cores (NVIDIA GH200 datasheet)"),
+        },
+        "cpu": {
+            "sockets": (1, "one Grace CPU per superchip (NVIDIA GH200 datasheet)"),
+            "cores": (72, "72 Arm Neoverse V2 cores (NVIDIA GH200 datasheet)"),
+            "clock_ghz": (3.1, "Grace: about 3.1 GHz (estimate; the datasheet gives no base clock)"),
+            "mem_bw": (4.1e11, "LPDDR5X up to 512 GB/s (NVIDIA GH200 datasheet), ~80% achieved (estimate)"),
+            "numa": "per_socket",
+        },
+        "topology": {"gpus_per_node": 1, "intra": "pcie", "nics": "per_node", "fabric": "star", "levels": 1,
+                     "leaf_nodes": 1, "oversubscription": 1, "hop_latency": 1e-7,
+                     "source": "one GH200 superchip: its GPU reaches host memory over NVLink-C2C (the model's host link)"},
+    },
     "dgx-h100-ndr": {
         "description": "DGX H100 SuperPOD: 8 x H100 SXM5 on NVSwitch, 8 x NDR 400 Gb/s per node, rail-optimized leaf/spine",
         "status": "derived from h100 by spec ratios",

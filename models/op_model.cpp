@@ -519,6 +519,9 @@ OpSample op_sample(const Op& op, const OpResult& result, const KeyAccess* access
           return make("checksum", {double(o.rows) * row});
         } else if constexpr (std::is_same_v<T, ScanOp>) {
           return make("scan", {double(o.n) * 8.0});
+        } else if constexpr (std::is_same_v<T, LinkAccessOp>) {
+          // No device work of its own: what it costs is the link's (the simulator's link_bytes).
+          return make("link_access", {double(o.bytes) * (o.access == LinkAccess::Both ? 2 : 1)}, o.granule);
         } else if constexpr (std::is_same_v<T, ChunkPartitionOp>) {
           // The device's work is a partition pass's (its per-chunk layout is given, so its chunks
           // count as segments); what crosses the link is the simulator's (sim/link_model.hpp).

@@ -66,12 +66,13 @@ const std::vector<std::string>& msg_cost_keys() {
   return k;
 }
 
-double LinkSpec::write_rate(double granule) const {
+double LinkSpec::access_rate(double granule) const {
+  if (bw <= 0 || zero_copy.empty()) return bw;
   std::vector<std::pair<double, double>> pts;  // (log granule, log rate), ascending granules
-  for (auto [g, r] : {std::pair{128.0, write_128_bw}, {512.0, write_512_bw}, {4096.0, write_4096_bw}})
-    if (r > 0) pts.emplace_back(std::log(g), std::log(std::min(r, bw)));
-  if (pts.empty() || bw <= 0) return bw;
-  pts.emplace_back(std::log(65536.0), std::log(bw));
+  for (auto [g, r] : zero_copy.random)
+    if (r > 0 && g < kLinkSequentialGranule) pts.emplace_back(std::log(double(g)), std::log(std::min(r, bw)));
+  const double seq = zero_copy.sequential > 0 ? std::min(zero_copy.sequential, bw) : bw;
+  pts.emplace_back(std::log(kLinkSequentialGranule), std::log(seq));
   const double x = std::log(std::max(granule, 1.0));
   if (x <= pts.front().first) return std::exp(pts.front().second) * std::max(granule, 1.0) / std::exp(pts.front().first);
   for (size_t i = 1; i < pts.size(); ++i)
@@ -79,7 +80,7 @@ double LinkSpec::write_rate(double granule) const {
       const double t = (x - pts[i - 1].first) / (pts[i].first - pts[i - 1].first);
       return std::exp(pts[i - 1].second + t * (pts[i].second - pts[i - 1].second));
     }
-  return bw;
+  return seq;
 }
 
 namespace {
@@ -157,15 +158,28 @@ const std::vector<Field>& fields() {
       v.push_back(number(std::string("link.") + name + ".latency", Kind::Number, true,
                          [m](P& p) -> double& { return (p.*m).latency; }));
     }
-    // Kernel writes to host memory by granule (the first pass's flushes): written where measured.
-    const std::pair<const char*, double LinkSpec::*> granules[] = {{"link.d2h.write_128_bw", &LinkSpec::write_128_bw},
-                                                                   {"link.d2h.write_512_bw", &LinkSpec::write_512_bw},
-                                                                   {"link.d2h.write_4096_bw", &LinkSpec::write_4096_bw}};
-    for (auto& [key, member] : granules) {
-      auto m = member;
-      v.push_back(Field{key, Kind::Positive, false, {}, [m](P& p, const std::string&, double x) { p.d2h.*m = x; },
-                        [m](const P& p) { return num(p.d2h.*m); }, [m](const P& p) { return p.d2h.*m > 0; }});
-    }
+    // Zero-copy accesses of a kernel by granule (link microbenchmark): written where measured.
+    // link.d2h.write_*: writes into host memory (the first pass's flushes); link.h2d.read_*: reads
+    // of it (the second pass's spilled chunks); *_both_*: while the other direction runs too.
+    for (auto [link, access] : {std::pair{&P::d2h, "write"}, std::pair{&P::h2d, "read"}})
+      for (auto [rates, both] : {std::pair{&LinkSpec::zero_copy, false}, std::pair{&LinkSpec::zero_copy_both, true}}) {
+        const std::string prefix = std::string("link.") + (link == &P::d2h ? "d2h" : "h2d") + "." + access +
+                                   (both ? "_both_" : "_");
+        auto of = [link, rates](const P& p) -> const ZeroCopyRates& { return (p.*link).*rates; };
+        auto set = [link, rates](P& p) -> ZeroCopyRates& { return (p.*link).*rates; };
+        for (uint32_t g : kLinkGranules) {
+          v.push_back(Field{prefix + std::to_string(g) + "_bw", Kind::Positive, false, {},
+                            [set, g](P& p, const std::string&, double x) { set(p).random[g] = x; },
+                            [of, g](const P& p) { return num(of(p).random.at(g)); },
+                            [of, g](const P& p) { return of(p).random.count(g) != 0; }});
+          if (both) unread("information only: the simulator costs each direction by its one-way rates");
+        }
+        v.push_back(Field{prefix + "seq_bw", Kind::Positive, false, {},
+                          [set](P& p, const std::string&, double x) { set(p).sequential = x; },
+                          [of](const P& p) { return num(of(p).sequential); },
+                          [of](const P& p) { return of(p).sequential > 0; }});
+        if (both) unread("information only: the simulator costs each direction by its one-way rates");
+      }
     v.push_back(Field{"topology.gpus_per_node", Kind::Count, true, {},
                       [](P& p, const std::string&, double x) { p.topology.gpus_per_node = int(x); },
                       [](const P& p) { return std::to_string(p.topology.gpus_per_node); }});
@@ -637,9 +651,9 @@ void write_profile(const Profile& p, std::ostream& out) {
   std::string section;
   for (auto& f : fields()) {
     std::string sec = section_of(f.key);
+    if (f.has && !f.has(p)) continue;
     std::string value = f.get(p);
     if (f.kind == Kind::Text && value.empty()) continue;
-    if (f.has && !f.has(p)) continue;
     if (sec != section) {
       out << (section.empty() ? "" : "\n") << "[" << sec << "]\n";
       section = sec;

@@ -22,18 +22,33 @@
 
 namespace joinlab {
 
+// The access sizes of the link microbenchmark (calibrate): zero-copy accesses of a kernel to
+// pinned host memory in granules of these bytes, at random granule positions.
+inline constexpr uint32_t kLinkGranules[] = {16, 32, 64, 128, 256, 512, 1024, 2048, 4096};
+// At and beyond this granule a kernel's accesses count as sequential.
+inline constexpr double kLinkSequentialGranule = 65536;
+
+// A kernel's zero-copy accesses across a link in one direction, bytes/s (0 / absent: not measured).
+struct ZeroCopyRates {
+  std::map<uint32_t, double> random;  // granule bytes -> rate, at random granule positions
+  double sequential = 0;              // one long run
+  bool empty() const { return random.empty() && sequential <= 0; }
+};
+
 struct LinkSpec {
   double bw = 0;       // bytes/s in each direction
   double latency = 0;  // seconds
-  // Zero-copy writes by a kernel into pinned host memory, in granules of 128, 512 and 4096 bytes
-  // at random granule positions (link.d2h only; 0 = not measured). Small writes reach a fraction
-  // of the link's rate: a partitioner's flushes are costed by their size (write_rate).
-  double write_128_bw = 0, write_512_bw = 0, write_4096_bw = 0;
+  // Zero-copy accesses by a kernel to pinned host memory across this link (link.d2h: writes,
+  // link.h2d: reads): alone, and while the other direction runs as well (information only).
+  // Small accesses reach a fraction of the link's rate: a partitioner's flushes and a kernel's
+  // reads of spilled partitions are costed by their size (access_rate).
+  ZeroCopyRates zero_copy{}, zero_copy_both{};
   double seconds(double bytes) const { return latency + (bw > 0 ? bytes / bw : 0); }
-  // Rate of kernel writes in granules of `granule` bytes: log-log interpolation between the
-  // measured granules, and bw at 64 KiB and beyond (a sequential write); below 128 bytes the rate
-  // falls in proportion. Without measurements, bw.
-  double write_rate(double granule) const;
+  // Rate of kernel accesses in granules of `granule` bytes: log-log interpolation between the
+  // measured granules (each at most bw), and the sequential rate (else bw) at
+  // kLinkSequentialGranule and beyond; below the smallest measured granule the rate falls in
+  // proportion. Without measurements, bw.
+  double access_rate(double granule) const;
 };
 
 enum class IntraNode : uint8_t { NVSwitch, NVLinkMesh, PCIe };

@@ -917,6 +917,9 @@ void evaluate(const Op& op, OpResult& r) {
         } else if constexpr (std::is_same_v<T, ChecksumOp>) {
           r.count = o.rows;
           r.checksum = 0;
+        } else if constexpr (std::is_same_v<T, LinkAccessOp>) {
+          check_link_access(o);
+          r.count = o.bytes * (o.access == LinkAccess::Both ? 2 : 1);
         } else if constexpr (std::is_same_v<T, ChunkPartitionOp>) {
           check_chunk_partition(o);
           // Each output is partition-major over its chunks: the split of their union, in one region.
@@ -955,18 +958,28 @@ KeyAccess lookup_access(const Op& op) {
 // Where an operator runs: on the node's CPU when the data it writes (or reads) is host memory.
 bool on_host(const Op& op) {
   auto host_space = [](const Buffer& b) { return b && b->space != MemSpace::Device; };
+  auto pageable = [](const Buffer& b) { return b && b->space == MemSpace::Host; };
+  auto on_device = [](const HashTable* t) {
+    const Buffer& b = !t ? Buffer{} : t->kind == TableKind::Chained ? t->heads : t->keys;
+    return b && b->space == MemSpace::Device;
+  };
   return std::visit(
       [&](const auto& o) -> bool {
         using T = std::decay_t<decltype(o)>;
         if constexpr (std::is_same_v<T, GenerateOp>) return host_space(o.out.keys);
         else if constexpr (std::is_same_v<T, GeneratePayloadOp>) return host_space(o.out);
-        else if constexpr (std::is_same_v<T, ChunkPartitionOp>) return false;  // a kernel, over the link
+        else if constexpr (std::is_same_v<T, ChunkPartitionOp> || std::is_same_v<T, LinkAccessOp>)
+          return false;  // a kernel, over the link
         else if constexpr (std::is_same_v<T, HistogramOp>)
           return o.placement == HistogramOp::Placement::Auto ? host_space(o.in.keys)
                                                              : o.placement == HistogramOp::Placement::Host;
-        else if constexpr (std::is_same_v<T, HistogramOp> || std::is_same_v<T, PartitionOp> || std::is_same_v<T, BuildOp> ||
-                           std::is_same_v<T, SortOp>) return host_space(o.in.keys);
-        else if constexpr (std::is_same_v<T, ProbeOp>) return host_space(o.probe.keys);
+        // A table's build and probe run where a GPU would run them (cuda_ops.hpp runs_on_host):
+        // on the host's CPUs over pageable memory, as a kernel over device or pinned memory (a
+        // pinned table or input is reached over the link: link_bytes).
+        else if constexpr (std::is_same_v<T, BuildOp>) return pageable(o.in.keys) && !on_device(o.table);
+        else if constexpr (std::is_same_v<T, ProbeOp>) return pageable(o.probe.keys) && !on_device(o.table);
+        else if constexpr (std::is_same_v<T, HistogramOp> || std::is_same_v<T, PartitionOp> || std::is_same_v<T, SortOp>)
+          return host_space(o.in.keys);
         else if constexpr (std::is_same_v<T, PartitionedJoinOp>) return host_space(o.s.all.keys);
         else if constexpr (std::is_same_v<T, MergeJoinOp>) return host_space(o.s.keys);
         else if constexpr (std::is_same_v<T, GatherOp>) return host_space(o.out);
@@ -978,25 +991,47 @@ bool on_host(const Op& op) {
 
 
 
-// What a kernel moves over the link to host memory: bytes read from pinned inputs, and bytes written
-// to pinned outputs scaled by the link's rate at the kernel's write granularity over its full rate
-// (small scattered writes occupy the link as long as the same bytes written at that rate would).
+// What a kernel moves over the link to and from host memory: bytes read from pinned inputs and
+// written to pinned outputs, each scaled by the link's full rate over its rate at the kernel's
+// access granularity (small scattered accesses occupy the link as long as the same bytes at that
+// rate would). Partitioners read their chunks in order; their writes are the flushes.
 struct LinkBytes {
   double read = 0, written = 0;
 };
-LinkBytes link_bytes(const Op& op, const LinkSpec& d2h) {
+LinkBytes link_bytes(const Op& op, const LinkSpec& h2d, const LinkSpec& d2h) {
   auto host = [](const Buffer& b) { return b && b->space != MemSpace::Device; };
+  auto slowdown = [](const LinkSpec& l, double granule) {
+    const double rate = l.access_rate(granule);
+    return rate > 0 && l.bw > 0 ? l.bw / rate : 1.0;
+  };
+  const double sequential_read = slowdown(h2d, kLinkSequentialGranule);
   LinkBytes l;
   if (auto* h = std::get_if<HistogramOp>(&op); h && h->placement == HistogramOp::Placement::Device && host(h->in.keys))
-    l.read = double(h->in.rows) * h->in.fmt.key_bytes;
+    l.read = double(h->in.rows) * h->in.fmt.key_bytes * sequential_read;
   if (auto* c = std::get_if<ChunkPartitionOp>(&op)) {
-    const double rate = d2h.write_rate(link_write_granule(*c));
-    const double slowdown = rate > 0 && d2h.bw > 0 ? d2h.bw / rate : 1.0;
+    const double write = slowdown(d2h, link_write_granule(*c));
     for (size_t i = 0; i < c->chunks.size(); ++i) {
       const double bytes = double(c->chunks[i].rows) * c->chunks[i].fmt.tuple_bytes();
-      if (host(c->chunks[i].keys)) l.read += bytes;
-      if (i >= c->cached_chunks && host(c->spill.keys)) l.written += bytes * slowdown;
+      if (host(c->chunks[i].keys)) l.read += bytes * sequential_read;
+      if (i >= c->cached_chunks && host(c->spill.keys)) l.written += bytes * write;
     }
+  }
+  // A hash table in host memory: each insert writes, each lookup reads, a slot's key and value
+  // (columns apart: accesses of their widths) at a random position; inputs are read in order.
+  auto table_bytes = [&](const HashTable* t, const Tuples& in, bool build) {
+    const Buffer& b = !t ? Buffer{} : t->kind == TableKind::Chained ? t->heads : t->keys;
+    if (host(in.keys)) l.read += double(in.rows) * in.fmt.tuple_bytes() * sequential_read;
+    if (!host(b)) return;
+    const double bytes = double(in.rows) * t->fmt.tuple_bytes();
+    if (build) l.written += bytes * slowdown(d2h, t->fmt.key_bytes);
+    else l.read += bytes * slowdown(h2d, t->fmt.key_bytes);
+  };
+  if (auto* b = std::get_if<BuildOp>(&op)) table_bytes(b->table, b->in, true);
+  if (auto* p = std::get_if<ProbeOp>(&op)) table_bytes(p->table, p->probe, false);
+  if (auto* a = std::get_if<LinkAccessOp>(&op); a && host(a->host)) {
+    const double granule = a->random ? double(a->granule) : kLinkSequentialGranule;
+    if (a->access != LinkAccess::Write) l.read = double(a->bytes) * slowdown(h2d, granule);
+    if (a->access != LinkAccess::Read) l.written = double(a->bytes) * slowdown(d2h, granule);
   }
   return l;
 }
@@ -1430,8 +1465,9 @@ void SimRank::start(SimStream& st, int index) {
         if (traffic <= 0) return finish(st, index);
         return start_cpu_work(st, cpu_op_kind(*it.op), bytes, traffic);
       }
-      const double seconds = world_.profile.ops.seconds(sample);
-      const LinkBytes link = link_bytes(*it.op, world_.profile.d2h);
+      // A link access has no device work of its own to model: its link bytes are its cost.
+      const double seconds = std::holds_alternative<LinkAccessOp>(*it.op) ? 0.0 : world_.profile.ops.seconds(sample);
+      const LinkBytes link = link_bytes(*it.op, world_.profile.h2d, world_.profile.d2h);
       if (seconds <= 0 && link.read + link.written <= 0) return finish(st, index);
       st.activity = world_.start_exec(pf.gpus[size_t(id())], std::max(seconds, 0.0));
       st.state = SimStream::Busy;

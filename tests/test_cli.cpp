@@ -762,7 +762,8 @@ TEST(Experiments, EveryPaperFileIsValid) {
   EXPECT_GE(files["rui2017"], 6);
   EXPECT_GE(files["gao2021"], 6);
   EXPECT_GE(files["thostrup2023"], 12);
-  EXPECT_EQ(files.size(), 3u) << "a folder other than rui2017, gao2021, thostrup2023 in experiments/papers";
+  EXPECT_GE(files["lutz2022"], 6);
+  EXPECT_EQ(files.size(), 4u) << "a folder other than rui2017, gao2021, thostrup2023, lutz2022 in experiments/papers";
 }
 
 // The README's main job, scaled down: real joins on the CPU backend, verified.
@@ -862,10 +863,11 @@ TEST_F(CliTest, ReproduceDryRunChecksEveryFigureAtBothScales) {
   for (const char* scale : {"full", "small"}) {
     auto r = cli({"reproduce", "--dry-run", std::string("--scale=") + scale});
     ASSERT_EQ(r.code, 0) << scale << ": " << r.err;
-    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 12) << r.out;  // rui2017 3, gao2021 3, thostrup2023 6
+    // rui2017 3, gao2021 3, thostrup2023 6, lutz2022 3
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 15) << r.out;
     size_t small = 0;
     for (size_t at = 0; (at = r.out.find("-small.ini,", at)) != std::string::npos; ++at) ++small;
-    EXPECT_EQ(small, std::string(scale) == "small" ? 12u : 0u) << r.out;
+    EXPECT_EQ(small, std::string(scale) == "small" ? 15u : 0u) << r.out;
   }
   const fs::path root = fs::path(joinlab_root()) / "experiments" / "papers";
   for (auto& entry : fs::recursive_directory_iterator(root)) {

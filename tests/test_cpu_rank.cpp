@@ -3,11 +3,13 @@
 // threads, and failing fast, naming the rank, when one of them throws.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "core/builtin.hpp"
 #include "core/common/error.hpp"
@@ -139,6 +141,45 @@ TEST(CpuRankStreams, LaunchIsAsynchronousAndFillsResultAndTrace) {
     EXPECT_GE(s.end, s.begin);
   }
   EXPECT_GE(rank->now(), spans.back().end);
+}
+
+TEST(CpuRankStreams, LinkAccessMovesGranulesAtTheirPositions) {
+  auto rank = solo_rank();
+  const uint64_t region = 1 << 16, bytes = 4096;
+  Buffer host = rank->alloc(MemSpace::Pinned, region, "host");
+  Buffer dev = rank->alloc(MemSpace::Device, 2 * bytes, "device");
+  auto* h = static_cast<uint8_t*>(host->ptr);
+  auto* d = static_cast<uint8_t*>(dev->ptr);
+  std::vector<uint8_t> h0(region);
+  for (uint64_t i = 0; i < region; ++i) h0[i] = uint8_t(i * 7 + i / 256);
+  for (bool random : {true, false})
+    for (uint32_t g : {16u, 64u, 4096u}) {
+      SCOPED_TRACE(std::to_string(g) + (random ? " random" : " sequential"));
+      std::copy(h0.begin(), h0.end(), h);
+      // The written source repeats per granule: accesses that meet at a granule write the same.
+      for (uint64_t i = 0; i < 2 * bytes; ++i) d[i] = uint8_t((i % g) * 3 + 1);
+      const OpResult r = rank->launch(Stream{0}, LinkAccessOp{host, dev, bytes, g, random, LinkAccess::Both}).get();
+      EXPECT_EQ(r.count, 2 * bytes);
+      const uint64_t granules = region / 2 / g;  // Both: reads the first half, writes the second
+      std::vector<bool> written(granules, false);
+      for (uint64_t i = 0; i < bytes / g; ++i) {
+        const uint64_t at = link_access_granule(i, granules, random);
+        written[at] = true;
+        ASSERT_EQ(std::memcmp(d + i * g, h0.data() + at * g, g), 0) << "read " << i;
+      }
+      for (uint64_t k = 0; k < granules; ++k)
+        ASSERT_EQ(std::memcmp(h + region / 2 + k * g, written[k] ? d + bytes : h0.data() + region / 2 + k * g, g), 0)
+            << "granule " << k << (written[k] ? " written" : " untouched");
+    }
+  // Write alone, in order: device [0, bytes) lands at the region's start.
+  rank->launch(Stream{0}, LinkAccessOp{host, dev, bytes, 256, false, LinkAccess::Write}).get();
+  EXPECT_EQ(std::memcmp(h, d, bytes), 0);
+  try {
+    rank->launch(Stream{0}, LinkAccessOp{host, dev, bytes, 24, true, LinkAccess::Read}).get();
+    ADD_FAILURE() << "accepted a granule of 24 bytes";
+  } catch (const RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find("granule = 24"), std::string::npos) << e.what();
+  }
 }
 
 TEST(CpuRankStreams, AFailedOperationIsRethrownAndLaterWorkOnTheStreamFails) {

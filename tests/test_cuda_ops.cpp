@@ -267,6 +267,36 @@ TEST(CudaOps, ChunkPartitionIntoCacheAndSpillMatchesCpu) {
               "chunk partition n " + std::to_string(n) + " bits " + std::to_string(bits) + " " + to_string(kind));
 }
 
+// The link microbenchmark's kernel: the same granules at the same positions as the CPU kernel,
+// read, written and both at once, random and in order (collisions write equal granules: the
+// device's source repeats per granule, so which write lands last does not matter).
+TEST(CudaOps, LinkAccessMatchesCpu) {
+  JL_REQUIRE_GPU();
+  auto body = [](Rank& rank) {
+    const uint64_t region = 1 << 20, bytes = 1 << 16;
+    std::vector<uint64_t> out;
+    for (LinkAccess access : {LinkAccess::Read, LinkAccess::Write, LinkAccess::Both})
+      for (bool random : {true, false})
+        for (uint32_t g : {16u, 128u, 4096u}) {
+          Buffer host = rank.alloc(MemSpace::Pinned, region, "host");
+          Buffer src = rank.alloc(MemSpace::Pinned, 2 * bytes, "src");
+          auto* h = static_cast<uint8_t*>(host->ptr);
+          auto* s = static_cast<uint8_t*>(src->ptr);
+          for (uint64_t i = 0; i < region; ++i) h[i] = uint8_t(i * 7 + i / 256);
+          for (uint64_t i = 0; i < 2 * bytes; ++i) s[i] = uint8_t((i % g) * 3 + 1);
+          Buffer dev = rank.alloc(MemSpace::Device, 2 * bytes, "device");
+          rank.copy(Stream{0}, dev, 0, src, 0, 2 * bytes);
+          out.push_back(rank.launch(Stream{0}, LinkAccessOp{host, dev, bytes, g, random, access}).get().count);
+          for (uint64_t w : test::read_back(rank, dev, 2 * bytes / 8, 8)) out.push_back(w);
+          for (uint64_t i = 0; i < region / 8; ++i) out.push_back(reinterpret_cast<const uint64_t*>(h)[i]);
+        }
+    return out;
+  };
+  const std::vector<uint64_t> gpu = test::on_backend("cuda", body), cpu = test::on_backend("cpu", body);
+  ASSERT_EQ(gpu.size(), cpu.size());
+  EXPECT_TRUE(gpu == cpu);
+}
+
 TEST(CudaOps, DirectScatterVariantMatchesCpu) {  // cluster option scatter=direct
   JL_REQUIRE_GPU();
   for (uint64_t n : kSizes)

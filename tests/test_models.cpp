@@ -551,6 +551,93 @@ TEST(CalibrationSamples, TheCpuRoofIsWhatCoresAndDmaDrewTogether) {
   EXPECT_NE(p.notes.at("cpu.mem_bw").find("both at once (80"), std::string::npos) << p.notes.at("cpu.mem_bw");
 }
 
+// The zero-copy link microbenchmark's samples become the link tables: writes into link.d2h, reads
+// into link.h2d, both at once into their *_both_ keys; the profile writes them and reads them back,
+// and the report prints one line per direction with the rates by granule.
+TEST(CalibrationSamples, ZeroCopyRatesFitIntoTheLinkTablesAndTheReport) {
+  auto parse_profile_text = [](const std::string& text) {
+    std::istringstream in(text);
+    return parse_profile(in, "t.ini");
+  };
+  Calibration c;
+  const double bytes = 1 << 30;
+  std::vector<CalibrationRun> runs;
+  auto run = [&](const std::string& access, uint32_t granule, double rate) {
+    runs.push_back({"cal link.zero_copy." + access + " " + std::to_string(granule) + " 1 " +
+                        std::to_string(uint64_t(bytes)),
+                    bytes / rate, 0, 0});
+  };
+  for (uint32_t g : kLinkGranules) run("write", g, 1e7 * g);
+  run("write", 0, 52e9);
+  run("read", 16, 1e9);
+  run("read", 4096, 40e9);
+  run("read", 0, 50e9);
+  run("both", 512, 20e9);
+  // The partitioners and prefix sums by fanout: reported, not fitted.
+  runs.push_back({"cal link.chunk_partition.shared.host 256 1 " + std::to_string(uint64_t(bytes)), bytes / 8e9, 0, 0});
+  runs.push_back({"cal link.prefix_sum.cpu 256 1 " + std::to_string(uint64_t(bytes)), bytes / 30e9, 0, 0});
+  add_runs(c, runs);
+  CalibrationOptions opt;
+  opt.backend = "cuda";
+  opt.name = "fitted";
+  Profile base = parse_profile_text(test::synthetic_machine("base"));
+  base.d2h.zero_copy.random[128] = 5e9;  // an earlier figure: replaced by the measured table
+  base.d2h.zero_copy.random[8192] = 5e9;
+  const Profile p = fit_profile(c, base, opt);
+  ASSERT_EQ(p.d2h.zero_copy.random.size(), std::size(kLinkGranules));
+  EXPECT_NEAR(p.d2h.zero_copy.random.at(128), 1.28e9, 1e3);
+  EXPECT_NEAR(p.d2h.zero_copy.sequential, 52e9, 1e3);
+  EXPECT_NEAR(p.h2d.zero_copy.random.at(16), 1e9, 1e3);
+  EXPECT_NEAR(p.h2d.zero_copy.sequential, 50e9, 1e3);
+  EXPECT_NEAR(p.h2d.zero_copy_both.random.at(512), 20e9, 1e3);
+  EXPECT_NEAR(p.d2h.zero_copy_both.random.at(512), 20e9, 1e3);
+  EXPECT_NE(p.notes.at("link.h2d.read_16_bw").find("16-byte granules at random positions"), std::string::npos);
+  EXPECT_NE(p.notes.at("link.d2h.write_seq_bw").find("in order"), std::string::npos);
+  std::stringstream text;
+  write_profile(p, text);
+  const Profile back = parse_profile_text(text.str());
+  EXPECT_EQ(back.d2h.zero_copy.random, p.d2h.zero_copy.random);
+  EXPECT_EQ(back.h2d.zero_copy.sequential, p.h2d.zero_copy.sequential);
+  EXPECT_EQ(back.h2d.zero_copy_both.random, p.h2d.zero_copy_both.random);
+  const std::vector<std::string> report = link_report(c);
+  ASSERT_EQ(report.size(), 5u);
+  EXPECT_NE(report[0].find("zero_copy.both, GB/s each way by granule: 512=20.0"), std::string::npos) << report[0];
+  EXPECT_NE(report[2].find("zero_copy.write"), std::string::npos) << report[2];
+  EXPECT_NE(report[2].find("seq=52.0"), std::string::npos) << report[2];
+  EXPECT_NE(report[3].find("chunk_partition.shared.host, GB/s of input by fanout: 256=8.0"), std::string::npos)
+      << report[3];
+  EXPECT_NE(report[4].find("prefix_sum.cpu"), std::string::npos) << report[4];
+}
+
+TEST(LinkSpec, AccessRateInterpolatesTheMeasuredGranules) {
+  LinkSpec l;
+  l.bw = 50e9;
+  EXPECT_EQ(l.access_rate(128), 50e9) << "nothing measured: the link's rate";
+  l.zero_copy.random = {{128, 5e9}, {512, 20e9}, {4096, 80e9}};
+  EXPECT_NEAR(l.access_rate(128), 5e9, 1e3);
+  EXPECT_NEAR(l.access_rate(64), 2.5e9, 1e3) << "below the smallest granule: in proportion";
+  EXPECT_NEAR(l.access_rate(256), 10e9, 1e3) << "log-log between 128 and 512 (rate doubles per doubling)";
+  EXPECT_NEAR(l.access_rate(4096), 50e9, 1e3) << "a measured rate above the link's is the link's";
+  EXPECT_NEAR(l.access_rate(1 << 20), 50e9, 1e3);
+  l.zero_copy.sequential = 40e9;
+  EXPECT_NEAR(l.access_rate(kLinkSequentialGranule), 40e9, 1e3) << "the sequential rate from 64 KiB on";
+  EXPECT_NEAR(l.access_rate(1 << 20), 40e9, 1e3);
+}
+
+TEST(Calibrate, OnlyNamesTheStepAndItsValue) {
+  CalibrationOptions opt;
+  EXPECT_TRUE(opt.runs("operators") && opt.runs("links"));
+  opt.only = {"links"};
+  EXPECT_TRUE(opt.runs("links"));
+  EXPECT_FALSE(opt.runs("operators"));
+  try {
+    calibrate_main({"--backend", "cpu", "--only", "links,lnks", "--out", "/nonexistent/x.ini"});
+    ADD_FAILURE() << "accepted step lnks";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--only links,lnks: no step 'lnks'"), std::string::npos) << e.what();
+  }
+}
+
 // The device's time of a sample is its operator's span, found by order after the eviction copy:
 // a probe sample, which runs after its table's build (a "prepare 1" phase), gets the probe's span,
 // not the build's, and the samples after it still get their own.

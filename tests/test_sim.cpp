@@ -757,22 +757,28 @@ TEST_F(SimTest, HybridJoinSplitsPartitionsBetweenGpuAndCpu) {
   EXPECT_GT(phase_of(o, "cpu_partition") + phase_of(o, "cpu_join"), 0) << "the rest joined on the CPU";
 }
 
+// One GPU of the h100 profile joining |R| = |S| = `rows` rows of 16 bytes, PK-FK, unverified.
+RunPoint h100_point(const std::string& strategy, uint64_t rows) {
+  RunPoint p;
+  p.name = "sim test";
+  p.strategy = strategy;
+  p.backend = "sim";
+  p.verify = false;
+  p.cluster.profile = "h100";
+  p.cluster.profile_dir = repo_profiles();
+  p.workload.r = relation("R", rows, KeyDist::UniqueDense);
+  p.workload.s = relation("S", rows, KeyDist::ForeignKey);
+  for (RelationSpec* r : {&p.workload.r, &p.workload.s}) r->key_bytes = 8, r->payload_bytes = {8};
+  return p;
+}
+
 TEST_F(SimTest, TritonSpillsAndCostsFlushesByTheirGranularity) {
   // 2 x 2^26 rows of 16 bytes (2 GiB) with 512 MiB of H100 memory: the first pass spills. The count
   // is exact; 128-byte flushes reach a fraction of PCIe's rate (link.d2h.write_128_bw), 4 KiB ones
   // nearly all of it, so the shared partitioner's first pass takes longer than the hierarchical's.
   auto run = [](const std::string& partitioner) {
-    RunPoint p;
-    p.name = "sim test";
-    p.strategy = "triton";
-    p.backend = "sim";
-    p.verify = false;
-    p.cluster.profile = "h100";
-    p.cluster.profile_dir = repo_profiles();
+    RunPoint p = h100_point("triton", uint64_t(1) << 26);
     p.cluster.device_memory = uint64_t(512) << 20;
-    p.workload.r = relation("R", uint64_t(1) << 26, KeyDist::UniqueDense);
-    p.workload.s = relation("S", uint64_t(1) << 26, KeyDist::ForeignKey);
-    for (RelationSpec* r : {&p.workload.r, &p.workload.s}) r->key_bytes = 8, r->payload_bytes = {8};
     p.strategy_options = {{"partitioner", partitioner}};
     RunOutcome o = run_point(p);
     EXPECT_EQ(o.digest.count, p.workload.s.rows);
@@ -781,6 +787,49 @@ TEST_F(SimTest, TritonSpillsAndCostsFlushesByTheirGranularity) {
   const RunOutcome shared = run("shared"), hierarchical = run("hierarchical");
   EXPECT_GT(phase_of(shared, "partition"), 2 * phase_of(hierarchical, "partition"));
   EXPECT_GT(phase_of(hierarchical, "join"), 0);
+}
+
+TEST_F(SimTest, ZeroCopyAccessesTakeTheLinkAtTheRateOfTheirGranule) {
+  // The test link (1e10 B/s each way) with kernel writes of 128-byte granules at 1e9 B/s and
+  // reads of 16-byte ones at 5e8: 1e8 bytes take ten and twenty times as long as at the link's
+  // rate; in order (no sequential rate given) they take the link's rate.
+  std::string text = kTestProfile;
+  text.replace(text.find("[link.d2h]\n"), 11, "[link.d2h]\nwrite_128_bw = 1e9   # test value\n");
+  text.replace(text.find("[link.h2d]\n"), 11, "[link.h2d]\nread_16_bw = 5e8   # test value\n");
+  std::ofstream(dir_ / "test.ini") << text;
+  const uint64_t bytes = 100000000;
+  auto ph = simulate(cluster(1, 1), [&](Rank& r) {
+    Buffer h = r.alloc(MemSpace::Pinned, 4 * bytes, "h"), d = r.alloc(MemSpace::Device, 2 * bytes, "d");
+    r.phase("write128");
+    r.launch(Stream{0}, LinkAccessOp{h, d, bytes, 128, true, LinkAccess::Write}).get();
+    r.phase("read16");
+    r.launch(Stream{0}, LinkAccessOp{h, d, bytes, 16, true, LinkAccess::Read}).get();
+    r.phase("write_in_order");
+    r.launch(Stream{0}, LinkAccessOp{h, d, bytes, 128, false, LinkAccess::Write}).get();
+    r.phase("both128");
+    r.launch(Stream{0}, LinkAccessOp{h, d, bytes, 128, true, LinkAccess::Both}).get();
+    r.end_phases();
+  });
+  EXPECT_NEAR(seconds(ph[0], "write128"), 0.1, 0.002);
+  EXPECT_NEAR(seconds(ph[0], "read16"), 0.2, 0.004);
+  EXPECT_NEAR(seconds(ph[0], "write_in_order"), 0.01, 0.0002);
+  // Both ways at once: reads at 128 bytes interpolate between 16 (5e8) and the link's rate at
+  // 64 KiB: 5e8 x (1e10 / 5e8)^(3 / 12) = 1.06e9 B/s, 0.095 s; the writes beside them take 0.1 s.
+  EXPECT_NEAR(seconds(ph[0], "both128"), 0.1, 0.002);
+}
+
+TEST_F(SimTest, NpjWithItsTableInPinnedMemoryPaysTheLinkPerLookup) {
+  auto run = [&](const std::string& table) {
+    RunPoint p = h100_point("npj", uint64_t(1) << 24);
+    p.strategy_options = {{"table_space", table}, {"input_space", "pinned"}};
+    RunOutcome o = run_point(p);
+    EXPECT_EQ(o.digest.count, p.workload.s.rows);
+    return o;
+  };
+  const RunOutcome device = run("device"), pinned = run("pinned");
+  // 2^24 lookups of 16-byte slots over PCIe at its 16-byte random rate, against device memory.
+  EXPECT_GT(phase_of(pinned, "probe"), 3 * phase_of(device, "probe"));
+  EXPECT_GT(phase_of(pinned, "build"), 3 * phase_of(device, "build"));
 }
 
 TEST_F(SimTest, HistogramInSegmentsCountsEachSegmentsSliceForTheCostOfOnePass) {

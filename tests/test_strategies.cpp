@@ -267,6 +267,49 @@ TEST_F(Strategies, TritonPhases) {
   EXPECT_EQ(names, (V{"generate", "prefix_sum", "partition", "join", "verify"}));
 }
 
+TEST_F(Strategies, NpjWithItsTableOrItsDataInPinnedMemory) {
+  for (const char* table : {"device", "pinned"})
+    for (const char* data : {"device", "pinned"})
+      for (const Workload& w : {pk_fk(30000, 70000), pk_fk(30000, 70000, 8, 0.5, 1.0), uniform_both(3000, 5000, 700)})
+        expect_correct(point("npj", w, {{"table_space", table}, {"input_space", data}}));
+  try {
+    run_point(point("npj", pk_fk(100, 100), {{"table_space", "host"}}));
+    ADD_FAILURE() << "accepted table_space = host";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("table_space"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("host"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(Strategies, TritonBoundCountsSpilledPartitionsWrittenAndReadBack) {
+  Bandwidths bw;
+  bw.mem = 3e12;
+  bw.h2d = 50e9;
+  Workload w = pk_fk(uint64_t(1) << 28, uint64_t(1) << 28);
+  for (RelationSpec* r : {&w.r, &w.s}) r->key_bytes = 8, r->payload_bytes = {8};
+  const double in = 2.0 * 16 * double(uint64_t(1) << 28);  // 8 GiB
+  auto bound = [&](Options o, uint64_t device) {
+    RunPoint p = point("triton", w, std::move(o));
+    JoinJob job = make_job(p);
+    job.device_memory = device;
+    return find_strategy("triton").bound(job, {1, 1}, bw);
+  };
+  // No device memory known and the default cache: nothing counted as spilled (a lower bound).
+  EXPECT_DOUBLE_EQ(bound({{"output", "count_only"}}, 0).seconds, in / bw.h2d);
+  // A 2 GiB cache: the other 6 GiB are written and read back (towards the device: 8 + 6 GiB).
+  const double cache = double(uint64_t(2) << 30);
+  EXPECT_NEAR(bound({{"output", "count_only"}, {"cache_bytes", std::to_string(uint64_t(cache))}}, 0).seconds,
+              (2 * in - cache) / bw.h2d, 1e-3 * in / bw.h2d);
+  // The default cache with 4 GiB of device memory: what the working buffers leave, so more than
+  // the inputs alone and less than all of them spilled.
+  const Bound capped = bound({{"output", "count_only"}}, uint64_t(4) << 30);
+  EXPECT_GT(capped.seconds, 1.4 * in / bw.h2d);
+  EXPECT_LT(capped.seconds, 2 * in / bw.h2d);
+  EXPECT_NE(capped.resource.find("spilled partitions written and read back"), std::string::npos) << capped.resource;
+  // 64 GiB of device memory: the in-GPU plan copies R and S over once.
+  EXPECT_DOUBLE_EQ(bound({{"output", "count_only"}}, uint64_t(64) << 30).seconds, in / bw.h2d);
+}
+
 TEST_F(Strategies, ShuffleOnOneToFourRanksAndBothLevels) {
   const std::vector<ClusterShape> shapes = {{1, 1}, {1, 2}, {2, 1}, {1, 3}, {3, 1}, {2, 2}, {4, 1}, {1, 4}};
   const std::vector<Workload> workloads = {pk_fk(10007, 30011, 4, 1.0, 1.0), pk_fk(999, 5000, 8, 0.1, 1.5),

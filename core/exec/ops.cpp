@@ -25,11 +25,33 @@ const char* to_string(MemSpace s) {
 const char* to_string(OpKind k) {
   static const char* names[] = {"generate", "histogram", "partition", "build",  "probe",
                                 "partitioned_join", "sort", "merge_join", "gather", "checksum",
-                                "scan", "chunk_partition", "copy", "send", "recv", "put", "pack_chunks", "stream_consume"};
+                                "scan", "chunk_partition", "link_access", "copy", "send", "recv", "put", "pack_chunks", "stream_consume"};
   return int(k) < int(OpKind::kCount) ? names[int(k)] : "?";
 }
 
 const char* to_string(Partitioner p) { return p == Partitioner::Shared ? "shared" : "hierarchical"; }
+
+const char* to_string(LinkAccess a) {
+  return a == LinkAccess::Read ? "read" : a == LinkAccess::Write ? "write" : "both";
+}
+
+void check_link_access(const LinkAccessOp& o) {
+  const std::string what = std::string("link access (") + to_string(o.access) + "): ";
+  if (o.granule < 16 || (o.granule & (o.granule - 1)) != 0)
+    throw RuntimeError(what + "granule = " + std::to_string(o.granule) + " is not a power of two of 16 bytes or more");
+  if (o.bytes % o.granule != 0)
+    throw RuntimeError(what + "bytes = " + std::to_string(o.bytes) + " is not a multiple of granule = " +
+                       std::to_string(o.granule));
+  const uint64_t ways = o.access == LinkAccess::Both ? 2 : 1;
+  if (o.bytes == 0) return;
+  if (!o.host || o.host->bytes < ways * o.granule || (!o.random && o.host->bytes < ways * o.bytes))
+    throw RuntimeError(what + "host buffer of " + std::to_string(o.host ? o.host->bytes : 0) + " bytes for " +
+                       std::to_string(o.bytes) + " bytes each way in granules of " + std::to_string(o.granule) +
+                       (o.random ? " at random positions" : " in order"));
+  if (!o.device || o.device->bytes < ways * o.bytes)
+    throw RuntimeError(what + "device buffer of " + std::to_string(o.device ? o.device->bytes : 0) + " bytes, " +
+                       std::to_string(ways * o.bytes) + " needed");
+}
 
 ChunkLayout chunked_layout(const std::vector<uint64_t>& hist, uint32_t fanout, uint32_t cached_chunks) {
   if (fanout == 0 || hist.size() % fanout != 0)
@@ -254,6 +276,11 @@ OpParams params_of(const Op& op) {
           p.fanout = o.fn.fanout();
           p.detail = std::string(to_string(o.partitioner)) + ", " + std::to_string(o.cached_chunks) + " of " +
                      std::to_string(o.chunks.size()) + " chunks cached";
+        } else if constexpr (std::is_same_v<T, LinkAccessOp>) {
+          p.kind = OpKind::LinkAccess;
+          p.bytes = o.bytes * (o.access == LinkAccess::Both ? 2 : 1);
+          p.detail = std::string(to_string(o.access)) + ", " + std::to_string(o.granule) + "-byte " +
+                     (o.random ? "random" : "sequential") + " accesses";
         }
       },
       op);

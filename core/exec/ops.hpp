@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/common/hashing.hpp"
+#include "core/common/hd.hpp"
 #include "core/exec/tuples.hpp"
 #include "core/workload/relation.hpp"
 
@@ -19,7 +20,7 @@ namespace joinlab {
 
 enum class OpKind : uint8_t {
   Generate, Histogram, Partition, Build, Probe, PartitionedJoin, Sort, MergeJoin,
-  Gather, Checksum, Scan, ChunkPartition,
+  Gather, Checksum, Scan, ChunkPartition, LinkAccess,
   // Data movement, recorded in traces and modeled like operators.
   Copy, Send, Recv, Put,
   // Streaming operators (gpj): launched with Rank::launch_streaming, see StreamingOp below.
@@ -215,13 +216,45 @@ ChunkLayout chunked_layout(const std::vector<uint64_t>& hist, uint32_t fanout, u
 // Rows of `in` in each of `chunks` slices of equal size (the last one shorter): k + 1 offsets.
 std::vector<uint64_t> chunk_bounds(uint64_t rows, uint32_t chunks);
 
+// A kernel that reads or writes host memory itself (zero-copy), in accesses of `granule` bytes:
+// what the link gives a partitioner's flushes to a spill buffer or a join's reads of one. The
+// link microbenchmark of calibrate. Access i (of bytes / granule) touches host granule i
+// (sequential) or a granule at a position hashed from i over all of `host` (random: collisions
+// allowed, as a partitioner's writes do not collide but land as scattered).
+//  * Read: host -> device[0, bytes).   * Write: device[0, bytes) -> host.
+//  * Both: both at once, reads from the first half of `host` into device[0, bytes) and writes
+//    from device[bytes, 2 bytes) to its second half.
+// result.count = bytes moved (both directions together).
+enum class LinkAccess : uint8_t { Read, Write, Both };
+const char* to_string(LinkAccess a);  // "read", "write", "both"
+struct LinkAccessOp {
+  Buffer host;             // host memory (on a GPU: pinned, mapped)
+  Buffer device;           // bytes (Both: 2 x bytes) of device memory
+  uint64_t bytes = 0;      // bytes each way: a multiple of granule
+  uint32_t granule = 128;  // bytes per access: a power of two, 16 or more
+  bool random = true;      // granule positions random over `host`, or in order from its start
+  LinkAccess access = LinkAccess::Write;
+};
+// The checks of a LinkAccessOp that need no data: granule a power of two >= 16, bytes a multiple of
+// it, and the buffers large enough (a RuntimeError names the field and its value).
+void check_link_access(const LinkAccessOp& op);
+// The host granule that access i touches (granules: of `host`'s region, the half of it in Both).
+JL_HD uint64_t link_access_granule(uint64_t i, uint64_t granules, bool random) {
+  if (!random) return i % granules;
+  uint64_t x = (i + 1) * 0x9E3779B97F4A7C15ULL;  // splitmix64's finalizer: positions spread evenly
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return (x ^ (x >> 31)) % granules;
+}
+
 // The row offsets a HistogramOp counts: its in_segments, or {0, in.rows} without them. A
 // RuntimeError names offsets that descend, end past `in`'s rows, or are a single offset (no
 // segment). Every backend checks a histogram's segments here.
 std::vector<uint64_t> histogram_segments(const HistogramOp& o);
 
 using Op = std::variant<GenerateOp, GeneratePayloadOp, HistogramOp, PartitionOp, BuildOp, ProbeOp,
-                        PartitionedJoinOp, SortOp, MergeJoinOp, GatherOp, ChecksumOp, ScanOp, ChunkPartitionOp>;
+                        PartitionedJoinOp, SortOp, MergeJoinOp, GatherOp, ChecksumOp, ScanOp, ChunkPartitionOp,
+                        LinkAccessOp>;
 
 // The parameters a cost model needs, extracted from an operator (and recorded in traces).
 struct OpParams {

@@ -193,6 +193,16 @@ struct Executor {
     for (const Tuples& c : o.chunks) result.count += c.rows;
   }
 
+  void operator()(const LinkAccessOp& o) {
+    check_link_access(o);
+    if (o.bytes == 0) return;
+    check_span("link access", "host", o.host, 0, 1, 1);
+    check_span("link access", "device", o.device, 0, 1, 1);
+    cpu::link_access(static_cast<uint8_t*>(o.host->ptr), o.host->bytes, static_cast<uint8_t*>(o.device->ptr), o.bytes,
+                     o.granule, o.random, o.access, threads);
+    result.count = o.bytes * (o.access == LinkAccess::Both ? 2 : 1);
+  }
+
   void operator()(const BuildOp& o) {
     HashTable& t = *o.table;
     check_tuples("build", "in", o.in, o.in.rows);

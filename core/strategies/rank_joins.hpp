@@ -2,6 +2,7 @@
 // as the local join of the distributed ones (shuffle). Each records its phases as
 // `phase_prefix` + name, so a caller can tell them from its own.
 #pragma once
+#include <optional>
 #include <cstdint>
 #include <string>
 
@@ -15,6 +16,7 @@ struct HashJoinConfig {
   double load_factor = 0.5;
   OutputMode output = OutputMode::CountThenWrite;
   uint64_t seed = 0x2545f4914f6cdd1dULL;  // table_slot seed
+  std::optional<MemSpace> table_space;     // npj's table_space (unset: the table goes with the data)
 };
 void add_hash_join_options(po::options_description& d,
                            const std::string& default_output);  // table, load_factor, output

@@ -29,6 +29,7 @@ struct JoinJob {
   Workload workload;
   po::variables_map options;  // the strategy's own keys, parsed and defaulted
   MemSpace data_space = MemSpace::Device;  // where inputs are generated (chunked: S is Pinned)
+  uint64_t device_memory = 0;  // bytes of device memory per rank the backend gives (0: not known), for bounds
 };
 
 // The analytic bound of a run: the minimum time its bytes take through its tightest resource.

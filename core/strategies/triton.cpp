@@ -99,6 +99,36 @@ RadixPlan triton_plan(uint64_t r_rows, uint64_t s_rows, TupleFormat rf, TupleFor
   return p;
 }
 
+// Device memory the first pass's cache takes: cache_bytes, or by default what is left of
+// `device` after the join phase's working buffers (per stream the second pass's outputs of the
+// largest partitions, max_r and max_s rows, and their staged spilled parts; the output segments
+// when they are in device memory) and some headroom for the partitioners' buffers and the join's
+// scratch.
+uint64_t cache_bytes_of(const TritonConfig& cfg, uint64_t device, uint64_t max_r, uint64_t max_s, TupleFormat rf,
+                        TupleFormat sf) {
+  if (cfg.cache_bytes >= 0) return uint64_t(cfg.cache_bytes);
+  const uint64_t lane_bytes = (max_r * rf.tuple_bytes() + max_s * sf.tuple_bytes()) * (cfg.spill_by_copy ? 2 : 1);
+  const uint64_t row_bytes = uint64_t(rf.key_bytes) + rf.val_bytes + sf.val_bytes;
+  const uint64_t working =
+      2 * lane_bytes + (cfg.output_space == MemSpace::Device ? 2 * std::max<uint64_t>(max_s, 1) * row_bytes : 0);
+  const uint64_t reserve = working + working / 8 + (uint64_t(64) << 20);
+  return device > reserve ? device - reserve : 0;
+}
+
+// R's share of the cache (the rest is S's): split by their sizes.
+uint64_t cache_share_r(uint64_t cache, double r_bytes, double s_bytes) {
+  return r_bytes + s_bytes > 0 ? uint64_t(double(cache) * r_bytes / (r_bytes + s_bytes)) : 0;
+}
+
+// Rows of a relation of `rows` rows cut into `chunks` chunks that a cache of `cache_bytes` holds:
+// its first whole chunks (partition_first's rule).
+uint64_t cached_rows(uint64_t rows, uint32_t chunks, uint32_t tuple_bytes, uint64_t cache_bytes) {
+  const std::vector<uint64_t> bounds = chunk_bounds(rows, chunks);
+  uint32_t k = 0;
+  while (k + 1 < bounds.size() && bounds[k + 1] * tuple_bytes <= cache_bytes) ++k;
+  return bounds[k];
+}
+
 // One relation's first pass: chunk bounds, the layout from the chunk histograms, and its outputs.
 struct FirstPass {
   std::vector<uint64_t> bounds;  // chunk row offsets of the input
@@ -126,8 +156,8 @@ Launched count_chunks(Rank& rank, Stream st, const Tuples& in, const std::vector
 Launched partition_first(Rank& rank, Stream st, const Tuples& in, FirstPass& fp, const std::vector<uint64_t>& hist,
                          PartitionFn fn, uint64_t cache_bytes, const TritonConfig& cfg, const std::string& tag) {
   const uint32_t k = uint32_t(fp.bounds.size() - 1);
-  while (fp.cached_chunks < k && fp.bounds[fp.cached_chunks + 1] * in.fmt.tuple_bytes() <= cache_bytes)
-    ++fp.cached_chunks;
+  const uint64_t cached_to = cached_rows(in.rows, k, in.fmt.tuple_bytes(), cache_bytes);
+  while (fp.bounds[fp.cached_chunks] < cached_to) ++fp.cached_chunks;
   fp.layout = chunked_layout(hist, fn.fanout(), fp.cached_chunks);
   for (uint32_t p = 0; p < fn.fanout(); ++p) fp.max_rows = std::max(fp.max_rows, fp.layout.rows(p));
   const uint64_t cached = fp.bounds[fp.cached_chunks], spilled = in.rows - cached;
@@ -251,15 +281,9 @@ void run_triton(Rank& rank, const JoinJob& job) {
     return m;
   };
   const uint64_t max_r = largest(hist_r), max_s = largest(hist_s);
-  const uint64_t lane_bytes = (max_r * r.fmt.tuple_bytes() + max_s * s.fmt.tuple_bytes()) * (cfg.spill_by_copy ? 2 : 1);
-  const uint64_t row_bytes = uint64_t(r.fmt.key_bytes) + r.fmt.val_bytes + s.fmt.val_bytes;
   const uint64_t out_rows = std::max<uint64_t>(max_s, 1);  // one segment per partition at most, grown on demand
-  const uint64_t working = 2 * lane_bytes + (cfg.output_space == MemSpace::Device ? 2 * out_rows * row_bytes : 0);
-  // Some headroom for the partitioners' own buffers and the join's scratch.
-  const uint64_t reserve = working + working / 8 + (uint64_t(64) << 20);
-  const uint64_t cache = cfg.cache_bytes >= 0 ? uint64_t(cfg.cache_bytes) : device > reserve ? device - reserve : 0;
-  const double rb = double(r.rows) * r.fmt.tuple_bytes(), sb = double(s.rows) * s.fmt.tuple_bytes();
-  const uint64_t cache_r = rb + sb > 0 ? uint64_t(double(cache) * rb / (rb + sb)) : 0;
+  const uint64_t cache = cache_bytes_of(cfg, device, max_r, max_s, r.fmt, s.fmt);
+  const uint64_t cache_r = cache_share_r(cache, double(r.rows) * r.fmt.tuple_bytes(), double(s.rows) * s.fmt.tuple_bytes());
   Launched pr = partition_first(rank, Stream{0}, r, fr, hist_r, fn1, cache_r, cfg, "triton.R");
   Launched ps = partition_first(rank, Stream{1}, s, fs, hist_s, fn1, cache - cache_r, cfg, "triton.S");
   pr.get();
@@ -313,24 +337,36 @@ void run_triton(Rank& rank, const JoinJob& job) {
 }
 
 // The link is the tightest resource, each direction on its own: R and S cross it once towards
-// the device and what the cache does not hold is written to the host and read back; the output
-// (in pinned memory) goes to the host. The device side (phj's passes) runs beside it.
+// the device, and what the cache does not hold is written to the host and read back; the output
+// (in pinned memory) goes to the host. The device side (phj's passes) runs beside it. The cache is
+// the plan's: cache_bytes, or by default what the device memory the backend gives (the job's)
+// leaves after the working buffers of uniform partitions (the fewest bytes they can take); where
+// R and S fit, the in-GPU plan copies them over once. Without the device memory, a default cache
+// counts nothing as spilled: still a lower bound.
 Bound triton_bound(const JoinJob& job, const ClusterShape&, const Bandwidths& bw) {
   const Workload& w = job.workload;
   const TritonConfig cfg = triton_config(job.options);
   const TupleFormat rf = tuple_format(w.r), sf = tuple_format(w.s);
-  const double in = tuple_bytes_total(w.r) + tuple_bytes_total(w.s);
+  const double rb = tuple_bytes_total(w.r), sb = tuple_bytes_total(w.s), in = rb + sb;
   const Bound device = memory_bound(phj_memory_bytes(w.r.rows, w.s.rows, rf, sf, cfg.phj, bound_output_bytes(w, cfg.phj.output)),
                                     bw, "partition passes + join over R and S, output");
   if (bw.h2d <= 0) return device;
-  // The spilled share: what a given cache_bytes cannot hold. With the default cache (device memory
-  // left after the working buffers, unknown here) nothing is counted as spilled, and the output
-  // neither (the in-GPU plan keeps it on the device): still a lower bound.
-  const bool known = cfg.cache_bytes >= 0;
-  const double spilled = known ? std::max(0.0, in - double(cfg.cache_bytes)) : 0.0;
-  const double out = known && cfg.output_space == MemSpace::Pinned ? bound_output_bytes(w, cfg.phj.output) : 0.0;
+  const uint64_t dev = job.device_memory;
+  const bool in_gpu = cfg.in_gpu && dev > 0 && in_gpu_bytes(w.r.rows, w.s.rows, rf, sf) <= dev;
+  double spilled = 0;
+  if (!in_gpu && (cfg.cache_bytes >= 0 || dev > 0)) {
+    const uint32_t F = 1u << triton_plan(w.r.rows, w.s.rows, rf, sf, dev, cfg).pass1_bits;
+    const uint64_t cache = cache_bytes_of(cfg, dev, (w.r.rows + F - 1) / F, (w.s.rows + F - 1) / F, rf, sf);
+    const uint64_t cache_r = cache_share_r(cache, rb, sb);
+    const double cached = double(cached_rows(w.r.rows, cfg.chunks, rf.tuple_bytes(), cache_r)) * rf.tuple_bytes() +
+                          double(cached_rows(w.s.rows, cfg.chunks, sf.tuple_bytes(), cache - cache_r)) * sf.tuple_bytes();
+    spilled = std::max(0.0, in - cached);
+  }
+  const bool out_known = !in_gpu && (cfg.cache_bytes >= 0 || dev > 0);
+  const double out = out_known && cfg.output_space == MemSpace::Pinned ? bound_output_bytes(w, cfg.phj.output) : 0.0;
   const Bound link{std::max(in + spilled, spilled + out) / bw.h2d,
-                   "link " + rate_text(bw.h2d) + " each way: inputs once, spilled partitions written and read back, output"};
+                   "link " + rate_text(bw.h2d) + " each way: inputs once, spilled partitions written and read back" +
+                       (out > 0 ? ", output" : "")};
   return link.seconds >= device.seconds ? link : device;
 }
 

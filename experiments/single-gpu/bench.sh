@@ -16,13 +16,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../machine.sh
 . "$here/../machine.sh"
-bin=${1:-build/joinlab}
-results=${2:-$here/../results/$(machine_name)}
-work=$(mktemp -d)
-date=$(date -u +%Y-%m-%d)
-commit=${JOINLAB_COMMIT:-$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown)}
-device=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
-mkdir -p "$results"
+bench_setup "$@"
 status=0
 for ini in ${JL_BENCH:-phj phj-8b phj-zipf smj npj chunked-48g}; do
   echo "=== $ini"

@@ -59,6 +59,10 @@ struct ChunkOut {
 template <class K, class V>
 void chunk_partition(const std::vector<ChunkIn<K, V>>& chunks, PartitionFn fn, const uint64_t* offsets,
                      uint32_t cached_chunks, ChunkOut<K, V> cache, ChunkOut<K, V> spill, int threads);
+// LinkAccessOp: access i copies granule i of `device` (Both: reads into the first `bytes`, writes
+// from the next) from or to host granule link_access_granule(i, ...) (core/exec/ops.hpp).
+void link_access(uint8_t* host, uint64_t host_bytes, uint8_t* device, uint64_t bytes, uint32_t granule,
+                 bool random, LinkAccess access, int threads);
 // Fanout bits the partition kernel does in one pass for tuples of these widths: as many as keep
 // its write-combine buffers (one line of tuples per partition) within half this core's L2 cache.
 // Above this it does two passes (three beyond twice this).

@@ -326,6 +326,16 @@ void queue(KernelContext& ctx, const ChunkPartitionOp& o, uint64_t* d_words) {
   });
 }
 
+void queue(KernelContext& ctx, const LinkAccessOp& o, uint64_t* d_words) {
+  check_link_access(o);
+  if (o.bytes == 0) return;
+  if (o.host->space == MemSpace::Host)
+    throw RuntimeError("link access: buffer '" + o.host->tag + "' is pageable host memory; a kernel reaches pinned memory only");
+  need(o.host, 0, 1, 1, "link access", "host");
+  need(o.device, 0, 1, 1, "link access", "device");
+  link_access(ctx, o.host->ptr, o.host->bytes, o.device->ptr, o.bytes, o.granule, o.random, o.access);
+}
+
 void queue(KernelContext& ctx, const ScanOp& o, uint64_t*) {
   need(o.in, 0, o.n, 8, "scan", "input");
   need(o.out, 0, o.n, 8, "scan", "output");
@@ -375,7 +385,7 @@ std::vector<const Buffer*> buffers_of(const Op& op) {
         else if constexpr (std::is_same_v<T, ChunkPartitionOp>) {
           for (const Tuples& c : o.chunks) add(v, c);
           add(v, o.cache), add(v, o.spill);
-        }
+        } else if constexpr (std::is_same_v<T, LinkAccessOp>) v.insert(v.end(), {&o.host, &o.device});
       },
       op);
   return v;
@@ -432,6 +442,7 @@ void finish_op(const Op& op, const uint64_t* words, OpResult& result) {
                          "chunks' histograms)");
     for (const Tuples& t : c->chunks) result.count += t.rows;
   }
+  if (auto* l = std::get_if<LinkAccessOp>(&op)) result.count = l->bytes * (l->access == LinkAccess::Both ? 2 : 1);
   if (auto* g = std::get_if<GatherOp>(&op)) {
     if (result.count)
       throw RuntimeError("gather: row id at output row " + std::to_string(result.count - 1) +

@@ -134,6 +134,10 @@ void chunk_partition(KernelContext& ctx, const std::vector<ChunkPartitionRun>& c
                      const std::vector<uint64_t>& offsets, ChunkPartitionOut cache, ChunkPartitionOut spill,
                      bool hierarchical, uint32_t flush_bytes, uint64_t* d_words);
 
+// LinkAccessOp (link_access.cu): the zero-copy link microbenchmark; `host` is pinned and mapped.
+void link_access(KernelContext& ctx, void* host, uint64_t host_bytes, void* device, uint64_t bytes,
+                 uint32_t granule, bool random, LinkAccess access);
+
 // --- hash tables (layouts of HashTable in core/exec/ops.hpp) ---------------------------------
 template <class K, class V>
 struct LinearTableRef {
