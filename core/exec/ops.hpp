@@ -19,7 +19,7 @@ namespace joinlab {
 
 enum class OpKind : uint8_t {
   Generate, Histogram, Partition, Build, Probe, PartitionedJoin, Sort, MergeJoin,
-  Gather, Checksum, Scan, ChunkPartition,
+  Gather, Checksum, Scan, ChunkPartition, MultiwayMerge,
   // Data movement, recorded in traces and modeled like operators.
   Copy, Send, Recv, Put,
   // Streaming operators (gpj): launched with Rank::launch_streaming, see StreamingOp below.
@@ -215,13 +215,22 @@ ChunkLayout chunked_layout(const std::vector<uint64_t>& hist, uint32_t fanout, u
 // Rows of `in` in each of `chunks` slices of equal size (the last one shorter): k + 1 offsets.
 std::vector<uint64_t> chunk_bounds(uint64_t rows, uint32_t chunks);
 
+// Merges key-sorted runs into `out` (the runs' rows in total, sorted by key; equal keys keep run
+// order). mgsmj merges a relation's sorted chunksets in host memory (maltenberger2025 4.2): it
+// runs on the host's CPU threads on every backend, whatever memory its buffers are in.
+struct MultiwayMergeOp {
+  std::vector<Tuples> runs;
+  Tuples out;
+};
+
 // The row offsets a HistogramOp counts: its in_segments, or {0, in.rows} without them. A
 // RuntimeError names offsets that descend, end past `in`'s rows, or are a single offset (no
 // segment). Every backend checks a histogram's segments here.
 std::vector<uint64_t> histogram_segments(const HistogramOp& o);
 
 using Op = std::variant<GenerateOp, GeneratePayloadOp, HistogramOp, PartitionOp, BuildOp, ProbeOp,
-                        PartitionedJoinOp, SortOp, MergeJoinOp, GatherOp, ChecksumOp, ScanOp, ChunkPartitionOp>;
+                        PartitionedJoinOp, SortOp, MergeJoinOp, GatherOp, ChecksumOp, ScanOp, ChunkPartitionOp,
+                        MultiwayMergeOp>;
 
 // The parameters a cost model needs, extracted from an operator (and recorded in traces).
 struct OpParams {
