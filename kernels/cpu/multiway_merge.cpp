@@ -26,12 +26,17 @@ std::vector<uint64_t> cut(const std::vector<SortedRun<K, V>>& runs, uint64_t ran
     for (size_t i = 0; i < runs.size(); ++i) at[i] = runs[i].rows;
     return at;
   }
-  // The search wants non-empty sequences: empty runs are left out (their offset stays 0).
-  std::vector<std::pair<const K*, const K*>> seqs;
+  // The search wants non-empty sequences (empty runs are left out: their offset stays 0) and
+  // mutable iterators (it only reads through them).
+  std::vector<std::pair<K*, K*>> seqs;
   std::vector<size_t> which;
   for (size_t i = 0; i < runs.size(); ++i)
-    if (runs[i].rows) seqs.push_back({runs[i].keys, runs[i].keys + runs[i].rows}), which.push_back(i);
-  std::vector<const K*> pos(seqs.size());
+    if (runs[i].rows) {
+      K* k = const_cast<K*>(runs[i].keys);
+      seqs.push_back({k, k + runs[i].rows});
+      which.push_back(i);
+    }
+  std::vector<K*> pos(seqs.size());
   __gnu_parallel::multiseq_partition(seqs.begin(), seqs.end(), int64_t(rank), pos.begin(), std::less<K>());
   for (size_t j = 0; j < seqs.size(); ++j) at[which[j]] = uint64_t(pos[j] - seqs[j].first);
   return at;
