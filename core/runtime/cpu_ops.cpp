@@ -349,7 +349,7 @@ struct Executor {
       with_width(o.out.fmt.val_bytes, "multiway merge: value", [&](auto v) {
         using K = decltype(k);
         using V = decltype(v);
-        std::vector<cpu::SortedRun<K, V>> runs;
+        std::vector<cpu::ChunkIn<K, V>> runs;
         for (const Tuples& r : o.runs) runs.push_back({r.key_ptr<K>(), r.val_ptr<V>(), r.rows});
         cpu::multiway_merge<K, V>(runs, o.out.key_ptr<K>(), o.out.val_ptr<V>(), threads);
       });

@@ -96,15 +96,9 @@ std::vector<uint64_t> partition_into_chunks(const K* keys, const V* vals, uint64
                                             const ChunkTarget& target, int threads);
 
 // --- multiway merge (MultiwayMergeOp) -----------------------------------------------------------
+// Merges key-sorted runs (ChunkIn, above) into out (rows: their sum). Equal keys keep run order.
 template <class K, class V>
-struct SortedRun {
-  const K* keys;
-  const V* vals;
-  uint64_t rows;
-};
-// Merges key-sorted runs into out (rows: their sum). Equal keys keep run order.
-template <class K, class V>
-void multiway_merge(const std::vector<SortedRun<K, V>>& runs, K* out_keys, V* out_vals, int threads);
+void multiway_merge(const std::vector<ChunkIn<K, V>>& runs, K* out_keys, V* out_vals, int threads);
 
 // --- join outputs ---------------------------------------------------------------------------------
 // Where a join writes (key, R value, S value) rows: rows [first, first + count) of the arrays,

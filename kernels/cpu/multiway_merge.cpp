@@ -19,7 +19,7 @@ namespace {
 
 // Rows of runs [0, k) before output row `rank`: each run's offset, summing to rank.
 template <class K, class V>
-std::vector<uint64_t> cut(const std::vector<SortedRun<K, V>>& runs, uint64_t rank, uint64_t total) {
+std::vector<uint64_t> cut(const std::vector<ChunkIn<K, V>>& runs, uint64_t rank, uint64_t total) {
   std::vector<uint64_t> at(runs.size(), 0);
   if (rank == 0) return at;
   if (rank >= total) {
@@ -45,7 +45,7 @@ std::vector<uint64_t> cut(const std::vector<SortedRun<K, V>>& runs, uint64_t ran
 }  // namespace
 
 template <class K, class V>
-void multiway_merge(const std::vector<SortedRun<K, V>>& runs, K* out_keys, V* out_vals, int threads) {
+void multiway_merge(const std::vector<ChunkIn<K, V>>& runs, K* out_keys, V* out_vals, int threads) {
   uint64_t total = 0;
   for (const auto& r : runs) total += r.rows;
   const int team = team_for(total, threads);
@@ -83,7 +83,7 @@ void multiway_merge(const std::vector<SortedRun<K, V>>& runs, K* out_keys, V* ou
 }
 
 #define JL_INSTANTIATE_MULTIWAY_MERGE(K, V) \
-  template void multiway_merge<K, V>(const std::vector<SortedRun<K, V>>&, K*, V*, int);
+  template void multiway_merge<K, V>(const std::vector<ChunkIn<K, V>>&, K*, V*, int);
 JL_FOR_EACH_KV(JL_INSTANTIATE_MULTIWAY_MERGE)
 
 }  // namespace joinlab::cpu
