@@ -548,6 +548,12 @@ class Bench {
     JoinOutput out = rank_.alloc_output(MemSpace::Device, n, fmt_, fmt_, "calibrate.out");
     timed(MergeJoinOp{rs_, ss, no_output(), 0, OutputMode::CountOnly}, &access_);
     timed(MergeJoinOp{rs_, ss, out, 0, OutputMode::Direct}, &access_);
+    // The multiway merge runs on the host's CPUs on every backend: the CPU passes sample it (two
+    // runs whose keys interleave, as sorted chunksets do).
+    if (rank_.backend() == "cpu") {
+      Tuples merged = rank_.alloc_tuples(MemSpace::Device, 2 * n, fmt_, "calibrate.merged");
+      timed(MultiwayMergeOp{{rs_, ss}, merged});
+    }
   }
 
   // The MSD sort of keys spread over `spread` times the rows (uniform over 1..spread x n): its

@@ -39,6 +39,7 @@ const std::vector<ModelSpec>& model_specs() {
        "key_bytes", {}, 1},
       {"sort.merge", {"bytes_in_log2_rows"}, "", {}, 0},
       {"merge_join", {"bytes_in", "bytes_out"}, "", {"near"}, 2},
+      {"multiway_merge", {"bytes_in", "bytes_out"}, "", {}, 0},  // on the host's CPUs: [cpu] rate
       {"gather", {"bytes_in"}, "source_bytes", {}, 0},
       {"checksum", {"bytes_in"}, "", {}, 0},
       {"scan", {"bytes_in"}, "", {}, 0},
@@ -542,6 +543,10 @@ OpSample op_sample(const Op& op, const OpResult& result, const KeyAccess* access
             }
           }
           return make("partition", {bytes, double(o.chunks.size()) * F, skew_rows(counts)}, F);
+        } else if constexpr (std::is_same_v<T, MultiwayMergeOp>) {
+          // Every run read once, the merged relation written once.
+          const double bytes = double(o.out.fmt.tuple_bytes()) * double(params_of(Op{o}).rows_in);
+          return make("multiway_merge", {bytes, bytes});
         }
       },
       op);

@@ -26,7 +26,8 @@ const char* to_string(Fabric v) { return v == Fabric::Star ? "star" : "fat_tree"
 
 const std::vector<std::string>& cpu_op_kinds() {
   static const std::vector<std::string> k{"generate", "histogram", "partition", "pack", "build", "probe", "join",
-                                          "sort",     "merge",     "gather",    "checksum", "scan", "copy"};
+                                          "sort",     "merge",     "gather",    "checksum", "scan", "copy",
+                                          "multiway_merge"};
   return k;
 }
 

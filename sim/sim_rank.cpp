@@ -941,6 +941,16 @@ void evaluate(const Op& op, OpResult& r) {
             if (out.keys) sim_buffer(out.keys).regions.write_split(out.offset * out.fmt.key_bytes, out.fmt.key_bytes, layout);
             r.count += layout->offsets.back();
           }
+        } else if constexpr (std::is_same_v<T, MultiwayMergeOp>) {
+          std::vector<ContentPtr> parts;
+          Tuples out = o.out;
+          out.rows = 0;
+          for (const Tuples& t : o.runs) parts.push_back(content_or_unknown(t)), out.rows += t.rows;
+          if (out.capacity < out.rows)
+            throw RuntimeError("multiway merge: out holds " + std::to_string(out.capacity) + " rows, the runs have " +
+                               std::to_string(out.rows));
+          if (!parts.empty()) write_keys(out, merge_contents(parts));
+          r.count = out.rows;
         }
       },
       op);
@@ -970,6 +980,7 @@ bool on_host(const Op& op) {
         else if constexpr (std::is_same_v<T, GeneratePayloadOp>) return host_space(o.out);
         else if constexpr (std::is_same_v<T, ChunkPartitionOp> || std::is_same_v<T, LinkAccessOp>)
           return false;  // a kernel, over the link
+        else if constexpr (std::is_same_v<T, MultiwayMergeOp>) return true;  // the host's CPUs on every backend
         else if constexpr (std::is_same_v<T, HistogramOp>)
           return o.placement == HistogramOp::Placement::Auto ? host_space(o.in.keys)
                                                              : o.placement == HistogramOp::Placement::Host;
@@ -1052,6 +1063,7 @@ const char* cpu_op_kind(const Op& op) {
         else if constexpr (std::is_same_v<T, GatherOp>) return "gather";
         else if constexpr (std::is_same_v<T, ChecksumOp>) return "checksum";
         else if constexpr (std::is_same_v<T, ChunkPartitionOp>) return "partition";
+        else if constexpr (std::is_same_v<T, MultiwayMergeOp>) return "multiway_merge";
         else return "scan";
       },
       op);
@@ -1463,7 +1475,11 @@ void SimRank::start(SimStream& st, int index) {
         const double bytes = sample_bytes(sample);
         const double traffic = bytes * (std::holds_alternative<PartitionOp>(*it.op) ? 2 : 1);
         if (traffic <= 0) return finish(st, index);
-        return start_cpu_work(st, cpu_op_kind(*it.op), bytes, traffic);
+        std::string kind = cpu_op_kind(*it.op);
+        // Profiles calibrated before the multiway merge had its own rate: the merge join's, the
+        // nearest streaming merge of sorted inputs through host memory.
+        if (kind == "multiway_merge" && !world_.profile.cpu.rate.count(kind)) kind = "merge";
+        return start_cpu_work(st, kind, bytes, traffic);
       }
       // A link access has no device work of its own to model: its link bytes are its cost.
       const double seconds = std::holds_alternative<LinkAccessOp>(*it.op) ? 0.0 : world_.profile.ops.seconds(sample);

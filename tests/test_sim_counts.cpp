@@ -93,6 +93,21 @@ TEST_F(SimCounts, DistributedStrategiesCountExactlyAt1To10Ranks) {
     }
 }
 
+// mgsmj on 1, 2 and 4 GPUs of one node with chunksets forced (k > 1: the multiway merge), and on
+// the 8 GPUs of a DGX H100.
+TEST_F(SimCounts, MgsmjCountsExactlyOnOneNode) {
+  auto workloads_of_one_payload = workloads();
+  workloads_of_one_payload.pop_back();  // TPC-H's several payload columns: mgsmj rejects them
+  for (auto& [what, w] : workloads_of_one_payload)
+    for (int g : {1, 2, 4}) {
+      SCOPED_TRACE("mgsmj, " + what + ", " + std::to_string(g) + " GPUs");
+      expect_exact(point("mgsmj", w, {1, g}, {{"chunk_rows", "3000"}}));
+    }
+  RunPoint dgx = point("mgsmj", pk_fk(1 << 16, 1 << 18, 8, 1.0, 1.5), {1, 8}, {{"chunk_rows", "8192"}});
+  dgx.cluster.profile = "dgx-h100-ndr";
+  expect_exact(dgx);
+}
+
 TEST_F(SimCounts, GpjCountsEachChunkOnceWhateverSlotItsPutStartsAt) {
   // 2 x 1 GPU, 8 partitions, 128-row chunks (8-byte tuples), 4 slots, puts of up to 2 chunks.
   // Each sender's R: two batches of 2048 rows (2 chunks per partition each) and one of 640 rows

@@ -310,6 +310,45 @@ TEST_F(Strategies, TritonBoundCountsSpilledPartitionsWrittenAndReadBack) {
   EXPECT_DOUBLE_EQ(bound({{"output", "count_only"}}, uint64_t(64) << 30).seconds, in / bw.h2d);
 }
 
+// mgsmj on one node of 1, 2 and 4 ranks, device memory capped so that every relation has several
+// chunksets (the multiway merge runs) and each GPU several join parts. Zipf 1.5 makes key 1 hot:
+// far more than a quarter of S, so an equal split of the rows among 4 GPUs (or of a GPU's rows
+// into parts) would cut through its rows; it must be joined once.
+TEST_F(Strategies, MgsmjOnOneTwoAndFourRanksWithSeveralChunksets) {
+  auto capped = [](const Workload& w, int g, Options o) {
+    RunPoint p = point("mgsmj", w, std::move(o), {1, g});
+    p.cluster.device_memory = 1 << 20;
+    return p;
+  };
+  const std::vector<Workload> ws = {pk_fk(20000, 80000),          pk_fk(20000, 80000, 4, 0.1),
+                                    pk_fk(20000, 80000, 8, 0.5, 1.0), pk_fk(20000, 80000, 4, 1.0, 1.5),
+                                    pk_fk(20000, 80000, 4, 0.1, 1.5, {8}, {8}), uniform_both(3000, 4000, 500),
+                                    pk_fk(5, 3)};
+  for (int g : {1, 2, 4})
+    for (const Workload& w : ws) {
+      expect_correct(capped(w, g, {}));
+      expect_correct(capped(w, g, {{"chunk_rows", "3000"}, {"bucket_bits", "3"}, {"output", "count_then_write"}}));
+    }
+  // One chunkset (k = 1: no merge) and one part per GPU.
+  expect_correct(point("mgsmj", pk_fk(20000, 80000, 4, 1.0, 1.5), {{"parts_per_gpu", "1"}}, {1, 2}));
+}
+
+TEST_F(Strategies, MgsmjPhasesAndRejectedOptions) {
+  using V = std::vector<std::string>;
+  RunPoint p = point("mgsmj", pk_fk(20000, 80000), {}, {1, 2});
+  p.cluster.device_memory = 1 << 20;
+  std::vector<std::string> names;
+  for (const auto& r : run_point(p).phases) names.push_back(r.name);
+  EXPECT_EQ(names, (V{"generate", "histogram", "sort", "merge", "join", "verify"}));
+  try {
+    run_point(point("mgsmj", pk_fk(100, 100), {{"sort", "merge"}}, {1, 2}));
+    ADD_FAILURE() << "sort = merge was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("sort = merge"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(run_point(point("mgsmj", pk_fk(100, 100, 4, 1.0, 0.0, {4, 8}), {}, {1, 2})), InputError);
+}
+
 TEST_F(Strategies, ShuffleOnOneToFourRanksAndBothLevels) {
   const std::vector<ClusterShape> shapes = {{1, 1}, {1, 2}, {2, 1}, {1, 3}, {3, 1}, {2, 2}, {4, 1}, {1, 4}};
   const std::vector<Workload> workloads = {pk_fk(10007, 30011, 4, 1.0, 1.0), pk_fk(999, 5000, 8, 0.1, 1.5),

@@ -25,7 +25,7 @@ const char* to_string(MemSpace s) {
 const char* to_string(OpKind k) {
   static const char* names[] = {"generate", "histogram", "partition", "build",  "probe",
                                 "partitioned_join", "sort", "merge_join", "gather", "checksum",
-                                "scan", "chunk_partition", "link_access", "copy", "send", "recv", "put", "pack_chunks", "stream_consume"};
+                                "scan", "chunk_partition", "link_access", "multiway_merge", "copy", "send", "recv", "put", "pack_chunks", "stream_consume"};
   return int(k) < int(OpKind::kCount) ? names[int(k)] : "?";
 }
 
@@ -281,6 +281,13 @@ OpParams params_of(const Op& op) {
           p.bytes = o.bytes * (o.access == LinkAccess::Both ? 2 : 1);
           p.detail = std::string(to_string(o.access)) + ", " + std::to_string(o.granule) + "-byte " +
                      (o.random ? "random" : "sequential") + " accesses";
+        } else if constexpr (std::is_same_v<T, MultiwayMergeOp>) {
+          p.kind = OpKind::MultiwayMerge;
+          for (const Tuples& r : o.runs) p.rows_in += r.rows;
+          p.rows_out = p.rows_in;
+          p.key_bytes = o.out.fmt.key_bytes, p.val_bytes = o.out.fmt.val_bytes;
+          p.fanout = uint32_t(o.runs.size());
+          p.detail = std::to_string(o.runs.size()) + " runs";
         }
       },
       op);

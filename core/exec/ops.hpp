@@ -20,7 +20,7 @@ namespace joinlab {
 
 enum class OpKind : uint8_t {
   Generate, Histogram, Partition, Build, Probe, PartitionedJoin, Sort, MergeJoin,
-  Gather, Checksum, Scan, ChunkPartition, LinkAccess,
+  Gather, Checksum, Scan, ChunkPartition, LinkAccess, MultiwayMerge,
   // Data movement, recorded in traces and modeled like operators.
   Copy, Send, Recv, Put,
   // Streaming operators (gpj): launched with Rank::launch_streaming, see StreamingOp below.
@@ -247,6 +247,14 @@ JL_HD uint64_t link_access_granule(uint64_t i, uint64_t granules, bool random) {
   return (x ^ (x >> 31)) % granules;
 }
 
+// Merges key-sorted runs into `out` (the runs' rows in total, sorted by key; equal keys keep run
+// order). mgsmj merges a relation's sorted chunksets in host memory (maltenberger2025 4.2): it
+// runs on the host's CPU threads on every backend, whatever memory its buffers are in.
+struct MultiwayMergeOp {
+  std::vector<Tuples> runs;
+  Tuples out;
+};
+
 // The row offsets a HistogramOp counts: its in_segments, or {0, in.rows} without them. A
 // RuntimeError names offsets that descend, end past `in`'s rows, or are a single offset (no
 // segment). Every backend checks a histogram's segments here.
@@ -254,7 +262,7 @@ std::vector<uint64_t> histogram_segments(const HistogramOp& o);
 
 using Op = std::variant<GenerateOp, GeneratePayloadOp, HistogramOp, PartitionOp, BuildOp, ProbeOp,
                         PartitionedJoinOp, SortOp, MergeJoinOp, GatherOp, ChecksumOp, ScanOp, ChunkPartitionOp,
-                        LinkAccessOp>;
+                        LinkAccessOp, MultiwayMergeOp>;
 
 // The parameters a cost model needs, extracted from an operator (and recorded in traces).
 struct OpParams {

@@ -344,6 +344,29 @@ struct Executor {
     result.count = o.n;
   }
 
+  void operator()(const MultiwayMergeOp& o) {
+    uint64_t rows = 0;
+    for (const Tuples& r : o.runs) {
+      if (!(r.fmt == o.out.fmt)) throw RuntimeError("multiway merge: a run's tuple format differs from the output's");
+      check_tuples("multiway merge", "run", r, r.rows);
+      rows += r.rows;
+    }
+    if (o.out.capacity < rows)
+      throw RuntimeError("multiway merge: out holds " + std::to_string(o.out.capacity) + " rows, the runs have " +
+                         std::to_string(rows));
+    check_tuples("multiway merge", "out", o.out, rows);
+    with_width(o.out.fmt.key_bytes, "multiway merge: key", [&](auto k) {
+      with_width(o.out.fmt.val_bytes, "multiway merge: value", [&](auto v) {
+        using K = decltype(k);
+        using V = decltype(v);
+        std::vector<cpu::ChunkIn<K, V>> runs;
+        for (const Tuples& r : o.runs) runs.push_back({r.key_ptr<K>(), r.val_ptr<V>(), r.rows});
+        cpu::multiway_merge<K, V>(runs, o.out.key_ptr<K>(), o.out.val_ptr<V>(), threads);
+      });
+    });
+    result.count = rows;
+  }
+
   // Calls f(K{}, VR{}, VS{}) for the widths of a join.
   template <class F>
   static void join_widths(const char* op, uint32_t kb, uint32_t vrb, uint32_t vsb, F&& f) {

@@ -1,5 +1,6 @@
 // The distributed joins over one-sided puts (rdma_exchange.hpp): thostrup2023's gpj, gpj-b and
-// gpj-h (gpj.cpp) and the papers' CPU baseline crj (crj.cpp).
+// gpj-h (gpj.cpp) and the papers' CPU baseline crj (crj.cpp); and maltenberger2025's multi-GPU
+// sort-merge join (mgsmj.cpp).
 #pragma once
 #include <string>
 
@@ -11,6 +12,7 @@ StrategyInfo gpj_strategy();
 StrategyInfo gpj_b_strategy();
 StrategyInfo gpj_h_strategy();
 StrategyInfo crj_strategy();
+StrategyInfo mgsmj_strategy();  // mgsmj.cpp: the GPUs of one node
 
 // The blocking join shared by gpj-b (in device memory) and crj (in host memory): the one-sided
 // exchange materializes every partition on its receiver, then phj joins them there.

@@ -19,6 +19,7 @@ void register_distributed_strategies() {
   register_strategy(gpj_b_strategy());
   register_strategy(gpj_h_strategy());
   register_strategy(crj_strategy());
+  register_strategy(mgsmj_strategy());
 }
 
 }  // namespace joinlab

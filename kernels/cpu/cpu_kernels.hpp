@@ -99,6 +99,11 @@ std::vector<uint64_t> partition_into_chunks(const K* keys, const V* vals, uint64
                                             const std::vector<uint64_t>& counts, const CountedSlices* slices,
                                             const ChunkTarget& target, int threads);
 
+// --- multiway merge (MultiwayMergeOp) -----------------------------------------------------------
+// Merges key-sorted runs (ChunkIn, above) into out (rows: their sum). Equal keys keep run order.
+template <class K, class V>
+void multiway_merge(const std::vector<ChunkIn<K, V>>& runs, K* out_keys, V* out_vals, int threads);
+
 // --- join outputs ---------------------------------------------------------------------------------
 // Where a join writes (key, R value, S value) rows: rows [first, first + count) of the arrays,
 // never at or past `capacity` (semantics in core/exec/ops.hpp).

@@ -336,6 +336,11 @@ void queue(KernelContext& ctx, const LinkAccessOp& o, uint64_t* d_words) {
   link_access(ctx, o.host->ptr, o.host->bytes, o.device->ptr, o.bytes, o.granule, o.random, o.access);
 }
 
+// A host operator (runs_on_host): it never reaches a stream's kernels.
+void queue(KernelContext&, const MultiwayMergeOp&, uint64_t*) {
+  throw RuntimeError("multiway merge: runs on the host lane, not as a kernel");
+}
+
 void queue(KernelContext& ctx, const ScanOp& o, uint64_t*) {
   need(o.in, 0, o.n, 8, "scan", "input");
   need(o.out, 0, o.n, 8, "scan", "output");
@@ -386,6 +391,10 @@ std::vector<const Buffer*> buffers_of(const Op& op) {
           for (const Tuples& c : o.chunks) add(v, c);
           add(v, o.cache), add(v, o.spill);
         } else if constexpr (std::is_same_v<T, LinkAccessOp>) v.insert(v.end(), {&o.host, &o.device});
+        else if constexpr (std::is_same_v<T, MultiwayMergeOp>) {
+          for (const Tuples& r : o.runs) add(v, r);
+          add(v, o.out);
+        }
       },
       op);
   return v;
@@ -404,6 +413,7 @@ bool host_only(const std::vector<const Buffer*>& buffers) {
 }  // namespace
 
 bool runs_on_host(const Op& op) {
+  if (std::holds_alternative<MultiwayMergeOp>(op)) return true;  // the CPU's merge (maltenberger2025 4.2)
   if (auto* h = std::get_if<HistogramOp>(&op); h && h->placement != HistogramOp::Placement::Auto)
     return h->placement == HistogramOp::Placement::Host;  // triton's prefix_sum = cpu | gpu
   return host_only(buffers_of(op));

@@ -1,0 +1,89 @@
+// MultiwayMergeOp on CPU threads: libstdc++ parallel mode's multisequence partitioning
+// (__gnu_parallel::multiseq_partition, the splitter search of __gnu_parallel::multiway_merge)
+// cuts the output into one slice per thread and finds where each run enters each slice; every
+// thread then merges its slices with a small heap. Keys and values stay in their own arrays (no
+// temporary (key, value) pairs, which __gnu_parallel::multiway_merge itself would need).
+#include <parallel/algorithm>  // parallel mode's base headers, which multiseq_selection.h assumes
+#include <parallel/multiseq_selection.h>
+
+#include <functional>
+#include <queue>
+#include <utility>
+
+#include "kernels/cpu/cpu_kernels.hpp"
+#include "kernels/cpu/parallel.hpp"
+
+namespace joinlab::cpu {
+
+namespace {
+
+// Rows of runs [0, k) before output row `rank`: each run's offset, summing to rank.
+template <class K, class V>
+std::vector<uint64_t> cut(const std::vector<ChunkIn<K, V>>& runs, uint64_t rank, uint64_t total) {
+  std::vector<uint64_t> at(runs.size(), 0);
+  if (rank == 0) return at;
+  if (rank >= total) {
+    for (size_t i = 0; i < runs.size(); ++i) at[i] = runs[i].rows;
+    return at;
+  }
+  // The search wants non-empty sequences (empty runs are left out: their offset stays 0) and
+  // mutable iterators (it only reads through them).
+  std::vector<std::pair<K*, K*>> seqs;
+  std::vector<size_t> which;
+  for (size_t i = 0; i < runs.size(); ++i)
+    if (runs[i].rows) {
+      K* k = const_cast<K*>(runs[i].keys);
+      seqs.push_back({k, k + runs[i].rows});
+      which.push_back(i);
+    }
+  std::vector<K*> pos(seqs.size());
+  __gnu_parallel::multiseq_partition(seqs.begin(), seqs.end(), int64_t(rank), pos.begin(), std::less<K>());
+  for (size_t j = 0; j < seqs.size(); ++j) at[which[j]] = uint64_t(pos[j] - seqs[j].first);
+  return at;
+}
+
+}  // namespace
+
+template <class K, class V>
+void multiway_merge(const std::vector<ChunkIn<K, V>>& runs, K* out_keys, V* out_vals, int threads) {
+  uint64_t total = 0;
+  for (const auto& r : runs) total += r.rows;
+  const int team = team_for(total, threads);
+  std::vector<std::vector<uint64_t>> bounds(size_t(team) + 1);
+  for (int t = 0; t <= team; ++t) bounds[size_t(t)] = cut(runs, split(total, uint64_t(team), uint64_t(t)).begin, total);
+  RegionErrors errors;
+#pragma omp parallel for num_threads(team) schedule(static, 1)
+  for (int t = 0; t < team; ++t)
+    errors.run([&] {
+      const std::vector<uint64_t>&lo = bounds[size_t(t)], &hi = bounds[size_t(t) + 1];
+      uint64_t o = split(total, uint64_t(team), uint64_t(t)).begin;
+      // (key, run): the smallest key first, the lower run first among equal keys.
+      using Head = std::pair<K, size_t>;
+      std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heap;
+      std::vector<uint64_t> next = lo;
+      for (size_t i = 0; i < runs.size(); ++i)
+        if (next[i] < hi[i]) heap.push({runs[i].keys[next[i]], i});
+      while (!heap.empty()) {
+        const size_t i = heap.top().second;
+        heap.pop();
+        // Take the run's rows up to the next head's key in one go (long runs of one input).
+        const K limit = heap.empty() ? K(~K(0)) : heap.top().first;
+        const size_t other = heap.empty() ? runs.size() : heap.top().second;
+        uint64_t j = next[i];
+        do {
+          out_keys[o] = runs[i].keys[j];
+          out_vals[o] = runs[i].vals[j];
+          ++o, ++j;
+        } while (j < hi[i] && (runs[i].keys[j] < limit || (runs[i].keys[j] == limit && i < other) || heap.empty()));
+        next[i] = j;
+        if (j < hi[i]) heap.push({runs[i].keys[j], i});
+      }
+    });
+  errors.rethrow();
+}
+
+#define JL_INSTANTIATE_MULTIWAY_MERGE(K, V) \
+  template void multiway_merge<K, V>(const std::vector<ChunkIn<K, V>>&, K*, V*, int);
+JL_FOR_EACH_KV(JL_INSTANTIATE_MULTIWAY_MERGE)
+
+}  // namespace joinlab::cpu
