@@ -39,7 +39,7 @@ const std::vector<ModelSpec>& model_specs() {
        "key_bytes", {}, 1},
       {"sort.merge", {"bytes_in_log2_rows"}, "", {}, 0},
       {"merge_join", {"bytes_in", "bytes_out"}, "", {"near"}, 2},
-      {"multiway_merge", {"bytes_in", "bytes_out"}, "", {}, 0},  // on the host's CPUs: [cpu] rate
+      {"multiway_merge", {"bytes_in", "bytes_out"}, "", {}, 0, true},
       {"gather", {"bytes_in"}, "source_bytes", {}, 0},
       {"checksum", {"bytes_in"}, "", {}, 0},
       {"scan", {"bytes_in"}, "", {}, 0},

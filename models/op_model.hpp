@@ -73,6 +73,9 @@ struct ModelSpec {
   // Coefficients (after the constant) a profile written before the later features existed
   // holds; its missing coefficients are 0 (0: every coefficient is required).
   size_t legacy = 0;
+  // Runs on the host's CPUs on every backend (costed by the profile's [cpu] rate, not by a fitted
+  // model): a profile need not hold a model for it.
+  bool host_only = false;
   size_t coefficients() const { return 1 + features.size() + caches.size(); }
   std::vector<std::string> all_features() const;  // features, then "<level>_misses"
   bool byte_feature(size_t i) const;              // feature i (after the constant) counts bytes

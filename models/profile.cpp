@@ -31,6 +31,8 @@ const std::vector<std::string>& cpu_op_kinds() {
   return k;
 }
 
+std::string cpu_kind_stand_in(const std::string& kind) { return kind == "multiway_merge" ? "merge" : ""; }
+
 // Linear in the busy cores between one core alone (rate) and every core busy (loaded).
 double CpuSpec::per_thread_rate(const std::string& kind, int busy, int cores) const {
   const double one = rate.at(kind);
@@ -575,7 +577,8 @@ Profile parse_profile(std::istream& in, const std::string& file, const ProfileOv
   for (auto& k : seen) any_cpu = any_cpu || k.rfind("cpu.", 0) == 0;
   if (any_cpu) {
     std::vector<std::string> need{"cpu.sockets", "cpu.cores", "cpu.mem_bw"};
-    for (auto& op : cpu_op_kinds()) need.push_back("cpu.rate." + op);
+    for (auto& op : cpu_op_kinds())
+      if (cpu_kind_stand_in(op).empty()) need.push_back("cpu.rate." + op);
     for (auto& k : need)
       if (!seen.count(k)) throw InputError(file + ": [cpu] " + k.substr(4) + " is missing (a [cpu] section needs "
                                                   "sockets, cores, mem_bw and a rate for every CPU operator)");

@@ -118,6 +118,10 @@ struct CpuSpec {
 };
 // The CPU operator kinds a [cpu] section gives a per-core rate for.
 const std::vector<std::string>& cpu_op_kinds();
+// A kind a profile may leave out, and the kind whose rate stands in for it: the multiway merge
+// is costed at the merge join's rate (the nearest streaming merge of sorted inputs through host
+// memory) in profiles calibrated before it had a rate of its own. "" for a kind that is required.
+std::string cpu_kind_stand_in(const std::string& kind);
 
 // Software cost of a message ([msg]): per message (posting, progress, completion, kernel
 // launch) and per byte (staging copies), beyond the links' latency and bandwidth, per transport

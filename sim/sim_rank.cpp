@@ -1476,9 +1476,7 @@ void SimRank::start(SimStream& st, int index) {
         const double traffic = bytes * (std::holds_alternative<PartitionOp>(*it.op) ? 2 : 1);
         if (traffic <= 0) return finish(st, index);
         std::string kind = cpu_op_kind(*it.op);
-        // Profiles calibrated before the multiway merge had its own rate: the merge join's, the
-        // nearest streaming merge of sorted inputs through host memory.
-        if (kind == "multiway_merge" && !world_.profile.cpu.rate.count(kind)) kind = "merge";
+        if (!world_.profile.cpu.rate.count(kind) && !cpu_kind_stand_in(kind).empty()) kind = cpu_kind_stand_in(kind);
         return start_cpu_work(st, kind, bytes, traffic);
       }
       // A link access has no device work of its own to model: its link bytes are its cost.
