@@ -93,19 +93,16 @@ TEST_F(SimCounts, DistributedStrategiesCountExactlyAt1To10Ranks) {
     }
 }
 
-// mgsmj on 1, 2 and 4 GPUs of one node with chunksets forced (k > 1: the multiway merge), and on
-// the 8 GPUs of a DGX H100.
-TEST_F(SimCounts, MgsmjCountsExactlyOnOneNode) {
-  auto workloads_of_one_payload = workloads();
-  workloads_of_one_payload.pop_back();  // TPC-H's several payload columns: mgsmj rejects them
-  for (auto& [what, w] : workloads_of_one_payload)
-    for (int g : {1, 2, 4}) {
-      SCOPED_TRACE("mgsmj, " + what + ", " + std::to_string(g) + " GPUs");
-      expect_exact(point("mgsmj", w, {1, g}, {{"chunk_rows", "3000"}}));
-    }
-  RunPoint dgx = point("mgsmj", pk_fk(1 << 16, 1 << 18, 8, 1.0, 1.5), {1, 8}, {{"chunk_rows", "8192"}});
-  dgx.cluster.profile = "dgx-h100-ndr";
-  expect_exact(dgx);
+// mgsmj is refused by the simulator before any work: its join's parts are key ranges of sorted
+// relations, and the simulator keeps a buffer's keys without their order (the parts' counts came
+// out at about a quarter of the matches).
+TEST_F(SimCounts, MgsmjIsRefusedUntilTheSimulatorKnowsSortedOrder) {
+  try {
+    run_point(point("mgsmj", pk_fk(1 << 12, 1 << 14, 8, 1.0), {1, 2}, {{"chunk_rows", "3000"}}));
+    ADD_FAILURE() << "mgsmj ran on the sim backend";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("not simulated yet"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(SimCounts, GpjCountsEachChunkOnceWhateverSlotItsPutStartsAt) {
