@@ -152,22 +152,13 @@ const std::vector<Field>& fields() {
                        [](P& p) -> double& { return p.host.poll_seconds; }));
     v.push_back(number("host.phase_seconds", Kind::Number, false,
                        [](P& p) -> double& { return p.host.phase_seconds; }));
-    const std::pair<const char*, LinkSpec P::*> links[] = {
-        {"h2d", &P::h2d}, {"d2h", &P::d2h}, {"p2p", &P::p2p}, {"nic", &P::nic}};
-    for (auto& [name, member] : links) {
-      auto m = member;
-      v.push_back(number(std::string("link.") + name + ".bw", Kind::Positive, true,
-                         [m](P& p) -> double& { return (p.*m).bw; }));
-      v.push_back(number(std::string("link.") + name + ".latency", Kind::Number, true,
-                         [m](P& p) -> double& { return (p.*m).latency; }));
-    }
-    // Zero-copy accesses of a kernel by granule (link microbenchmark): written where measured.
-    // link.d2h.write_*: writes into host memory (the first pass's flushes); link.h2d.read_*: reads
-    // of it (the second pass's spilled chunks); *_both_*: while the other direction runs too.
-    for (auto [link, access] : {std::pair{&P::d2h, "write"}, std::pair{&P::h2d, "read"}})
+    // Zero-copy accesses of a kernel by granule (link microbenchmark): written where measured,
+    // beside their link's bandwidth. link.d2h.write_*: writes into host memory (the first pass's
+    // flushes); link.h2d.read_*: reads of it (the second pass's spilled chunks); *_both_*: while
+    // the other direction runs too.
+    auto add_zero_copy = [&](LinkSpec P::*link, const char* name, const char* access) {
       for (auto [rates, both] : {std::pair{&LinkSpec::zero_copy, false}, std::pair{&LinkSpec::zero_copy_both, true}}) {
-        const std::string prefix = std::string("link.") + (link == &P::d2h ? "d2h" : "h2d") + "." + access +
-                                   (both ? "_both_" : "_");
+        const std::string prefix = std::string("link.") + name + "." + access + (both ? "_both_" : "_");
         auto of = [link, rates](const P& p) -> const ZeroCopyRates& { return (p.*link).*rates; };
         auto set = [link, rates](P& p) -> ZeroCopyRates& { return (p.*link).*rates; };
         for (uint32_t g : kLinkGranules) {
@@ -183,6 +174,18 @@ const std::vector<Field>& fields() {
                           [of](const P& p) { return of(p).sequential > 0; }});
         if (both) unread("information only: the simulator costs each direction by its one-way rates");
       }
+    };
+    const std::pair<const char*, LinkSpec P::*> links[] = {
+        {"h2d", &P::h2d}, {"d2h", &P::d2h}, {"p2p", &P::p2p}, {"nic", &P::nic}};
+    for (auto& [name, member] : links) {
+      auto m = member;
+      v.push_back(number(std::string("link.") + name + ".bw", Kind::Positive, true,
+                         [m](P& p) -> double& { return (p.*m).bw; }));
+      v.push_back(number(std::string("link.") + name + ".latency", Kind::Number, true,
+                         [m](P& p) -> double& { return (p.*m).latency; }));
+      if (member == &P::h2d) add_zero_copy(member, name, "read");
+      if (member == &P::d2h) add_zero_copy(member, name, "write");
+    }
     v.push_back(Field{"topology.gpus_per_node", Kind::Count, true, {},
                       [](P& p, const std::string&, double x) { p.topology.gpus_per_node = int(x); },
                       [](const P& p) { return std::to_string(p.topology.gpus_per_node); }});
