@@ -777,6 +777,40 @@ TEST(CpuSort, InPlace) {
   }
 }
 
+// The multiway merge equals a stable sort of the runs one after the other: keys in order, equal
+// keys in run order and, within a run, in row order (the values say which row each key came
+// from), whatever the number of runs and threads, with empty runs and many duplicates.
+TEST(CpuMultiwayMerge, EqualsAStableSortOfTheRunsInOrder) {
+  std::mt19937_64 rng(7);
+  for (size_t k : {size_t(1), size_t(2), size_t(7), size_t(33)})
+    for (int threads : {1, 4})
+      for (uint64_t domain : {uint64_t(5), uint64_t(1) << 40}) {
+        SCOPED_TRACE("runs " + std::to_string(k) + ", threads " + std::to_string(threads) + ", domain " +
+                     std::to_string(domain));
+        std::vector<std::vector<uint64_t>> keys(k), vals(k);
+        std::vector<std::pair<uint64_t, uint64_t>> expected;
+        for (size_t r = 0; r < k; ++r) {
+          const uint64_t n = (r % 5 == 3) ? 0 : rng() % 5000;  // some runs empty
+          for (uint64_t i = 0; i < n; ++i) keys[r].push_back(rng() % domain);
+          std::sort(keys[r].begin(), keys[r].end());
+          for (uint64_t i = 0; i < n; ++i) {
+            vals[r].push_back(uint64_t(r) << 32 | i);
+            expected.push_back({keys[r][i], vals[r][i]});
+          }
+        }
+        std::stable_sort(expected.begin(), expected.end(),
+                         [](const auto& a, const auto& b) { return a.first < b.first; });
+        std::vector<cpu::ChunkIn<uint64_t, uint64_t>> runs;
+        for (size_t r = 0; r < k; ++r) runs.push_back({keys[r].data(), vals[r].data(), keys[r].size()});
+        std::vector<uint64_t> out_k(expected.size()), out_v(expected.size());
+        cpu::multiway_merge(runs, out_k.data(), out_v.data(), threads);
+        for (size_t i = 0; i < expected.size(); ++i) {
+          ASSERT_EQ(out_k[i], expected[i].first) << "row " << i;
+          ASSERT_EQ(out_v[i], expected[i].second) << "row " << i;
+        }
+      }
+}
+
 TEST(CpuMergeJoin, EveryWidthModeAndSizeWithDuplicatesOnBothSides) {
   CpuOps ops(3);
   for (const Widths& w : all_join_widths())
