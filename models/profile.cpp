@@ -157,7 +157,8 @@ const std::vector<Field>& fields() {
     // flushes); link.h2d.read_*: reads of it (the second pass's spilled chunks); *_both_*: while
     // the other direction runs too.
     auto add_zero_copy = [&](LinkSpec P::*link, const char* name, const char* access) {
-      for (auto [rates, both] : {std::pair{&LinkSpec::zero_copy, false}, std::pair{&LinkSpec::zero_copy_both, true}}) {
+      for (auto [table, both] : {std::pair{&LinkSpec::zero_copy, false}, std::pair{&LinkSpec::zero_copy_both, true}}) {
+        ZeroCopyRates LinkSpec::*rates = table;  // a variable: lambdas may not capture a structured binding (C++17)
         const std::string prefix = std::string("link.") + name + "." + access + (both ? "_both_" : "_");
         auto of = [link, rates](const P& p) -> const ZeroCopyRates& { return (p.*link).*rates; };
         auto set = [link, rates](P& p) -> ZeroCopyRates& { return (p.*link).*rates; };
