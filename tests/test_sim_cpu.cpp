@@ -140,6 +140,36 @@ TEST_F(SimCpuTest, LoadedRatesApplyAsTheDomainsRanksFillItsCores) {
       << "2 ranks x 2 threads at 0.25 GB/s each, each rank its own rows";
 }
 
+// An operator's per-core rate follows the load of its whole domain: a one-thread copy (a put
+// between CPU ranks) beside a histogram on every core runs at the loaded rate, not at the rate of
+// one busy core (crj's puts beside its partitioning senders).
+TEST_F(SimCpuTest, AnOperatorBesideOthersRunsAtItsDomainsLoad) {
+  std::string cpu = cpu_section(4, 1e9, 1e13);
+  for (auto& k : cpu_op_kinds()) cpu += "loaded." + k + " = 2.5e8   # test value\n";
+  const std::string p = profile("domainload", cpu);
+  const uint64_t bytes = 1 << 20;  // one thread's copy (one per MiB)
+  auto body = [&](bool beside) {
+    return [=](Rank& r) {
+      const uint64_t rows = uint64_t(1) << 24;  // a histogram far longer than the copy
+      Tuples t = r.alloc_tuples(MemSpace::Host, rows, TupleFormat{8, 8}, "t");
+      t.rows = rows;
+      Buffer a = r.alloc(MemSpace::Host, bytes, "a"), b = r.alloc(MemSpace::Host, bytes, "b");
+      r.phase("copy");
+      Launched h;
+      if (beside) h = r.launch(Stream{0}, HistogramOp{t, PartitionFn{PartitionFn::Radix, 4, 0, 0}});
+      r.copy(Stream{1}, b, 0, a, 0, bytes).wait();
+      r.end_phases();
+      if (beside) h.get();
+    };
+  };
+  const double alone = phase_seconds(cluster(p, 1, 1, 4), body(false), "copy");
+  const double beside = phase_seconds(cluster(p, 1, 1, 4), body(true), "copy");
+  EXPECT_NEAR(alone, double(bytes) / 1e9, 1e-7) << "one thread, one busy core: the rate alone";
+  // Beside 4 histogram threads: the domain's 4 cores are busy (the loaded rate, 2.5e8), and its 5
+  // threads share the 4 cores (4/5 of one each).
+  EXPECT_NEAR(beside, double(bytes) / (2.5e8 * 0.8), double(bytes) / 2.5e8 * 0.05) << alone << " s alone";
+}
+
 TEST_F(SimCpuTest, DmaIntoHostMemorySlowsAConcurrentMemoryBoundOperator) {
   const uint64_t rows = 1 << 22;
   // Roof 2e10 B/s; the histogram alone would draw its 32 MiB at 4 cores x 1e10 = 4e10 (memory-bound);
