@@ -35,6 +35,7 @@ std::string cpu_kind_stand_in(const std::string& kind) { return kind == "multiwa
 
 // Linear in the busy cores between one core alone (rate) and every core busy (loaded).
 double CpuSpec::per_thread_rate(const std::string& kind, int busy, int cores) const {
+  if (!rate.count(kind) && !cpu_kind_stand_in(kind).empty()) return per_thread_rate(cpu_kind_stand_in(kind), busy, cores);
   const double one = rate.at(kind);
   auto it = loaded.find(kind);
   if (it == loaded.end() || cores < 2) return one;

@@ -112,7 +112,8 @@ struct CpuSpec {
   // a domain fill its cores.
   std::map<std::string, double> loaded;
   // Bytes per second of one of `threads` threads of an operator of `kind`, when `busy` threads of
-  // the domain's `cores` run at once.
+  // the domain's `cores` run at once; a kind the profile has no rate for takes its stand-in's
+  // (cpu_kind_stand_in).
   double per_thread_rate(const std::string& kind, int busy, int cores) const;
   bool present() const { return sockets > 0; }
 };

@@ -965,24 +965,27 @@ KeyAccess lookup_access(const Op& op) {
   return {};
 }
 
+bool in_host_memory(const Buffer& b) { return b && b->space != MemSpace::Device; }
+// Where a table's inserts and lookups land: a chained table's heads, an open-addressing one's keys.
+Buffer table_slots(const HashTable* t) { return !t ? Buffer{} : t->kind == TableKind::Chained ? t->heads : t->keys; }
+
 // Where an operator runs: on the node's CPU when the data it writes (or reads) is host memory.
 bool on_host(const Op& op) {
-  auto host_space = [](const Buffer& b) { return b && b->space != MemSpace::Device; };
   auto pageable = [](const Buffer& b) { return b && b->space == MemSpace::Host; };
   auto on_device = [](const HashTable* t) {
-    const Buffer& b = !t ? Buffer{} : t->kind == TableKind::Chained ? t->heads : t->keys;
+    const Buffer b = table_slots(t);
     return b && b->space == MemSpace::Device;
   };
   return std::visit(
       [&](const auto& o) -> bool {
         using T = std::decay_t<decltype(o)>;
-        if constexpr (std::is_same_v<T, GenerateOp>) return host_space(o.out.keys);
-        else if constexpr (std::is_same_v<T, GeneratePayloadOp>) return host_space(o.out);
+        if constexpr (std::is_same_v<T, GenerateOp>) return in_host_memory(o.out.keys);
+        else if constexpr (std::is_same_v<T, GeneratePayloadOp>) return in_host_memory(o.out);
         else if constexpr (std::is_same_v<T, ChunkPartitionOp> || std::is_same_v<T, LinkAccessOp>)
           return false;  // a kernel, over the link
         else if constexpr (std::is_same_v<T, MultiwayMergeOp>) return true;  // the host's CPUs on every backend
         else if constexpr (std::is_same_v<T, HistogramOp>)
-          return o.placement == HistogramOp::Placement::Auto ? host_space(o.in.keys)
+          return o.placement == HistogramOp::Placement::Auto ? in_host_memory(o.in.keys)
                                                              : o.placement == HistogramOp::Placement::Host;
         // A table's build and probe run where a GPU would run them (cuda_ops.hpp runs_on_host):
         // on the host's CPUs over pageable memory, as a kernel over device or pinned memory (a
@@ -990,12 +993,12 @@ bool on_host(const Op& op) {
         else if constexpr (std::is_same_v<T, BuildOp>) return pageable(o.in.keys) && !on_device(o.table);
         else if constexpr (std::is_same_v<T, ProbeOp>) return pageable(o.probe.keys) && !on_device(o.table);
         else if constexpr (std::is_same_v<T, HistogramOp> || std::is_same_v<T, PartitionOp> || std::is_same_v<T, SortOp>)
-          return host_space(o.in.keys);
-        else if constexpr (std::is_same_v<T, PartitionedJoinOp>) return host_space(o.s.all.keys);
-        else if constexpr (std::is_same_v<T, MergeJoinOp>) return host_space(o.s.keys);
-        else if constexpr (std::is_same_v<T, GatherOp>) return host_space(o.out);
-        else if constexpr (std::is_same_v<T, ChecksumOp>) return host_space(o.keys);
-        else return host_space(o.in);
+          return in_host_memory(o.in.keys);
+        else if constexpr (std::is_same_v<T, PartitionedJoinOp>) return in_host_memory(o.s.all.keys);
+        else if constexpr (std::is_same_v<T, MergeJoinOp>) return in_host_memory(o.s.keys);
+        else if constexpr (std::is_same_v<T, GatherOp>) return in_host_memory(o.out);
+        else if constexpr (std::is_same_v<T, ChecksumOp>) return in_host_memory(o.keys);
+        else return in_host_memory(o.in);
       },
       op);
 }
@@ -1010,36 +1013,35 @@ struct LinkBytes {
   double read = 0, written = 0;
 };
 LinkBytes link_bytes(const Op& op, const LinkSpec& h2d, const LinkSpec& d2h) {
-  auto host = [](const Buffer& b) { return b && b->space != MemSpace::Device; };
   auto slowdown = [](const LinkSpec& l, double granule) {
     const double rate = l.access_rate(granule);
     return rate > 0 && l.bw > 0 ? l.bw / rate : 1.0;
   };
   const double sequential_read = slowdown(h2d, kLinkSequentialGranule);
   LinkBytes l;
-  if (auto* h = std::get_if<HistogramOp>(&op); h && h->placement == HistogramOp::Placement::Device && host(h->in.keys))
+  if (auto* h = std::get_if<HistogramOp>(&op); h && h->placement == HistogramOp::Placement::Device && in_host_memory(h->in.keys))
     l.read = double(h->in.rows) * h->in.fmt.key_bytes * sequential_read;
   if (auto* c = std::get_if<ChunkPartitionOp>(&op)) {
     const double write = slowdown(d2h, link_write_granule(*c));
     for (size_t i = 0; i < c->chunks.size(); ++i) {
       const double bytes = double(c->chunks[i].rows) * c->chunks[i].fmt.tuple_bytes();
-      if (host(c->chunks[i].keys)) l.read += bytes * sequential_read;
-      if (i >= c->cached_chunks && host(c->spill.keys)) l.written += bytes * write;
+      if (in_host_memory(c->chunks[i].keys)) l.read += bytes * sequential_read;
+      if (i >= c->cached_chunks && in_host_memory(c->spill.keys)) l.written += bytes * write;
     }
   }
   // A hash table in host memory: each insert writes, each lookup reads, a slot's key and value
   // (columns apart: accesses of their widths) at a random position; inputs are read in order.
   auto table_bytes = [&](const HashTable* t, const Tuples& in, bool build) {
-    const Buffer& b = !t ? Buffer{} : t->kind == TableKind::Chained ? t->heads : t->keys;
-    if (host(in.keys)) l.read += double(in.rows) * in.fmt.tuple_bytes() * sequential_read;
-    if (!host(b)) return;
+    const Buffer b = table_slots(t);
+    if (in_host_memory(in.keys)) l.read += double(in.rows) * in.fmt.tuple_bytes() * sequential_read;
+    if (!in_host_memory(b)) return;
     const double bytes = double(in.rows) * t->fmt.tuple_bytes();
     if (build) l.written += bytes * slowdown(d2h, t->fmt.key_bytes);
     else l.read += bytes * slowdown(h2d, t->fmt.key_bytes);
   };
   if (auto* b = std::get_if<BuildOp>(&op)) table_bytes(b->table, b->in, true);
   if (auto* p = std::get_if<ProbeOp>(&op)) table_bytes(p->table, p->probe, false);
-  if (auto* a = std::get_if<LinkAccessOp>(&op); a && host(a->host)) {
+  if (auto* a = std::get_if<LinkAccessOp>(&op); a && in_host_memory(a->host)) {
     const double granule = a->random ? double(a->granule) : kLinkSequentialGranule;
     if (a->access != LinkAccess::Write) l.read = double(a->bytes) * slowdown(h2d, granule);
     if (a->access != LinkAccess::Read) l.written = double(a->bytes) * slowdown(d2h, granule);
@@ -1426,10 +1428,9 @@ void SimRank::start_cpu_work(SimStream& st, const std::string& kind, double byte
   // operators at once (they run the same phases), so at least threads x ranks of the domain are
   // busy, and more where other CPU work runs beside it (a put's copy while the senders partition
   // on every core runs at the loaded rate, not at the rate of its few threads alone).
-  const int domain = pf.cpu_of(id());
-  if (world_.cpu_threads.size() <= size_t(domain)) world_.cpu_threads.resize(size_t(domain) + 1, 0);
-  const int busy = std::min(cores, std::max(threads * ranks_here, threads + world_.cpu_threads[size_t(domain)]));
-  world_.cpu_threads[size_t(domain)] += threads;
+  int& domain_threads = world_.cpu_threads[size_t(pf.cpu_of(id()))];
+  const int busy = std::min(cores, std::max(threads * ranks_here, threads + domain_threads));
+  domain_threads += threads;
   st.cpu_threads = threads;
   const double core_seconds = bytes / cpu.per_thread_rate(kind, busy, cores);
   // A threaded execution's amount is each thread's (SimGrid runs thread_count x amount at up to
@@ -1475,9 +1476,7 @@ void SimRank::start(SimStream& st, int index) {
         const double bytes = sample_bytes(sample);
         const double traffic = bytes * (std::holds_alternative<PartitionOp>(*it.op) ? 2 : 1);
         if (traffic <= 0) return finish(st, index);
-        std::string kind = cpu_op_kind(*it.op);
-        if (!world_.profile.cpu.rate.count(kind) && !cpu_kind_stand_in(kind).empty()) kind = cpu_kind_stand_in(kind);
-        return start_cpu_work(st, kind, bytes, traffic);
+        return start_cpu_work(st, cpu_op_kind(*it.op), bytes, traffic);
       }
       // A link access has no device work of its own to model: its link bytes are its cost.
       const double seconds = std::holds_alternative<LinkAccessOp>(*it.op) ? 0.0 : world_.profile.ops.seconds(sample);
@@ -2331,6 +2330,7 @@ SimOutcome simulate(const BackendConfig& cfg, const std::function<void(Rank&)>& 
   const ClusterShape physical = opt.emulate_nodes ? ClusterShape{1, cfg.shape.size()} : cfg.shape;
   world.platform = build_platform(prof, physical, opt.topo);
   world.timer = world.platform.timer;
+  world.cpu_threads.assign(world.platform.cpus.size(), 0);
   world.stats.platform = world.platform.describe();
   world.stats.flows_mode = opt.flows_name;
   if (opt.flows == Options::Node) world.node_net = std::make_unique<NodeNetwork>(world.platform, &world.stats.flows, &world.waking);
