@@ -14,6 +14,7 @@
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <thread>
 #include <type_traits>
 #include <unistd.h>
 
@@ -25,6 +26,7 @@
 #include "core/runtime/cpu_backend.hpp"
 #include "core/strategies/rank_joins.hpp"
 #include "kernels/cpu/cpu_kernels.hpp"
+#include "kernels/cpu/host_memory.hpp"
 
 namespace joinlab {
 
@@ -980,6 +982,43 @@ int host_sockets() {
   return std::max<int>(1, int(packages.size()));
 }
 
+// Copies in host memory by how many threads copy at once: n = 1, 2, 4, .. up to the host's
+// threads, as teams of up to 4 threads (the cpu backend's parallel_copy of a 4 MiB put, one thread
+// per MiB) in n / 4 concurrent streams, each over its own resident buffers in 4 MiB pieces.
+// Link samples "copy_threads", segment = n, x = {1, bytes copied by all of them}.
+void measure_copy_threads(Calibration& c, const CalibrationOptions& opt, int all) {
+  constexpr uint64_t kPiece = uint64_t(4) << 20;
+  std::vector<CalibrationRun> runs;
+  for (const int n : kCopyThreadCounts) {
+    if (n > all) break;
+    const int team = std::min(n, 4), streams = n / team;
+    // Far above the last-level cache in all (a GiB), at least 16 pieces per stream.
+    const uint64_t bytes = opt.quick ? 4 * kPiece
+                                     : std::max<uint64_t>(16 * kPiece, ((uint64_t(1) << 30) / uint64_t(streams)) / kPiece * kPiece);
+    if (2 * bytes * uint64_t(streams) > available_memory() / 4) break;
+    std::vector<std::unique_ptr<char, void (*)(void*)>> bufs;
+    for (int i = 0; i < 2 * streams; ++i)
+      bufs.emplace_back(static_cast<char*>(cpu::host_alloc_resident(bytes, all)), cpu::host_free);
+    OpSample s;
+    s.model = "link.copy_threads";
+    s.segment = n;
+    s.x = {1.0, double(bytes) * streams};
+    for (int r = 0; r < opt.repeat + 1; ++r) {  // the first run warms up
+      const auto t0 = std::chrono::steady_clock::now();
+      std::vector<std::thread> ts;
+      for (int i = 0; i < streams; ++i)
+        ts.emplace_back([&, i] {
+          for (uint64_t o = 0; o < bytes; o += kPiece)
+            cpu::parallel_copy(bufs[size_t(2 * i + 1)].get() + o, bufs[size_t(2 * i)].get() + o, kPiece, team);
+        });
+      for (auto& t : ts) t.join();
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (r > 0) runs.push_back({sample_phase(s), seconds, 0, 0});
+    }
+  }
+  add_runs(c, runs);
+}
+
 // Every operator once more on the cpu backend (the host's CPUs, whatever backend is calibrated)
 // at one size, with --quick's parameters and warm caches (inputs far above the caches at that
 // size): first on one core, kept as models "cpu1.<model>" (the per-core rates of [cpu],
@@ -993,6 +1032,7 @@ void measure_cpu(Calibration& c, const CalibrationOptions& opt, uint64_t rows) {
   CalibrationOptions one = opt;
   one.backend = "cpu";
   one.quick = true;  // the parameters of --quick (skews 0 and 1): a rate per operator kind, not a model
+  one.only = {"operators", "links"};  // the operators and the host copy, also under --only cpu
   const int all = hardware_threads();
   // Each operator keeps a few arrays of the input's size: an eighth of the free memory at most.
   const uint64_t rows_all = std::max<uint64_t>(
@@ -1013,6 +1053,7 @@ void measure_cpu(Calibration& c, const CalibrationOptions& opt, uint64_t rows) {
                add_runs(c, runs);
              });
   }
+  measure_copy_threads(c, opt, all);
   c.cpu_threads_all = all;
   c.cpu_sockets = host_sockets();
   c.cpu_cores = int(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN) / c.cpu_sockets));
@@ -1128,7 +1169,7 @@ std::map<double, double> median_rates(const Calibration& c, const std::string& n
 }
 
 // The link report's samples: the zero-copy accesses, then the chunked passes.
-const char* const kReportedLinks[] = {"zero_copy.", "chunk_partition.", "prefix_sum."};
+const char* const kReportedLinks[] = {"zero_copy.", "chunk_partition.", "prefix_sum.", "copy_threads"};
 
 }  // namespace
 
@@ -1168,7 +1209,10 @@ std::vector<std::string> link_report(const Calibration& c) {
       if (name.rfind(prefix, 0) != 0) continue;
       const bool zero_copy = name.rfind("zero_copy.", 0) == 0;
       std::ostringstream line;
-      line << "calibrate: " << name << (zero_copy ? ", GB/s each way by granule:" : ", GB/s of input by fanout:")
+      line << "calibrate: " << name
+           << (zero_copy              ? ", GB/s each way by granule:"
+               : name == "copy_threads" ? ", GB/s copied in all by threads copying at once:"
+                                        : ", GB/s of input by fanout:")
            << std::fixed << std::setprecision(1);
       for (auto [segment, rate] : median_rates(c, name))
         line << " " << (zero_copy && segment == 0 ? std::string("seq") : std::to_string(uint64_t(segment))) << "="
@@ -1274,6 +1318,13 @@ void fit_cpu(const Calibration& c, const Profile& base, Profile& p, double roof,
   for (auto& [kind, r] : loaded_cpu_rates(c)) {
     p.cpu.loaded[kind] = r.first;
     p.notes["cpu.loaded." + kind] = r.second;
+  }
+  for (auto [n, rate] : median_rates(c, "copy_threads")) {
+    p.cpu.copy_rate[int(n)] = rate / n;
+    p.notes["cpu.copy_rate." + std::to_string(int(n))] =
+        "median of its runs: " + (n == 1 ? std::string("1 thread copying") : std::to_string(int(n)) + " threads copying at once") +
+        " (teams of up to 4 in 4 MiB pieces), " +
+        rate_text(rate) + " in all, bytes copied per second per thread, measured " + today();
   }
   if (c.cpu_sockets == 0 || c.host_mem_bw <= 0) {  // a samples file without them: the base's, said so
     if (!base.cpu.present()) throw InputError("calibrate: single-core samples but no sockets, cores or roof measured");

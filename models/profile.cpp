@@ -43,6 +43,22 @@ double CpuSpec::per_thread_rate(const std::string& kind, int busy, int cores) co
   return one + (it->second - one) * f;
 }
 
+double CpuSpec::copy_thread_rate(int copying, int cores) const {
+  if (copy_rate.empty()) return per_thread_rate("copy", copying, cores);
+  std::vector<std::pair<double, double>> pts;  // (log2 threads, rate), ascending threads
+  for (auto [n, r] : copy_rate) pts.emplace_back(std::log2(double(n)), r);
+  if (auto it = loaded.find("copy"); it != loaded.end() && cores > copy_rate.rbegin()->first)
+    pts.emplace_back(std::log2(double(cores)), it->second);
+  const double x = std::log2(double(std::max(copying, 1)));
+  if (x <= pts.front().first) return pts.front().second;
+  for (size_t i = 1; i < pts.size(); ++i)
+    if (x <= pts[i].first) {
+      const double f = (x - pts[i - 1].first) / (pts[i].first - pts[i - 1].first);
+      return pts[i - 1].second + (pts[i].second - pts[i - 1].second) * f;
+    }
+  return pts.back().second;
+}
+
 const std::vector<std::string>& msg_transports() {
   static const std::vector<std::string> t{"inproc", "ucx", "mpi", "nccl", "peer"};
   return t;
@@ -256,6 +272,13 @@ const std::vector<Field>& fields() {
                         [op](P& p, const std::string&, double x) { p.cpu.loaded[op] = x; },
                         [op](const P& p) { return num(p.cpu.loaded.count(op) ? p.cpu.loaded.at(op) : 0.0); },
                         [op](const P& p) { return p.cpu.present() && p.cpu.loaded.count(op); }});
+    for (const int n : kCopyThreadCounts) {
+      const std::string key = "cpu.copy_rate." + std::to_string(n);
+      v.push_back(Field{key, Kind::Positive, false, {},
+                        [n](P& p, const std::string&, double x) { p.cpu.copy_rate[n] = x; },
+                        [n](const P& p) { return num(p.cpu.copy_rate.count(n) ? p.cpu.copy_rate.at(n) : 0.0); },
+                        [n](const P& p) { return p.cpu.present() && p.cpu.copy_rate.count(n); }});
+    }
     // [msg]: each key written where it was given (or measured).
     std::vector<std::string> transports{"none"};
     for (auto& t : msg_transports()) transports.push_back(t);
@@ -343,7 +366,8 @@ bool ends_with(const std::string& s, const std::string& tail) {
 // per-core rate outside 1 kB/s .. 10 PB/s, a latency above a second (an override of a NIC's
 // bandwidth to 1e-300 made every transfer take forever, reported as inf).
 std::string physical_range_error(const std::string& key, double number) {
-  const bool rate = ends_with(key, "bw") || key.rfind("cpu.rate.", 0) == 0 || key.rfind("cpu.loaded.", 0) == 0;
+  const bool rate = ends_with(key, "bw") || key.rfind("cpu.rate.", 0) == 0 || key.rfind("cpu.loaded.", 0) == 0 ||
+                    key.rfind("cpu.copy_rate.", 0) == 0;
   if (rate && (number < 1e3 || number > 1e16)) return "a bandwidth outside 1e3 .. 1e16 bytes per second";
   if (ends_with(key, "latency") && number > 1) return "a latency above a second";
   return "";

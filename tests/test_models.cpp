@@ -551,6 +551,51 @@ TEST(CalibrationSamples, TheCpuRoofIsWhatCoresAndDmaDrewTogether) {
   EXPECT_NE(p.notes.at("cpu.mem_bw").find("both at once (80"), std::string::npos) << p.notes.at("cpu.mem_bw");
 }
 
+// The copy-concurrency samples become [cpu] copy_rate: bytes copied per second per thread, by the
+// threads copying at once; the profile writes them and reads them back, the report prints them,
+// and a copy's per-thread rate interpolates them in log2(threads), the loaded copy rate at every core.
+TEST(CalibrationSamples, CopyRatesByThreadsCopyingAtOnceFitIntoTheCpuSection) {
+  Calibration c;
+  c.host_mem_bw = 50e9;
+  c.cpu_sockets = 1;
+  c.cpu_cores = 32;
+  const double bytes = 1 << 30;
+  std::vector<CalibrationRun> runs{{std::string("cal ") + kSingleCore + "link.host_copy 0 1 1048576", 1e-3, 0, 0},
+                                   {std::string("cal ") + kAllCores + "link.host_copy 0 1 1048576", 1e-3, 0, 0}};
+  c.cpu_threads_all = 32;
+  // 1 thread 6 GB/s, 4 threads 16 GB/s in all, 8 threads 20 GB/s: per thread 6, 4, 2.5.
+  for (auto [n, total] : {std::pair{1, 6e9}, {4, 16e9}, {8, 20e9}})
+    runs.push_back({"cal link.copy_threads " + std::to_string(n) + " 1 " + std::to_string(uint64_t(bytes)), bytes / total, 0, 0});
+  add_runs(c, runs);
+  CalibrationOptions opt;
+  opt.backend = "cuda";
+  opt.name = "fitted";
+  Profile base = [] {
+    std::istringstream in(test::synthetic_machine("base"));
+    return parse_profile(in, "base.ini");
+  }();
+  const Profile p = fit_profile(c, base, opt);
+  ASSERT_EQ(p.cpu.copy_rate.size(), 3u);
+  EXPECT_NEAR(p.cpu.copy_rate.at(1), 6e9, 1e3);
+  EXPECT_NEAR(p.cpu.copy_rate.at(4), 4e9, 1e3);
+  EXPECT_NEAR(p.cpu.copy_rate.at(8), 2.5e9, 1e3);
+  EXPECT_NE(p.notes.at("cpu.copy_rate.8").find("8 threads copying at once"), std::string::npos);
+  // Between the points in log2(threads): 2 threads halfway from 6 to 4; every core (32 threads,
+  // the all-core pass: 1 MiB in 1 ms on 32 threads) at the loaded copy rate.
+  EXPECT_NEAR(p.cpu.copy_thread_rate(2, 32), 5e9, 1e3);
+  EXPECT_NEAR(p.cpu.copy_thread_rate(32, 32), p.cpu.loaded.at("copy"), 1e3);
+  EXPECT_NEAR(p.cpu.copy_thread_rate(16, 32), (2.5e9 + p.cpu.loaded.at("copy")) / 2, 1e3);
+  std::stringstream text;
+  write_profile(p, text);
+  std::istringstream in(text.str());
+  const Profile back = parse_profile(in, "t.ini");
+  ASSERT_EQ(back.cpu.copy_rate.size(), p.cpu.copy_rate.size());
+  for (auto [n, rate] : p.cpu.copy_rate) EXPECT_NEAR(back.cpu.copy_rate.at(n), rate, rate * 1e-5) << n << " threads";
+  const std::vector<std::string> report = link_report(c);
+  ASSERT_EQ(report.size(), 1u);
+  EXPECT_NE(report[0].find("threads copying at once: 1=6.0 4=16.0 8=20.0"), std::string::npos) << report[0];
+}
+
 // The zero-copy link microbenchmark's samples become the link tables: writes into link.d2h, reads
 // into link.h2d, both at once into their *_both_ keys; the profile writes them and reads them back,
 // and the report prints one line per direction with the rates by granule.

@@ -170,6 +170,40 @@ TEST_F(SimCpuTest, AnOperatorBesideOthersRunsAtItsDomainsLoad) {
   EXPECT_NEAR(beside, double(bytes) / (2.5e8 * 0.8), double(bytes) / 2.5e8 * 0.05) << alone << " s alone";
 }
 
+// With a measured copy curve (copy_rate.<threads>), a copy runs at the rate of the threads
+// copying at once in its domain: beside a histogram on every core it keeps its own rate, and two
+// ranks' 4-thread copies at once run at the curve's rate for 8 threads.
+TEST_F(SimCpuTest, ACopyRunsAtTheRateOfTheThreadsCopyingBesideIt) {
+  std::string cpu = cpu_section(16, 1e9, 1e13);
+  for (auto& k : cpu_op_kinds()) cpu += "loaded." + k + " = 2.5e8   # test value\n";
+  cpu += "copy_rate.1 = 1e9   # test value\ncopy_rate.4 = 8e8   # test value\ncopy_rate.8 = 4e8   # test value\n";
+  const std::string p = profile("copycurve", cpu);
+  const uint64_t bytes = 4 << 20;  // a team of 4 (one thread per MiB)
+  auto body = [&](bool beside) {
+    return [=](Rank& r) {
+      const uint64_t rows = uint64_t(1) << 26;  // a histogram far longer than the copy
+      Tuples t = r.alloc_tuples(MemSpace::Host, rows, TupleFormat{8, 8}, "t");
+      t.rows = rows;
+      Buffer a = r.alloc(MemSpace::Host, bytes, "a"), b = r.alloc(MemSpace::Host, bytes, "b");
+      r.phase("copy");
+      Launched h;
+      if (beside) h = r.launch(Stream{0}, HistogramOp{t, PartitionFn{PartitionFn::Radix, 4, 0, 0}});
+      r.copy(Stream{1}, b, 0, a, 0, bytes).wait();
+      r.end_phases();
+      if (beside) h.get();
+    };
+  };
+  // One rank with 8 threads: its 4-thread copy alone, then beside its 8-thread histogram (12 of
+  // the 16 cores busy, 4 of them copying).
+  const double alone = phase_seconds(cluster(p, 1, 1, 8), body(false), "copy");
+  const double beside = phase_seconds(cluster(p, 1, 1, 8), body(true), "copy");
+  EXPECT_NEAR(alone, double(bytes) / (4 * 8e8), 1e-7);
+  EXPECT_NEAR(beside, alone, alone * 0.01) << "the histogram's threads do not copy";
+  // Two ranks of the domain copy at once: 8 threads copying, 4e8 each.
+  const double two = phase_seconds(cluster(p, 1, 2, 8), body(false), "copy");
+  EXPECT_NEAR(two, double(bytes) / (4 * 4e8), 1e-7);
+}
+
 TEST_F(SimCpuTest, DmaIntoHostMemorySlowsAConcurrentMemoryBoundOperator) {
   const uint64_t rows = 1 << 22;
   // Roof 2e10 B/s; the histogram alone would draw its 32 MiB at 4 cores x 1e10 = 4e10 (memory-bound);
