@@ -139,7 +139,9 @@ runs, dst, device, date, commit = sys.argv[1:]
 rows, cols = [], ["device", "date", "commit", "run"]
 for path in sorted(glob.glob(os.path.join(runs, "*", "*.csv"))):
     for r in csv.DictReader(open(path)):
-        r = {"device": device, "date": date, "commit": commit, "run": os.path.basename(os.path.dirname(path)), **r}
+        # The binary's own commit where its rows have it (the tree copied to a GPU machine may carry an older .git).
+        c = r.get("git_commit", "")[:7] or commit
+        r = {"device": device, "date": date, "commit": c, "run": os.path.basename(os.path.dirname(path)), **r}
         cols += [c for c in r if c not in cols]
         rows.append(r)
 with open(dst, "w", newline="") as f:
