@@ -306,7 +306,8 @@ class Bench {
             if (mode != OutputMode::CountOnly && out.capacity > 0)
               out = rank_.alloc_output(out.keys->space, out.capacity, out.r_fmt, out.s_fmt, "calibrate.fresh");
           };
-          if constexpr (std::is_same_v<T, GenerateOp> || std::is_same_v<T, PartitionOp> || std::is_same_v<T, SortOp>)
+          if constexpr (std::is_same_v<T, GenerateOp> || std::is_same_v<T, PartitionOp> || std::is_same_v<T, SortOp> ||
+                        std::is_same_v<T, MergeOp>)
             tuples(o.out);
           else if constexpr (std::is_same_v<T, ProbeOp> || std::is_same_v<T, PartitionedJoinOp> ||
                              std::is_same_v<T, MergeJoinOp>)
@@ -550,6 +551,11 @@ class Bench {
     JoinOutput out = rank_.alloc_output(MemSpace::Device, n, fmt_, fmt_, "calibrate.out");
     timed(MergeJoinOp{rs_, ss, no_output(), 0, OutputMode::CountOnly}, &access_);
     timed(MergeJoinOp{rs_, ss, out, 0, OutputMode::Direct}, &access_);
+    // mgsmj's merge stages: the local merge of two sorted runs (half of R's and of S's rows into
+    // the scratch rows, free here), sampled into the merge_join model that costs it, and the
+    // pivot search over a stage's probes (a launch: the scan model's constant).
+    timed(MergeOp{rs_.slice(0, n / 2), ss.slice(0, n - n / 2), scratch_.slice(0, n)});
+    timed(PivotSearchOp{rs_.keys, ss.keys, fmt_.key_bytes, std::min<uint64_t>(n, 1024)});
     // The multiway merge runs on the host's CPUs on every backend: the CPU passes sample it (two
     // runs whose keys interleave, as sorted chunksets do).
     if (rank_.backend() == "cpu") {

@@ -547,6 +547,15 @@ OpSample op_sample(const Op& op, const OpResult& result, const KeyAccess* access
           // Every run read once, the merged relation written once.
           const double bytes = double(o.out.fmt.tuple_bytes()) * double(params_of(Op{o}).rows_in);
           return make("multiway_merge", {bytes, bytes});
+        } else if constexpr (std::is_same_v<T, MergeOp>) {
+          // Both runs read once, every row written once: a merge join whose output is its input
+          // (the same merge path walk), so the merge_join model costs it and calibrate samples it
+          // into that model.
+          const double bytes = double(o.out.fmt.tuple_bytes()) * double(o.a.rows + o.b.rows);
+          return make("merge_join", {bytes, bytes});
+        } else if constexpr (std::is_same_v<T, PivotSearchOp>) {
+          // A launch and log2(n) probes of x and y: scan's constant (a launch) and its bytes.
+          return make("scan", {double(o.n) * 2.0 * o.key_bytes});
         }
       },
       op);

@@ -953,6 +953,11 @@ void evaluate(const Op& op, OpResult& r) {
                                std::to_string(out.rows));
           if (!parts.empty()) write_keys(out, merge_contents(parts));
           r.count = out.rows;
+        } else if constexpr (std::is_same_v<T, MergeOp>) {
+          Tuples out = o.out;
+          out.rows = o.a.rows + o.b.rows;
+          write_keys(out, merge_contents({content_or_unknown(o.a), content_or_unknown(o.b)}));
+          r.count = out.rows;
         }
       },
       op);
@@ -1000,6 +1005,8 @@ bool on_host(const Op& op) {
         else if constexpr (std::is_same_v<T, MergeJoinOp>) return in_host_memory(o.s.keys);
         else if constexpr (std::is_same_v<T, GatherOp>) return in_host_memory(o.out);
         else if constexpr (std::is_same_v<T, ChecksumOp>) return in_host_memory(o.keys);
+        else if constexpr (std::is_same_v<T, MergeOp>) return in_host_memory(o.out.keys);
+        else if constexpr (std::is_same_v<T, PivotSearchOp>) return in_host_memory(o.x);
         else return in_host_memory(o.in);
       },
       op);
@@ -1067,7 +1074,7 @@ const char* cpu_op_kind(const Op& op) {
         else if constexpr (std::is_same_v<T, GatherOp>) return "gather";
         else if constexpr (std::is_same_v<T, ChecksumOp>) return "checksum";
         else if constexpr (std::is_same_v<T, ChunkPartitionOp>) return "partition";
-        else if constexpr (std::is_same_v<T, MultiwayMergeOp>) return "multiway_merge";
+        else if constexpr (std::is_same_v<T, MultiwayMergeOp> || std::is_same_v<T, MergeOp>) return "multiway_merge";
         else return "scan";
       },
       op);

@@ -811,6 +811,66 @@ TEST(CpuMultiwayMerge, EqualsAStableSortOfTheRunsInOrder) {
       }
 }
 
+// MergeOp: the two runs' rows in key order (a multiset of (key, value) rows equal to a sort of both
+// runs), for every width, empty runs and runs that are views into their buffers.
+TEST(CpuMerge, TwoRunsEqualASortOfBoth) {
+  CpuOps ops(3);
+  std::mt19937_64 rng(11);
+  for (TupleFormat fmt : {TupleFormat{4, 4}, TupleFormat{8, 8}, TupleFormat{8, 4}, TupleFormat{4, 8}})
+    for (auto [na, nb] : {std::pair<uint64_t, uint64_t>{0, 0}, {0, 5}, {7, 0}, {1000, 3}, {4000, 5000}})
+      for (uint64_t domain : {uint64_t(9), uint64_t(1) << 31}) {
+        SCOPED_TRACE(std::to_string(fmt.key_bytes) + "+" + std::to_string(fmt.val_bytes) + " |a|=" +
+                     std::to_string(na) + " |b|=" + std::to_string(nb) + " domain " + std::to_string(domain));
+        auto run = [&](uint64_t n, uint64_t tag) {
+          std::vector<uint64_t> k(n), v(n);
+          for (uint64_t& x : k) x = rng() % domain;
+          std::sort(k.begin(), k.end());
+          for (uint64_t i = 0; i < n; ++i) v[i] = (tag << 20 | i) & (fmt.val_bytes == 4 ? 0xffffffffu : ~0ull);
+          return std::pair{k, v};
+        };
+        const auto [ak, av] = run(na, 1);
+        const auto [bk, bv] = run(nb, 2);
+        std::vector<std::pair<uint64_t, uint64_t>> expected;
+        for (uint64_t i = 0; i < na; ++i) expected.push_back({ak[i], av[i]});
+        for (uint64_t i = 0; i < nb; ++i) expected.push_back({bk[i], bv[i]});
+        std::sort(expected.begin(), expected.end());
+        Tuples out = ops.empty_tuples(na + nb, fmt);
+        EXPECT_EQ(ops.run(MergeOp{ops.tuples(ak, av, fmt, 3), ops.tuples(bk, bv, fmt), out}).count, na + nb);
+        const auto ok = CpuOps::keys_of(out), ov = CpuOps::vals_of(out);
+        ASSERT_TRUE(std::is_sorted(ok.begin(), ok.end()));
+        std::vector<std::pair<uint64_t, uint64_t>> got;
+        for (uint64_t i = 0; i < na + nb; ++i) got.push_back({ok[i], ov[i]});
+        std::sort(got.begin(), got.end());
+        ASSERT_EQ(got, expected);
+      }
+  Tuples small = ops.empty_tuples(2, {4, 4});
+  EXPECT_THROW(ops.run(MergeOp{ops.tuples({1, 2}, {0, 0}, {4, 4}), ops.tuples({3}, {0}, {4, 4}), small}), RuntimeError);
+}
+
+// PivotSearchOp: the first t with x[t] <= y[t] (x descending, y ascending), against a scan: every
+// answer from 0 to n, ties, and all-equal keys.
+TEST(CpuPivotSearch, FirstProbeWhereLeftIsNotAboveRight) {
+  CpuOps ops(2);
+  std::mt19937_64 rng(5);
+  for (uint8_t kb : {uint8_t(4), uint8_t(8)})
+    for (uint64_t n : {uint64_t(0), uint64_t(1), uint64_t(2), uint64_t(17), uint64_t(1024)})
+      for (uint64_t domain : {uint64_t(1), uint64_t(3), uint64_t(1000)})
+        for (int rep = 0; rep < 4; ++rep) {
+          std::vector<uint64_t> x(n), y(n);
+          for (uint64_t i = 0; i < n; ++i) x[i] = rng() % domain, y[i] = rng() % domain;
+          std::sort(x.rbegin(), x.rend());
+          std::sort(y.begin(), y.end());
+          uint64_t expected = n;
+          for (uint64_t t = 0; t < n && expected == n; ++t)
+            if (x[t] <= y[t]) expected = t;
+          Buffer bx = ops.rank().alloc(MemSpace::Device, std::max<uint64_t>(n, 1) * kb, "x");
+          Buffer by = ops.rank().alloc(MemSpace::Device, std::max<uint64_t>(n, 1) * kb, "y");
+          for (uint64_t i = 0; i < n; ++i) store(bx, kb, i, x[i]), store(by, kb, i, y[i]);
+          ASSERT_EQ(ops.run(PivotSearchOp{bx, by, kb, n}).count, expected)
+              << "n " << n << " domain " << domain << " key bytes " << int(kb);
+        }
+}
+
 TEST(CpuMergeJoin, EveryWidthModeAndSizeWithDuplicatesOnBothSides) {
   CpuOps ops(3);
   for (const Widths& w : all_join_widths())

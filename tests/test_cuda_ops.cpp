@@ -517,6 +517,49 @@ TEST(CudaOps, SortsMatchCpuAndAreSorted) {
             "sort n " + std::to_string(n) + (algo == SortAlgo::Radix ? " radix" : " merge"));
 }
 
+// MergeOp of two sorted runs (CUB's DeviceMerge) against the CPU's: the output's digest and
+// whether its keys ascend, for uniform keys with duplicates and Zipf keys (long runs of one key).
+TEST(CudaOps, MergeOfTwoRunsMatchesCpu) {
+  JL_REQUIRE_GPU();
+  for (uint64_t n : kSizes)
+    for (auto [kb, vb] : {std::pair<uint8_t, uint8_t>{4, 4}, {8, 8}, {8, 4}})
+      for (KeyDist dist : {KeyDist::Uniform, KeyDist::Zipf})
+        same_on_both(
+            [&](Rank& rank) {
+              Tuples a = generate(rank, spec("A", n, dist, kb, vb, 3), nullptr, "A");
+              Tuples b = generate(rank, spec("B", n / 2 + 1, dist, kb, vb, 4), nullptr, "B");
+              Tuples sa = rank.alloc_tuples(MemSpace::Device, a.rows, a.fmt, "A sorted");
+              Tuples sb = rank.alloc_tuples(MemSpace::Device, b.rows, b.fmt, "B sorted");
+              rank.launch(Stream{0}, SortOp{a, sa, SortAlgo::Radix});
+              rank.launch(Stream{0}, SortOp{b, sb, SortAlgo::Radix});
+              Tuples out = rank.alloc_tuples(MemSpace::Device, a.rows + b.rows, a.fmt, "merged");
+              Obs o;
+              o.push_back(rank.launch(Stream{0}, MergeOp{sa, sb, out}).get().count);
+              add(o, digest(rank, out, 0, out.rows));
+              const auto keys = test::read_back(rank, out.keys, out.rows, kb);
+              o.push_back(std::is_sorted(keys.begin(), keys.end()));
+              return o;
+            },
+            "merge n " + std::to_string(n) + " key bytes " + std::to_string(kb));
+}
+
+// PivotSearchOp against the CPU's: x descending and y ascending keys in device memory, every
+// answer position (0, inside, n) over sizes up to a stage's probes.
+TEST(CudaOps, PivotSearchMatchesCpu) {
+  JL_REQUIRE_GPU();
+  for (uint8_t kb : {uint8_t(4), uint8_t(8)})
+    for (uint64_t n : {uint64_t(1), uint64_t(2), uint64_t(1000), uint64_t(1024)})
+      for (uint64_t shift : {uint64_t(0), n / 3, n, 2 * n})
+        same_on_both(
+            [&](Rank& rank) {
+              // x[t] = 2n - 2t, y[t] = 2t + shift: x <= y from t = (2n - shift) / 4 on.
+              Tuples x = keyed_tuples(rank, n, kb, [&](uint64_t t) { return 2 * n - 2 * t; });
+              Tuples y = keyed_tuples(rank, n, kb, [&](uint64_t t) { return 2 * t + shift; });
+              return Obs{rank.launch(Stream{0}, PivotSearchOp{x.keys, y.keys, kb, n}).get().count};
+            },
+            "pivot search n " + std::to_string(n) + " shift " + std::to_string(shift));
+}
+
 // The MSD radix sort hands partitions larger than a block (skew) to CUB, gathered into one device
 // sort: Zipf keys make many such partitions (1.5 M and 24 M rows), one hot key exactly one (sorted
 // without a gather).

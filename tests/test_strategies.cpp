@@ -324,13 +324,26 @@ TEST_F(Strategies, MgsmjOnOneTwoAndFourRanksWithSeveralChunksets) {
                                     pk_fk(20000, 80000, 8, 0.5, 1.0), pk_fk(20000, 80000, 4, 1.0, 1.5),
                                     pk_fk(20000, 80000, 4, 0.1, 1.5, {8}, {8}), uniform_both(3000, 4000, 500),
                                     pk_fk(5, 3)};
-  for (int g : {1, 2, 4})
-    for (const Workload& w : ws) {
-      expect_correct(capped(w, g, {}));
-      expect_correct(capped(w, g, {{"chunk_rows", "3000"}, {"bucket_bits", "3"}, {"output", "count_then_write"}}));
-    }
+  for (std::string sort : {"radix", "merge"})
+    for (int g : {1, 2, 4})
+      for (const Workload& w : ws) {
+        SCOPED_TRACE("sort = " + sort + ", " + std::to_string(g) + " ranks");
+        expect_correct(capped(w, g, {{"sort", sort}}));
+        expect_correct(capped(w, g, {{"sort", sort}, {"chunk_rows", "3000"}, {"bucket_bits", "3"}, {"output", "count_then_write"}}));
+      }
   // One chunkset (k = 1: no merge) and one part per GPU.
-  expect_correct(point("mgsmj", pk_fk(20000, 80000, 4, 1.0, 1.5), {{"parts_per_gpu", "1"}}, {1, 2}));
+  for (std::string sort : {"radix", "merge"})
+    expect_correct(point("mgsmj", pk_fk(20000, 80000, 4, 1.0, 1.5), {{"parts_per_gpu", "1"}, {"sort", sort}}, {1, 2}));
+}
+
+// The merge-based sort on 8 GPUs (7 merge stages, groups of 2, 4 and 8), chunks of unequal size
+// (the slices do not divide evenly), a hot key and many-to-many keys whose runs cross GPUs.
+TEST_F(Strategies, MgsmjMergeSortOnEightRanks) {
+  for (const Workload& w : {pk_fk(20011, 80021, 4, 1.0, 1.5), uniform_both(3001, 4003, 50, 8), pk_fk(7, 3)}) {
+    RunPoint p = point("mgsmj", w, {{"sort", "merge"}, {"chunk_rows", "1000"}}, {1, 8});
+    p.cluster.device_memory = 1 << 20;
+    expect_correct(p);
+  }
 }
 
 TEST_F(Strategies, MgsmjPhasesAndRejectedOptions) {
@@ -340,12 +353,16 @@ TEST_F(Strategies, MgsmjPhasesAndRejectedOptions) {
   std::vector<std::string> names;
   for (const auto& r : run_point(p).phases) names.push_back(r.name);
   EXPECT_EQ(names, (V{"generate", "histogram", "sort", "merge", "join", "verify"}));
-  try {
-    run_point(point("mgsmj", pk_fk(100, 100), {{"sort", "merge"}}, {1, 2}));
-    ADD_FAILURE() << "sort = merge was accepted";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("sort = merge"), std::string::npos) << e.what();
-  }
+  // The merge stages pair up halves of groups: 3 GPUs are rejected before any work, by name.
+  for (int g : {3, 6}) try {
+      validate_point(point("mgsmj", pk_fk(100, 100), {{"sort", "merge"}}, {1, g}));
+      ADD_FAILURE() << "sort = merge was accepted on " << g << " ranks";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("sort = merge"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("power-of-two"), std::string::npos) << e.what();
+    }
+  EXPECT_NO_THROW(validate_point(point("mgsmj", pk_fk(100, 100), {{"sort", "radix"}}, {1, 3})));
+  EXPECT_THROW(validate_point(point("mgsmj", pk_fk(100, 100), {{"sort", "bitonic"}}, {1, 2})), InputError);
   EXPECT_THROW(run_point(point("mgsmj", pk_fk(100, 100, 4, 1.0, 0.0, {4, 8}), {}, {1, 2})), InputError);
 }
 

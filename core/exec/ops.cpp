@@ -25,7 +25,7 @@ const char* to_string(MemSpace s) {
 const char* to_string(OpKind k) {
   static const char* names[] = {"generate", "histogram", "partition", "build",  "probe",
                                 "partitioned_join", "sort", "merge_join", "gather", "checksum",
-                                "scan", "chunk_partition", "link_access", "multiway_merge", "copy", "send", "recv", "put", "pack_chunks", "stream_consume"};
+                                "scan", "chunk_partition", "link_access", "multiway_merge", "merge", "pivot_search", "copy", "send", "recv", "put", "pack_chunks", "stream_consume"};
   return int(k) < int(OpKind::kCount) ? names[int(k)] : "?";
 }
 
@@ -288,6 +288,14 @@ OpParams params_of(const Op& op) {
           p.key_bytes = o.out.fmt.key_bytes, p.val_bytes = o.out.fmt.val_bytes;
           p.fanout = uint32_t(o.runs.size());
           p.detail = std::to_string(o.runs.size()) + " runs";
+        } else if constexpr (std::is_same_v<T, MergeOp>) {
+          p.kind = OpKind::Merge;
+          p.rows_in = p.rows_out = o.a.rows + o.b.rows;
+          p.key_bytes = o.out.fmt.key_bytes, p.val_bytes = o.out.fmt.val_bytes;
+        } else if constexpr (std::is_same_v<T, PivotSearchOp>) {
+          p.kind = OpKind::PivotSearch;
+          p.rows_in = 2 * o.n;
+          p.key_bytes = o.key_bytes;
         }
       },
       op);

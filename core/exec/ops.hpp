@@ -20,7 +20,7 @@ namespace joinlab {
 
 enum class OpKind : uint8_t {
   Generate, Histogram, Partition, Build, Probe, PartitionedJoin, Sort, MergeJoin,
-  Gather, Checksum, Scan, ChunkPartition, LinkAccess, MultiwayMerge,
+  Gather, Checksum, Scan, ChunkPartition, LinkAccess, MultiwayMerge, Merge, PivotSearch,
   // Data movement, recorded in traces and modeled like operators.
   Copy, Send, Recv, Put,
   // Streaming operators (gpj): launched with Rank::launch_streaming, see StreamingOp below.
@@ -255,6 +255,23 @@ struct MultiwayMergeOp {
   Tuples out;
 };
 
+// Merges two key-sorted runs into `out` (a.rows + b.rows rows, sorted by key; rows of equal keys
+// in any order). The local step of a merge stage of mgsmj's merge-based multi-GPU sort
+// (maltenberger2025 3.1.1): a GPU's retained rows and the block it received from its partner.
+struct MergeOp {
+  Tuples a, b, out;
+};
+
+// The pivot of a merge stage: the first t in [0, n) with x[t] <= y[t], else n (result.count), for
+// x non-increasing and y non-decreasing keys of key_bytes (a binary search). mgsmj's sort probes
+// position j of the right run and position |left| - 1 - j of the left run: x[t] = left[|left| - 1
+// - j_t], y[t] = right[j_t] for ascending j_t, and the first such j is the fewest rows to swap.
+struct PivotSearchOp {
+  Buffer x, y;
+  uint8_t key_bytes = 8;
+  uint64_t n = 0;
+};
+
 // The row offsets a HistogramOp counts: its in_segments, or {0, in.rows} without them. A
 // RuntimeError names offsets that descend, end past `in`'s rows, or are a single offset (no
 // segment). Every backend checks a histogram's segments here.
@@ -262,7 +279,7 @@ std::vector<uint64_t> histogram_segments(const HistogramOp& o);
 
 using Op = std::variant<GenerateOp, GeneratePayloadOp, HistogramOp, PartitionOp, BuildOp, ProbeOp,
                         PartitionedJoinOp, SortOp, MergeJoinOp, GatherOp, ChecksumOp, ScanOp, ChunkPartitionOp,
-                        LinkAccessOp, MultiwayMergeOp>;
+                        LinkAccessOp, MultiwayMergeOp, MergeOp, PivotSearchOp>;
 
 // The parameters a cost model needs, extracted from an operator (and recorded in traces).
 struct OpParams {

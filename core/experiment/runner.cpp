@@ -19,6 +19,7 @@ JoinJob make_job(const RunPoint& p) {
   const StrategyInfo& info = find_strategy(p.strategy);
   JoinJob job;
   job.workload = p.workload;
+  job.ranks = p.cluster.shape.size();
   po::options_description desc("strategy " + p.strategy);
   if (info.add_options) info.add_options(desc);
   po::parsed_options parsed(&desc);

@@ -367,6 +367,19 @@ struct Executor {
     result.count = rows;
   }
 
+  void operator()(const MergeOp& o) {  // the multiway merge of two runs
+    (*this)(MultiwayMergeOp{{o.a, o.b}, o.out});
+  }
+
+  void operator()(const PivotSearchOp& o) {
+    check_span("pivot search", "x", o.x, 0, o.n, o.key_bytes);
+    check_span("pivot search", "y", o.y, 0, o.n, o.key_bytes);
+    with_width(o.key_bytes, "pivot search: key", [&](auto k) {
+      using K = decltype(k);
+      result.count = cpu::pivot_search<K>(data_of<K>(o.x), data_of<K>(o.y), o.n);
+    });
+  }
+
   // Calls f(K{}, VR{}, VS{}) for the widths of a join.
   template <class F>
   static void join_widths(const char* op, uint32_t kb, uint32_t vrb, uint32_t vsb, F&& f) {

@@ -5,6 +5,9 @@
 //    with the radix-based multi-GPU sort (section 3.2: a scatter by the most significant key bits,
 //    one all-to-all peer exchange, a local sort of the rest) and copied back, while the next
 //    chunkset's copy runs (two device buffers per stage, copies on a stream of their own).
+//    sort = merge sorts a chunkset with the merge-based multi-GPU sort instead (section 3.1.1:
+//    local sort, merge stages of pivot search, block swap and local merge; MergeStages below),
+//    then re-cuts it at the same global key ranges.
 //  * merge: each rank's k sorted runs (one per chunkset) merged on the host's CPUs
 //    (MultiwayMergeOp; skipped when k = 1).
 //  * join: the merged R and S are cut into at least parts_per_gpu parts that fit device memory;
@@ -21,6 +24,7 @@
 // buckets that span GPUs, which this version does not).
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "core/common/error.hpp"
 #include "core/strategies/rank_joins.hpp"
@@ -30,6 +34,7 @@ namespace joinlab {
 namespace {
 
 struct MgsmjConfig {
+  bool merge_sort = false;  // sort = merge (else radix)
   uint64_t chunk_rows = 0;  // 0 = from device memory
   uint32_t bucket_bits = 12;
   uint32_t parts_per_gpu = 3;
@@ -39,7 +44,8 @@ struct MgsmjConfig {
 void add_mgsmj_options(po::options_description& d) {
   d.add_options()("sort", choice_option("sort", {"radix", "merge"}, "radix"),
                   "multi-GPU sort of a chunkset: radix (scatter by the most significant bits, one all-to-all, "
-                  "local sort); merge is not implemented yet and is rejected")(
+                  "local sort) or merge (local sort, then merge stages of GPU pairs: pivot search, block swap, local "
+                  "merge; needs a power-of-two number of GPUs)")(
       "chunk_rows", int_option("chunk_rows", 0, 0, int64_t(1) << 40),
       "rows of one GPU's chunk of a chunkset; 0 = what half of device memory holds with any skew")(
       "bucket_bits", int_option("bucket_bits", 12, 1, 16),
@@ -51,6 +57,7 @@ void add_mgsmj_options(po::options_description& d) {
 
 MgsmjConfig mgsmj_config(const po::variables_map& vm) {
   MgsmjConfig c;
+  c.merge_sort = vm["sort"].as<std::string>() == "merge";
   c.chunk_rows = uint64_t(vm["chunk_rows"].as<int64_t>());
   c.bucket_bits = uint32_t(vm["bucket_bits"].as<int64_t>());
   c.parts_per_gpu = uint32_t(vm["parts_per_gpu"].as<int64_t>());
@@ -58,10 +65,16 @@ MgsmjConfig mgsmj_config(const po::variables_map& vm) {
   return c;
 }
 
+// The merge stages pair up halves of groups of 2, 4, ... GPUs.
+void check_merge_sort_ranks(const JoinJob& job, int ranks) {
+  if (job.options["sort"].as<std::string>() == "merge" && ranks > 0 && (ranks & (ranks - 1)) != 0)
+    throw InputError("mgsmj: sort = merge needs a power-of-two number of GPUs (its merge stages pair up halves of "
+                     "groups of 2, 4, 8, ... GPUs), but the run has " +
+                     std::to_string(ranks) + "; use sort = radix or 1, 2, 4, 8 GPUs");
+}
+
 void check_mgsmj(const JoinJob& job) {
-  const std::string sort = job.options["sort"].as<std::string>();
-  if (sort != "radix")
-    throw InputError("mgsmj: sort = " + sort + " is not implemented (the radix-based multi-GPU sort is: sort = radix)");
+  check_merge_sort_ranks(job, job.ranks);
   for (const RelationSpec* s : {&job.workload.r, &job.workload.s})
     if (late_materialized(*s))
       throw InputError("mgsmj: relation " + s->name + " has " + std::to_string(s->payload_bytes.size()) +
@@ -125,9 +138,186 @@ std::vector<uint32_t> split_buckets(const std::vector<uint64_t>& totals, int g) 
   return first;
 }
 
-// Device buffers one chunkset goes through on a GPU.
-struct SortLane {
-  Tuples in, part, recv, sorted;
+// Rows of chunkset c (every rank's chunk) in rank j's key range.
+uint64_t received_by(const RelationPlan& p, uint32_t c, const std::vector<uint32_t>& owner_first, int j, int g) {
+  uint64_t n = 0;
+  for (int i = 0; i < g; ++i) n += p.rows(i, c, owner_first[size_t(j)], owner_first[size_t(j) + 1]);
+  return n;
+}
+
+// The key and value byte ranges of rows [row, row + n) of t.
+std::vector<BufferRange> column_ranges(const Tuples& t, uint64_t row, uint64_t n) {
+  const TupleFormat f = t.fmt;
+  return {{t.keys, (t.offset + row) * f.key_bytes, n * f.key_bytes}, {t.vals, (t.offset + row) * f.val_bytes, n * f.val_bytes}};
+}
+
+// Streams of the sort.
+struct SortStreams {
+  Stream compute{0}, send{1}, recv{2}, copy{3};
+};
+
+// One all-to-all over the peer links: rows [send_first[j], send_first[j + 1]) of src go to rank
+// j, rank i's rows land at [recv_first[i], recv_first[i + 1]) of dst. In round k to rank me + k,
+// from rank me - k (round 0 a local copy on the compute stream). Returns the transfers' events.
+std::vector<Event> all_to_all(Rank& rank, const SortStreams& st, const Tuples& src, const std::vector<uint64_t>& send_first,
+                              const Tuples& dst, const std::vector<uint64_t>& recv_first) {
+  const int g = rank.size(), me = rank.id();
+  std::vector<Event> moved;
+  for (int k = 0; k < g; ++k) {
+    const int to = (me + k) % g, from = (me - k + g) % g;
+    const uint64_t ns = send_first[size_t(to) + 1] - send_first[size_t(to)];
+    const uint64_t nr = recv_first[size_t(from) + 1] - recv_first[size_t(from)];
+    if (k == 0) {
+      for (int col = 0; col < 2 && ns; ++col) {
+        const BufferRange from_r = column_ranges(src, send_first[size_t(me)], ns)[size_t(col)];
+        const BufferRange to_r = column_ranges(dst, recv_first[size_t(me)], ns)[size_t(col)];
+        moved.push_back(rank.copy(st.compute, to_r.buf, to_r.off, from_r.buf, from_r.off, from_r.bytes));
+      }
+      continue;
+    }
+    if (nr) moved.push_back(rank.recv_v(st.recv, from, column_ranges(dst, recv_first[size_t(from)], nr), 0));
+    if (ns) moved.push_back(rank.send_v(st.send, to, column_ranges(src, send_first[size_t(to)], ns), 0));
+  }
+  return moved;
+}
+
+// The merge-based multi-GPU sort of one chunkset (maltenberger2025 3.1.1, after Tanasic et al.):
+// every GPU has sorted its chunk (rows[i] rows on GPU i; a stage keeps every GPU's rows); the
+// stages bring them into one order across the GPUs. A group of c GPUs is merged by sorting its
+// halves (recursively), one merge stage between the halves, and sorting the halves again: g - 1
+// stages in all (1, 3, 7 for 2, 4, 8 GPUs), the groups of a stage side by side.
+// A merge stage: the halves L and R are each sorted across their GPUs. The pivot p is the fewest
+// rows such that swapping L's last p rows with R's first p leaves every key of L below every key
+// of R: the first j with L[|L| - 1 - j] <= R[j]. The Rank interface has no peer reads, so the
+// binary search runs in rounds: kProbes positions of the current interval are probed (each GPU
+// gathers the keys it holds, GatherOp, and sends them to the group), every GPU of the group finds
+// the first probe that holds (PivotSearchOp, the same answer on each), and the interval shrinks
+// to the gap before it: a round per factor kProbes of the chunk size (2 or 3 rounds). Then the
+// blocks swap over the peer links (both directions at once) and each GPU merges the rows it kept
+// with the rows it received (MergeOp): its chunk is sorted again.
+class MergeStages {
+ public:
+  static constexpr uint64_t kProbes = 1024;
+  MergeStages(Rank& rank, const SortStreams& st, TupleFormat f, const std::string& tag) : rank_(rank), st_(st), f_(f) {
+    ids_ = rank.alloc(MemSpace::Pinned, kProbes * 8, tag + ".probe_ids");
+    mine_ = rank.alloc(MemSpace::Device, kProbes * f.key_bytes, tag + ".probes");
+    x_ = rank.alloc(MemSpace::Device, kProbes * f.key_bytes, tag + ".probes_left");
+    y_ = rank.alloc(MemSpace::Device, kProbes * f.key_bytes, tag + ".probes_right");
+  }
+
+  // cur: this GPU's sorted chunk (rows[me] rows), left sorted across the GPUs; alt: scratch of
+  // the same size. rows: every GPU's rows.
+  void sort(const Tuples& cur, const Tuples& alt, const std::vector<uint64_t>& rows) {
+    rows_ = rows;
+    cur_ = cur, alt_ = alt;
+    run(int(rows.size()));
+  }
+
+ private:
+  void run(int c) {  // merges the group of c GPUs this rank is in, its halves sorted or not
+    if (c < 2) return;
+    run(c / 2);
+    stage(c);
+    run(c / 2);
+  }
+
+  // GPUs [first, first + n) as one sequence: where GPU i's rows start in it.
+  uint64_t start(int first, int i) const {
+    uint64_t s = 0;
+    for (int k = first; k < i; ++k) s += rows_[size_t(k)];
+    return s;
+  }
+
+  void stage(int c) {
+    const int me = rank_.id(), base = me / c * c, h = c / 2;
+    const bool left = me < base + h;
+    const uint64_t nl = start(base, base + h), nr = start(base + h, base + c);
+    const uint64_t mine_at = left ? start(base, me) : start(base + h, me), n = rows_[size_t(me)];
+    const Event sorted = rank_.record(st_.compute);
+    rank_.stream_wait(st_.send, sorted);
+    rank_.stream_wait(st_.recv, sorted);
+    const uint64_t p = pivot(base, h, nl, std::min(nl, nr), left, mine_at);
+    if (p == 0) return;
+    // L row nl - p + u swaps with R row u, u < p.
+    std::vector<Event> moved;
+    uint64_t kept_first = 0, kept_rows = n, got = 0;  // this GPU's kept rows in cur, rows received
+    for (int k = 0; k < h; ++k) {
+      const int peer = left ? base + h + k : base + k;
+      const uint64_t peer_at = left ? start(base + h, peer) : start(base, peer), peer_n = rows_[size_t(peer)];
+      // The swapped u of this GPU and of the peer, intersected.
+      const uint64_t l_at = left ? mine_at : peer_at, l_n = left ? n : peer_n;
+      const uint64_t r_at = left ? peer_at : mine_at, r_n = left ? peer_n : n;
+      const uint64_t lo = std::max(l_at + l_n > nl - p ? std::max(l_at, nl - p) - (nl - p) : p, r_at);
+      const uint64_t hi = std::min({l_at + l_n > nl - p ? l_at + l_n - (nl - p) : 0, r_at + r_n, p});
+      if (lo >= hi) continue;
+      const uint64_t row = left ? lo + (nl - p) - l_at : lo - r_at;  // this GPU's row of u = lo
+      moved.push_back(rank_.recv_v(st_.recv, peer, column_ranges(alt_, row, hi - lo), 2));
+      moved.push_back(rank_.send_v(st_.send, peer, column_ranges(cur_, row, hi - lo), 2));
+      got += hi - lo;
+    }
+    if (!got) return;
+    if (left) kept_rows = n - got;  // its first rows stay, the received ones follow
+    else kept_first = got, kept_rows = n - got;  // the received rows come first
+    for (int col = 0; col < 2 && kept_rows; ++col) {
+      const BufferRange kept = column_ranges(cur_, kept_first, kept_rows)[size_t(col)];
+      const BufferRange to = column_ranges(alt_, kept_first, kept_rows)[size_t(col)];
+      rank_.copy(st_.compute, to.buf, to.off, kept.buf, kept.off, kept.bytes);
+    }
+    for (const Event& e : moved) rank_.stream_wait(st_.compute, e);  // cur is read until the sends are done
+    const uint64_t split = left ? kept_rows : got;
+    rank_.launch(st_.compute, MergeOp{alt_.slice(0, split), alt_.slice(split, n - split), cur_});
+  }
+
+  // The first j in [0, jmax) with L[nl - 1 - j] <= R[j], else jmax: the rows to swap.
+  uint64_t pivot(int base, int h, uint64_t nl, uint64_t jmax, bool left, uint64_t mine_at) {
+    const int me = rank_.id();
+    uint64_t lo = 0, hi = jmax;  // the answer lies in [lo, hi]
+    while (lo < hi) {
+      const uint64_t m = std::min(kProbes, hi - lo);
+      auto probe = [&](uint64_t t) { return lo + t * (hi - lo) / m; };  // ascending, probe(0) = lo
+      // The probes t whose key GPU i holds: [first, last) (L GPUs hold row nl - 1 - j, R GPUs row j).
+      auto held = [&](int i) {
+        const bool l = i < base + h;
+        const uint64_t at = l ? start(base, i) : start(base + h, i), rows = rows_[size_t(i)];
+        uint64_t first = 0, last = 0;
+        for (uint64_t t = 0; t < m; ++t) {  // m <= kProbes: a scan of positions, no data
+          const uint64_t pos = l ? nl - 1 - probe(t) : probe(t);
+          const bool in = pos >= at && pos < at + rows;
+          if (in && first == last) first = t, last = t + 1;
+          else if (in) last = t + 1;
+        }
+        return std::pair{first, last};
+      };
+      const auto [first, last] = held(me);
+      uint64_t* ids = data_of<uint64_t>(ids_);
+      for (uint64_t t = first; t < last; ++t) ids[t - first] = (left ? nl - 1 - probe(t) : probe(t)) - mine_at + cur_.offset;
+      std::vector<Event> moved;
+      if (last > first) {
+        rank_.launch(st_.compute, GatherOp{ids_, 8, cur_.keys, f_.key_bytes, 0, last - first, mine_});
+        const Buffer& own = left ? x_ : y_;
+        moved.push_back(rank_.copy(st_.compute, own, first * f_.key_bytes, mine_, 0, (last - first) * f_.key_bytes));
+        rank_.stream_wait(st_.send, rank_.record(st_.compute));
+      }
+      for (int i = base; i < base + 2 * h; ++i) {
+        if (i == me) continue;
+        const auto [f, l] = held(i);
+        if (l > f) moved.push_back(rank_.recv(st_.recv, i, i < base + h ? x_ : y_, f * f_.key_bytes, (l - f) * f_.key_bytes, 1));
+        if (last > first) moved.push_back(rank_.send(st_.send, i, mine_, 0, (last - first) * f_.key_bytes, 1));
+      }
+      for (const Event& e : moved) rank_.stream_wait(st_.compute, e);
+      const uint64_t t = rank_.launch(st_.compute, PivotSearchOp{x_, y_, f_.key_bytes, m}).get().count;
+      const uint64_t new_lo = t == 0 ? lo : probe(t - 1) + 1, new_hi = t < m ? probe(t) : hi;
+      lo = new_lo, hi = new_hi;
+    }
+    return lo;
+  }
+
+  Rank& rank_;
+  SortStreams st_;
+  TupleFormat f_;
+  Buffer ids_, mine_, x_, y_;
+  std::vector<uint64_t> rows_;
+  Tuples cur_, alt_;
 };
 
 // The sort phase of one relation: returns this rank's k sorted runs, one after the other in one
@@ -137,9 +327,9 @@ struct Runs {
   std::vector<uint64_t> first;  // k + 1 row offsets
 };
 Runs sort_chunksets(Rank& rank, const Tuples& host, const RelationPlan& p, const std::vector<uint32_t>& owner_first,
-                    PartitionFn fn) {
+                    PartitionFn fn, bool merge_sort) {
   const int g = rank.size(), me = rank.id();
-  const Stream compute{0}, send_stream{1}, recv_stream{2}, copy_stream{3};
+  const SortStreams st;
   const TupleFormat f = p.fmt;
   auto dest_rows = [&](int from, uint32_t c, int to) {
     return p.rows(from, c, owner_first[size_t(to)], owner_first[size_t(to) + 1]);
@@ -156,26 +346,29 @@ Runs sort_chunksets(Rank& rank, const Tuples& host, const RelationPlan& p, const
   runs.first = prefix(received);
   runs.all = rank.alloc_tuples(MemSpace::Pinned, runs.first.back(), f, "mgsmj." + p.name + ".runs");
 
-  SortLane lanes[2];
+  // radix: in -> part (scattered) -> recv (exchanged) -> sorted. merge: in -> part (sorted, then
+  // merged through the stages, `in` their scratch) -> recv (re-cut at the owners' key ranges:
+  // the pieces arrive in order, so they need no sort) -> copied back from recv.
+  struct SortLane {
+    Tuples in, part, recv, sorted;
+  } lanes[2];
   for (int l = 0; l < 2; ++l) {
     const std::string t = "mgsmj." + p.name + ".lane" + std::to_string(l);
     lanes[l] = {rank.alloc_tuples(MemSpace::Device, max_in, f, t + ".in"),
-                rank.alloc_tuples(MemSpace::Device, max_in, f, t + ".partitioned"),
+                rank.alloc_tuples(MemSpace::Device, max_in, f, t + (merge_sort ? ".sorted" : ".partitioned")),
                 rank.alloc_tuples(MemSpace::Device, max_recv, f, t + ".recv"),
-                rank.alloc_tuples(MemSpace::Device, max_recv, f, t + ".sorted")};
+                merge_sort ? Tuples{} : rank.alloc_tuples(MemSpace::Device, max_recv, f, t + ".sorted")};
   }
-  auto column_ranges = [&](const Tuples& t, uint64_t row, uint64_t n) {
-    return std::vector<BufferRange>{{t.keys, row * f.key_bytes, n * f.key_bytes},
-                                    {t.vals, row * f.val_bytes, n * f.val_bytes}};
-  };
+  std::optional<MergeStages> stages;
+  if (merge_sort) stages.emplace(rank, st, f, "mgsmj." + p.name);
   Event copied[2], free_again[2];  // chunk in the lane's input; the lane's last chunkset copied back
   auto copy_in = [&](uint32_t c) {
     const int l = int(c % 2);
-    if (free_again[l].impl()) rank.stream_wait(copy_stream, free_again[l]);
+    if (free_again[l].impl()) rank.stream_wait(st.copy, free_again[l]);
     const uint64_t first = p.bounds[c], n = p.bounds[c + 1] - first;
-    rank.copy(copy_stream, lanes[l].in.keys, 0, host.keys, first * f.key_bytes, n * f.key_bytes);
-    rank.copy(copy_stream, lanes[l].in.vals, 0, host.vals, first * f.val_bytes, n * f.val_bytes);
-    copied[l] = rank.record(copy_stream);
+    rank.copy(st.copy, lanes[l].in.keys, 0, host.keys, first * f.key_bytes, n * f.key_bytes);
+    rank.copy(st.copy, lanes[l].in.vals, 0, host.vals, first * f.val_bytes, n * f.val_bytes);
+    copied[l] = rank.record(st.copy);
   };
   copy_in(0);
   for (uint32_t c = 0; c < p.chunks; ++c) {
@@ -183,41 +376,42 @@ Runs sort_chunksets(Rank& rank, const Tuples& host, const RelationPlan& p, const
     SortLane& lane = lanes[l];
     if (c + 1 < p.chunks) copy_in(c + 1);  // overlaps this chunkset's sort
     const uint64_t n = p.bounds[c + 1] - p.bounds[c];
-    rank.stream_wait(compute, copied[l]);
-    // Scatter by bucket: GPU j's buckets are contiguous, so its rows are too.
-    rank.launch(compute, PartitionOp{lane.in.slice(0, n), {}, fn, lane.part});
-    const Event partitioned = rank.record(compute);
-    rank.stream_wait(send_stream, partitioned);
-    if (free_again[l].impl()) rank.stream_wait(recv_stream, free_again[l]);  // lane.recv was sorted from
-    // The all-to-all: in round k to rank me + k, from rank me - k (round 0 a local copy).
+    rank.stream_wait(st.compute, copied[l]);
     std::vector<uint64_t> send_first(size_t(g) + 1, 0), recv_first(size_t(g) + 1, 0);
-    for (int j = 0; j < g; ++j) {
-      send_first[size_t(j) + 1] = send_first[size_t(j)] + dest_rows(me, c, j);
-      recv_first[size_t(j) + 1] = recv_first[size_t(j)] + dest_rows(j, c, me);
-    }
-    std::vector<Event> moved;
-    for (int k = 0; k < g; ++k) {
-      const int to = (me + k) % g, from = (me - k + g) % g;
-      const uint64_t ns = send_first[size_t(to) + 1] - send_first[size_t(to)];
-      const uint64_t nr = recv_first[size_t(from) + 1] - recv_first[size_t(from)];
-      if (k == 0) {
-        for (int col = 0; col < 2 && ns; ++col) {
-          const auto src = column_ranges(lane.part, send_first[size_t(me)], ns)[size_t(col)];
-          const auto dst = column_ranges(lane.recv, recv_first[size_t(me)], ns)[size_t(col)];
-          moved.push_back(rank.copy(compute, dst.buf, dst.off, src.buf, src.off, src.bytes));
-        }
-        continue;
+    if (!merge_sort) {
+      // Scatter by bucket: GPU j's buckets are contiguous, so its rows are too.
+      rank.launch(st.compute, PartitionOp{lane.in.slice(0, n), {}, fn, lane.part});
+      for (int j = 0; j < g; ++j) {
+        send_first[size_t(j) + 1] = send_first[size_t(j)] + dest_rows(me, c, j);
+        recv_first[size_t(j) + 1] = recv_first[size_t(j)] + dest_rows(j, c, me);
       }
-      if (nr) moved.push_back(rank.recv_v(recv_stream, from, column_ranges(lane.recv, recv_first[size_t(from)], nr), 0));
-      if (ns) moved.push_back(rank.send_v(send_stream, to, column_ranges(lane.part, send_first[size_t(to)], ns), 0));
+    } else {
+      rank.launch(st.compute, SortOp{lane.in.slice(0, n), lane.part, SortAlgo::Radix});
+      std::vector<uint64_t> rows(size_t(g), 0);
+      for (int i = 0; i < g; ++i) rows[size_t(i)] = p.rows(i, c, 0, p.F);
+      stages->sort(lane.part.slice(0, n), lane.in, rows);
+      // GPU i holds rows [at[i], at[i + 1]) of the sorted chunkset, owner j its key range, rows
+      // [cut[j], cut[j + 1]) (the histograms' counts of the buckets below the range).
+      const std::vector<uint64_t> at = prefix(rows);
+      std::vector<uint64_t> cut(size_t(g) + 1, 0);
+      for (int j = 0; j < g; ++j) cut[size_t(j) + 1] = cut[size_t(j)] + received_by(p, c, owner_first, j, g);
+      auto clamp = [](uint64_t v, uint64_t lo, uint64_t hi) { return std::min(std::max(v, lo), hi) - lo; };
+      for (int j = 0; j <= g; ++j) {
+        send_first[size_t(j)] = clamp(cut[size_t(j)], at[size_t(me)], at[size_t(me) + 1]);
+        recv_first[size_t(j)] = clamp(at[size_t(j)], cut[size_t(me)], cut[size_t(me) + 1]);
+      }
     }
-    for (const Event& e : moved) rank.stream_wait(compute, e);
-    rank.launch(compute, SortOp{lane.recv.slice(0, received[c]), lane.sorted, SortAlgo::Radix});
-    rank.stream_wait(copy_stream, rank.record(compute));
+    const Event ready = rank.record(st.compute);
+    rank.stream_wait(st.send, ready);
+    if (free_again[l].impl()) rank.stream_wait(st.recv, free_again[l]);  // lane.recv was copied back or sorted from
+    for (const Event& e : all_to_all(rank, st, lane.part, send_first, lane.recv, recv_first)) rank.stream_wait(st.compute, e);
+    const Tuples& done = merge_sort ? lane.recv : lane.sorted;
+    if (!merge_sort) rank.launch(st.compute, SortOp{lane.recv.slice(0, received[c]), lane.sorted, SortAlgo::Radix});
+    rank.stream_wait(st.copy, rank.record(st.compute));
     const uint64_t at = runs.first[c], m = received[c];
-    rank.copy(copy_stream, runs.all.keys, at * f.key_bytes, lane.sorted.keys, 0, m * f.key_bytes);
-    rank.copy(copy_stream, runs.all.vals, at * f.val_bytes, lane.sorted.vals, 0, m * f.val_bytes);
-    free_again[l] = rank.record(copy_stream);
+    rank.copy(st.copy, runs.all.keys, at * f.key_bytes, done.keys, 0, m * f.key_bytes);
+    rank.copy(st.copy, runs.all.vals, at * f.val_bytes, done.vals, 0, m * f.val_bytes);
+    free_again[l] = rank.record(st.copy);
   }
   rank.sync_all();
   return runs;
@@ -234,6 +428,7 @@ std::vector<uint64_t> my_buckets(const RelationPlan& p, int g, uint32_t b0, uint
 
 void run_mgsmj(Rank& rank, const JoinJob& job) {
   check_mgsmj(job);
+  check_merge_sort_ranks(job, rank.size());
   // The simulator keeps a buffer's keys as a distribution, not in order: a sorted relation's rows
   // [a, b) read as a share of all its keys, not as the key range the join's parts are, so the
   // parts' counts would be wrong (about a quarter of the matches).
@@ -288,7 +483,7 @@ void run_mgsmj(Rank& rank, const JoinJob& job) {
   begin_phase(rank, "sort");
   Runs runs[2];
   for (int i = 0; i < 2; ++i) {
-    runs[i] = sort_chunksets(rank, rels[i]->tuples, plans[i], owner_first, fn);
+    runs[i] = sort_chunksets(rank, rels[i]->tuples, plans[i], owner_first, fn, cfg.merge_sort);
     rels[i]->tuples = Tuples{};  // the unsorted slice is no longer needed
   }
 

@@ -30,6 +30,7 @@ struct JoinJob {
   po::variables_map options;  // the strategy's own keys, parsed and defaulted
   MemSpace data_space = MemSpace::Device;  // where inputs are generated (chunked: S is Pinned)
   uint64_t device_memory = 0;  // bytes of device memory per rank the backend gives (0: not known), for bounds
+  int ranks = 0;               // ranks of the run (0: not known), for checks that depend on them
 };
 
 // The analytic bound of a run: the minimum time its bytes take through its tightest resource.

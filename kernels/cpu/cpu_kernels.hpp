@@ -103,6 +103,9 @@ std::vector<uint64_t> partition_into_chunks(const K* keys, const V* vals, uint64
 // Merges key-sorted runs (ChunkIn, above) into out (rows: their sum). Equal keys keep run order.
 template <class K, class V>
 void multiway_merge(const std::vector<ChunkIn<K, V>>& runs, K* out_keys, V* out_vals, int threads);
+// PivotSearchOp: the first t < n with x[t] <= y[t] (x non-increasing, y non-decreasing), else n.
+template <class K>
+uint64_t pivot_search(const K* x, const K* y, uint64_t n);
 
 // --- join outputs ---------------------------------------------------------------------------------
 // Where a join writes (key, R value, S value) rows: rows [first, first + count) of the arrays,

@@ -86,4 +86,17 @@ void multiway_merge(const std::vector<ChunkIn<K, V>>& runs, K* out_keys, V* out_
   template void multiway_merge<K, V>(const std::vector<ChunkIn<K, V>>&, K*, V*, int);
 JL_FOR_EACH_KV(JL_INSTANTIATE_MULTIWAY_MERGE)
 
+template <class K>
+uint64_t pivot_search(const K* x, const K* y, uint64_t n) {
+  uint64_t lo = 0, hi = n;  // the predicate x[t] <= y[t] is false below the answer, true from it on
+  while (lo < hi) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    if (x[mid] <= y[mid]) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo;
+}
+template uint64_t pivot_search<uint32_t>(const uint32_t*, const uint32_t*, uint64_t);
+template uint64_t pivot_search<uint64_t>(const uint64_t*, const uint64_t*, uint64_t);
+
 }  // namespace joinlab::cpu

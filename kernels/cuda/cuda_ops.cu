@@ -341,6 +341,31 @@ void queue(KernelContext&, const MultiwayMergeOp&, uint64_t*) {
   throw RuntimeError("multiway merge: runs on the host lane, not as a kernel");
 }
 
+void queue(KernelContext& ctx, const MergeOp& o, uint64_t*) {
+  const uint64_t rows = o.a.rows + o.b.rows;
+  if (!(o.a.fmt == o.out.fmt) || !(o.b.fmt == o.out.fmt)) throw RuntimeError("merge: run and output tuple formats differ");
+  if (o.out.capacity < rows)
+    throw RuntimeError("merge: out holds " + std::to_string(o.out.capacity) + " rows, the runs have " + std::to_string(rows));
+  need_tuples(o.a, o.a.rows, "merge", "run a");
+  need_tuples(o.b, o.b.rows, "merge", "run b");
+  need_tuples(o.out, rows, "merge", "output");
+  with_types(o.out.fmt.key_bytes, o.out.fmt.val_bytes, [&](auto k, auto v) {
+    using K = decltype(k);
+    using V = decltype(v);
+    merge_pairs<K, V>(ctx, o.a.key_ptr<K>(), o.a.val_ptr<V>(), o.a.rows, o.b.key_ptr<K>(), o.b.val_ptr<V>(), o.b.rows,
+                      o.out.key_ptr<K>(), o.out.val_ptr<V>());
+  });
+}
+
+void queue(KernelContext& ctx, const PivotSearchOp& o, uint64_t* d_words) {
+  need(o.x, 0, o.n, o.key_bytes, "pivot search", "x");
+  need(o.y, 0, o.n, o.key_bytes, "pivot search", "y");
+  with_types(o.key_bytes, o.key_bytes, [&](auto k, auto) {
+    using K = decltype(k);
+    pivot_search<K>(ctx, data_of<K>(o.x), data_of<K>(o.y), o.n, d_words);
+  });
+}
+
 void queue(KernelContext& ctx, const ScanOp& o, uint64_t*) {
   need(o.in, 0, o.n, 8, "scan", "input");
   need(o.out, 0, o.n, 8, "scan", "output");
@@ -394,7 +419,8 @@ std::vector<const Buffer*> buffers_of(const Op& op) {
         else if constexpr (std::is_same_v<T, MultiwayMergeOp>) {
           for (const Tuples& r : o.runs) add(v, r);
           add(v, o.out);
-        }
+        } else if constexpr (std::is_same_v<T, MergeOp>) add(v, o.a), add(v, o.b), add(v, o.out);
+        else if constexpr (std::is_same_v<T, PivotSearchOp>) v.insert(v.end(), {&o.x, &o.y});
       },
       op);
   return v;

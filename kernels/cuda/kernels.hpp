@@ -213,6 +213,15 @@ template <class K, class VR, class VS>
 void merge_join(KernelContext& ctx, const K* r_keys, const VR* r_vals, uint64_t r_rows, const K* s_keys,
                 const VS* s_vals, uint64_t s_rows, const JoinSinkRef<K, VR, VS>& sink, uint64_t* d_words);
 
+// --- merge stages of the merge-based multi-GPU sort (merge.cu) --------------------------------
+// out = runs a and b merged by key (CUB's DeviceMerge; equal keys in any order).
+template <class K, class V>
+void merge_pairs(KernelContext& ctx, const K* a_k, const V* a_v, uint64_t a_rows, const K* b_k, const V* b_v,
+                 uint64_t b_rows, K* out_k, V* out_v);
+// d_words[kCountWord] = the first t < n with x[t] <= y[t], else n (PivotSearchOp).
+template <class K>
+void pivot_search(KernelContext& ctx, const K* x, const K* y, uint64_t n, uint64_t* d_words);
+
 // --- gather, checksum, scan -----------------------------------------------------------------
 // out[i] = column[ids[i] - base_row]; an id outside the column sets d_words[kCountWord] to 1 + the
 // index of a bad row (the caller reports it).
