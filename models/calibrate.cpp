@@ -552,8 +552,8 @@ class Bench {
     timed(MergeJoinOp{rs_, ss, no_output(), 0, OutputMode::CountOnly}, &access_);
     timed(MergeJoinOp{rs_, ss, out, 0, OutputMode::Direct}, &access_);
     // mgsmj's merge stages: the local merge of two sorted runs (half of R's and of S's rows into
-    // the scratch rows, free here), sampled into the merge_join model that costs it, and the
-    // pivot search over a stage's probes (a launch: the scan model's constant).
+    // the scratch rows, free here), and the pivot search over a stage's probes (a launch: the
+    // scan model's constant).
     timed(MergeOp{rs_.slice(0, n / 2), ss.slice(0, n - n / 2), scratch_.slice(0, n)});
     timed(PivotSearchOp{rs_.keys, ss.keys, fmt_.key_bytes, std::min<uint64_t>(n, 1024)});
     // The multiway merge runs on the host's CPUs on every backend: the CPU passes sample it (two

@@ -40,6 +40,8 @@ const std::vector<ModelSpec>& model_specs() {
       {"sort.merge", {"bytes_in_log2_rows"}, "", {}, 0},
       {"merge_join", {"bytes_in", "bytes_out"}, "", {"near"}, 2},
       {"multiway_merge", {"bytes_in", "bytes_out"}, "", {}, 0, true},
+      // Two sorted runs into one (mgsmj's merge stages): the merge join's walk, every row written.
+      {"merge", {"bytes_in", "bytes_out"}, "", {}, 0, false, "merge_join"},
       {"gather", {"bytes_in"}, "source_bytes", {}, 0},
       {"checksum", {"bytes_in"}, "", {}, 0},
       {"scan", {"bytes_in"}, "", {}, 0},
@@ -548,11 +550,10 @@ OpSample op_sample(const Op& op, const OpResult& result, const KeyAccess* access
           const double bytes = double(o.out.fmt.tuple_bytes()) * double(params_of(Op{o}).rows_in);
           return make("multiway_merge", {bytes, bytes});
         } else if constexpr (std::is_same_v<T, MergeOp>) {
-          // Both runs read once, every row written once: a merge join whose output is its input
-          // (the same merge path walk), so the merge_join model costs it and calibrate samples it
-          // into that model.
+          // Both runs read once, every row written once (a profile calibrated before the model
+          // costs it as a merge join whose output is its input: the same merge path walk).
           const double bytes = double(o.out.fmt.tuple_bytes()) * double(o.a.rows + o.b.rows);
-          return make("merge_join", {bytes, bytes});
+          return make("merge", {bytes, bytes});
         } else if constexpr (std::is_same_v<T, PivotSearchOp>) {
           // A launch and log2(n) probes of x and y: scan's constant (a launch) and its bytes.
           return make("scan", {double(o.n) * 2.0 * o.key_bytes});
@@ -609,6 +610,8 @@ double PiecewiseModel::seconds(const OpSample& s) const {
 
 const PiecewiseModel& OpModels::get(const std::string& model) const {
   auto it = models_.find(model);
+  if (it == models_.end())
+    if (const ModelSpec* spec = find_model_spec(model); spec && !spec->stand_in.empty()) it = models_.find(spec->stand_in);
   if (it == models_.end()) throw RuntimeError("the profile has no cost model for operator '" + model + "'");
   return it->second;
 }
