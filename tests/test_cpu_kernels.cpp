@@ -394,6 +394,32 @@ void check_partitioned(const std::vector<uint64_t>& keys, const std::vector<uint
   }
 }
 
+// chunked_layout against its definition, partition by partition: partition p of each output
+// follows every chunk's rows of the partitions before it, and chunk c's run of p follows the runs
+// of p of the chunks before c in the same output (none, some and all chunks cached).
+TEST(ChunkLayout, PartitionMajorInEachOutputChunksInOrder) {
+  std::mt19937_64 rng(7);
+  for (auto [chunks, fanout] : {std::pair<uint32_t, uint32_t>{1, 1}, {3, 4}, {128, 2048}, {7, 64}})
+    for (uint32_t cached : {0u, 1u, chunks / 2, chunks}) {
+      std::vector<uint64_t> hist(size_t(chunks) * fanout);
+      for (uint64_t& h : hist) h = rng() % 5 == 0 ? 0 : rng() % 1000;
+      const ChunkLayout l = chunked_layout(hist, fanout, cached);
+      uint64_t at[2] = {0, 0};  // cache, spill
+      for (uint32_t p = 0; p < fanout; ++p) {
+        ASSERT_EQ(l.cache_starts[p], at[0]);
+        ASSERT_EQ(l.spill_starts[p], at[1]);
+        for (uint32_t c = 0; c < chunks; ++c) {
+          uint64_t& a = at[c < cached ? 0 : 1];
+          ASSERT_EQ(l.offsets[size_t(c) * fanout + p], a) << "chunk " << c << " partition " << p;
+          a += hist[size_t(c) * fanout + p];
+        }
+      }
+      EXPECT_EQ(l.cache_starts[fanout], at[0]);
+      EXPECT_EQ(l.spill_starts[fanout], at[1]);
+    }
+  EXPECT_THROW(chunked_layout(std::vector<uint64_t>(5), 2, 0), RuntimeError);
+}
+
 TEST(CpuPartition, OneSegmentEveryWidthFanoutAndSize) {
   for (int threads : {1, 3}) {
     CpuOps ops(threads);

@@ -106,6 +106,36 @@ TEST(CudaStrategies, SameCountAndChecksumAsCpuBackend) {
     }
 }
 
+// triton's out-of-core plan on the GPU (in_gpu off, a cache smaller than R and S, so the first
+// pass spills): every materializing output policy and space and both spill reads give the CPU
+// backend's result (the second pass's histograms queued ahead, the next partition's layout
+// queued during the join, one pinned output segment).
+TEST(CudaStrategies, TritonOutOfCoreSameAsCpuBackend) {
+  JL_REQUIRE_GPU();
+  register_builtin();
+  const std::vector<Case> all = workloads();
+  for (const Case& c : {all[0], all[2], all[7]})
+    for (const char* output : {"direct", "count_then_write"})
+      for (const char* space : {"pinned", "device"})
+        for (const char* read : {"kernel", "copy"}) {
+          const Options o = {{"in_gpu", "off"},  {"output", output},      {"output_space", space},
+                             {"spill_read", read}, {"cache_bytes", "500000"}};
+          const std::string what = "triton on " + c.name + " output " + output + " in " + space + " spill read " + read;
+          RunPoint cpu_point = point("triton", "cpu", c.w, o), gpu_point = point("triton", "cuda", c.w, o);
+          cpu_point.cluster.device_memory = gpu_point.cluster.device_memory = uint64_t(16) << 20;
+          RunOutcome cpu, gpu;
+          ASSERT_NO_THROW(cpu = run_point(cpu_point)) << what;
+          try {
+            gpu = run_point(gpu_point);
+          } catch (const std::exception& e) {
+            FAIL() << what << ": " << e.what();
+          }
+          EXPECT_EQ(gpu.digest.count, cpu.digest.count) << what;
+          EXPECT_EQ(gpu.digest.checksum, cpu.digest.checksum) << what;
+          EXPECT_GT(gpu.digest.count, 0u) << what;
+        }
+}
+
 TEST(CudaStrategies, TraceHasEveryKernelWithParametersInsideItsPhases) {
   JL_REQUIRE_GPU();
   Workload w;

@@ -136,7 +136,7 @@ TEST(CudaOps, HistogramMatchesCpu) {
           "histogram bits " + std::to_string(fn.bits));
 }
 
-// With in_segments, in device memory (a launch per segment) and in host memory (the CPU kernel on
+// With in_segments, in device memory (one launch for all segments) and in host memory (the CPU kernel on
 // the rank's host lane, as gpj's senders count their batches): k * fanout counts, segment-major,
 // those of a HistogramOp of each segment's slice.
 TEST(CudaOps, HistogramInSegmentsMatchesCpuAndPerSegmentHistograms) {
@@ -179,6 +179,27 @@ TEST(CudaOps, HistogramInSegmentsMatchesCpuAndPerSegmentHistograms) {
         }
         return Obs{};
       });
+}
+
+// Many segments in one launch (triton's second pass: 128 chunks of a partition, fanout 2048):
+// empty ones, ones shorter than a block's threads, a view that starts past its buffer's first row,
+// and fanouts whose counts fit shared memory and one whose counts do not (global atomics).
+TEST(CudaOps, HistogramOfManySegmentsInOneLaunchMatchesCpu) {
+  JL_REQUIRE_GPU();
+  const uint64_t n = 1500000;
+  std::vector<uint64_t> segs = {0, 0, 5, 5, 1029};
+  for (uint64_t at = 1029; at < n - 3000; at += 1 + (at * 7919) % 40000) segs.push_back(at);
+  segs.push_back(n - 1000);
+  for (uint8_t kb : {uint8_t(4), uint8_t(8)})
+    for (PartitionFn fn : {PartitionFn{PartitionFn::Radix, 11, 0, 0}, PartitionFn{PartitionFn::Radix, 16, 2, 0},
+                           PartitionFn{PartitionFn::Hash, 9, 0, 99}})
+      same_on_both(
+          [&](Rank& rank) {
+            const Tuples t = generate(rank, spec("R", n, KeyDist::UniqueSparse, kb, 4, 3), nullptr, "R").slice(1000, n - 1000);
+            return rank.launch(Stream{0}, HistogramOp{t, fn, segs}).get().values;
+          },
+          "histogram of " + std::to_string(segs.size() - 1) + " segments, key bytes " + std::to_string(kb) + " bits " +
+              std::to_string(fn.bits));
 }
 
 // Offsets, then the checksum of every partition (at most 512 of them, evenly spread).

@@ -63,19 +63,26 @@ ChunkLayout chunked_layout(const std::vector<uint64_t>& hist, uint32_t fanout, u
   l.cache_starts.assign(size_t(fanout) + 1, 0);
   l.spill_starts.assign(size_t(fanout) + 1, 0);
   // Partition-major in each output: partition p starts after every chunk's rows of partitions < p,
-  // and chunk c's run of p after the runs of the chunks before it in the same output.
-  uint64_t cache_at = 0, spill_at = 0;
+  // and chunk c's run of p after the runs of the chunks before it in the same output. Both loops
+  // go through the histograms in their (chunk-major) order: partition-major reads, a cache line
+  // per count, took milliseconds for triton's 128 x 2048 second-pass counts.
+  for (size_t c = 0; c < chunks; ++c) {
+    std::vector<uint64_t>& starts = c < cached_chunks ? l.cache_starts : l.spill_starts;
+    for (uint32_t p = 0; p < fanout; ++p) starts[p + 1] += hist[c * fanout + p];
+  }
   for (uint32_t p = 0; p < fanout; ++p) {
-    l.cache_starts[p] = cache_at;
-    l.spill_starts[p] = spill_at;
-    for (size_t c = 0; c < chunks; ++c) {
-      uint64_t& at = c < cached_chunks ? cache_at : spill_at;
-      l.offsets[c * fanout + p] = at;
-      at += hist[c * fanout + p];
+    l.cache_starts[p + 1] += l.cache_starts[p];
+    l.spill_starts[p + 1] += l.spill_starts[p];
+  }
+  std::vector<uint64_t> cache_at(l.cache_starts.begin(), l.cache_starts.end() - 1);
+  std::vector<uint64_t> spill_at(l.spill_starts.begin(), l.spill_starts.end() - 1);
+  for (size_t c = 0; c < chunks; ++c) {
+    std::vector<uint64_t>& at = c < cached_chunks ? cache_at : spill_at;
+    for (uint32_t p = 0; p < fanout; ++p) {
+      l.offsets[c * fanout + p] = at[p];
+      at[p] += hist[c * fanout + p];
     }
   }
-  l.cache_starts[fanout] = cache_at;
-  l.spill_starts[fanout] = spill_at;
   return l;
 }
 

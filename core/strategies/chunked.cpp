@@ -84,10 +84,8 @@ void run_chunked(Rank& rank, const JoinJob& job) {
   OutputSink sink(rank, cfg.output_space, r.fmt, s_host.fmt, "chunked.out");
   // Output segments hold one match per S row (all of a primary-key join's output) unless that
   // would take more than half of the memory left; later segments start when one is full.
-  const uint64_t row_bytes = uint64_t(r.fmt.key_bytes) + r.fmt.val_bytes + s_host.fmt.val_bytes;
-  const uint64_t segment_rows = std::max(std::min(direct_output_estimate(0, s_host.rows),
-                                                  rank.capacity(cfg.output_space) / 2 / row_bytes),
-                                         std::min(cfg.chunk_rows, s_host.rows));
+  const uint64_t segment_rows = output_segment_rows(rank, cfg.output_space, r.fmt, s_host.fmt, s_host.rows,
+                                                    std::min(cfg.chunk_rows, s_host.rows));
   const OutputSizing sizing{segment_rows, segment_rows};
   const Event built = rank.record(Stream{0});
   for (int k = 1; k < cfg.streams; ++k) rank.stream_wait(Stream{k}, built);

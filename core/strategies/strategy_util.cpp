@@ -240,6 +240,12 @@ uint64_t run_join(Rank& rank, Stream s, OutputMode policy, OutputSink& sink, Out
 
 uint64_t direct_output_estimate(uint64_t r_rows, uint64_t s_rows) { return std::max<uint64_t>({r_rows, s_rows, 1}); }
 
+uint64_t output_segment_rows(Rank& rank, MemSpace space, TupleFormat r_fmt, TupleFormat s_fmt, uint64_t s_rows,
+                             uint64_t at_least) {
+  const uint64_t row_bytes = uint64_t(r_fmt.key_bytes) + r_fmt.val_bytes + s_fmt.val_bytes;
+  return std::max(std::min(direct_output_estimate(0, s_rows), rank.capacity(space) / 2 / row_bytes), at_least);
+}
+
 OutputSink join_into_new_output(Rank& rank, Stream st, OutputMode policy, MemSpace space, const Tuples& r,
                                 const Tuples& s, const std::string& tag, const JoinOpFactory& make_op) {
   OutputSink sink(rank, space, r.fmt, s.fmt, tag);

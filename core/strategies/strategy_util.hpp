@@ -129,6 +129,12 @@ uint64_t run_join(Rank& rank, Stream s, OutputMode policy, OutputSink& sink, Out
 // most one row per probe tuple; other joins may overflow it and rerun.
 uint64_t direct_output_estimate(uint64_t r_rows, uint64_t s_rows);
 
+// Rows of the output segments of a join whose probe side has s_rows rows: one match per probe
+// row (all of a primary-key join's output, direct_output_estimate) unless that would take more
+// than half of what `space` has left, and at least `at_least`.
+uint64_t output_segment_rows(Rank& rank, MemSpace space, TupleFormat r_fmt, TupleFormat s_fmt, uint64_t s_rows,
+                             uint64_t at_least);
+
 // A new sink in `space` filled by one run_join of the operator joining r and s.
 OutputSink join_into_new_output(Rank& rank, Stream st, OutputMode policy, MemSpace space, const Tuples& r,
                                 const Tuples& s, const std::string& tag, const JoinOpFactory& make_op);

@@ -7,7 +7,9 @@
 // Then every first-pass partition in turn is partitioned again on the device (its cached part
 // read in place, its spilled part over the link by the kernel or by copies into device memory)
 // and joined per sub-partition (PartitionedJoinOp, as phj). Partitions alternate between two
-// streams, so one partition's link reads overlap the previous one's second pass and join.
+// streams, so one partition's link reads overlap the previous one's second pass and join; the
+// second pass's histograms are queued two partitions ahead and the next partition's second pass
+// is laid out while this one joins, so the host does not keep the GPU waiting.
 // When R and S fit in device memory with phj's buffers, the plan is phj on device copies.
 #include <algorithm>
 
@@ -281,7 +283,7 @@ void run_triton(Rank& rank, const JoinJob& job) {
     return m;
   };
   const uint64_t max_r = largest(hist_r), max_s = largest(hist_s);
-  const uint64_t out_rows = std::max<uint64_t>(max_s, 1);  // one segment per partition at most, grown on demand
+  const uint64_t out_rows = std::max<uint64_t>(max_s, 1);  // a partition's output in a primary-key join
   const uint64_t cache = cache_bytes_of(cfg, device, max_r, max_s, r.fmt, s.fmt);
   const uint64_t cache_r = cache_share_r(cache, double(r.rows) * r.fmt.tuple_bytes(), double(s.rows) * s.fmt.tuple_bytes());
   Launched pr = partition_first(rank, Stream{0}, r, fr, hist_r, fn1, cache_r, cfg, "triton.R");
@@ -302,36 +304,59 @@ void run_triton(Rank& rank, const JoinJob& job) {
   }
   const TableKind table = cfg.phj.table == TableKind::HashRowId ? TableKind::LinearProbing : cfg.phj.table;
   OutputSink sink(rank, cfg.output_space, r.fmt, s.fmt, "triton.out");
-  const OutputSizing sizing{out_rows, out_rows};
-  // Everything of partition p runs on stream p % 2, so a lane's buffers are reused in stream order.
-  struct Pending {
-    SecondPass r, s;
-  };
-  auto start = [&](uint32_t p) {
+  // Output segments: in pinned memory, one for the whole join's rows (one per S row, a
+  // primary-key join's output), not one per partition: a fresh pinned segment per partition cost
+  // a cudaHostAlloc of its ~100 MB (40 ms on an H100 host) while the GPU waited, and Direct
+  // output overflowed the previous partition's leftover and ran twice. In device memory,
+  // segments of the largest partition's rows, as the cache's sizing left room for.
+  const uint64_t segment_rows = cfg.output_space == MemSpace::Device
+                                    ? out_rows
+                                    : output_segment_rows(rank, cfg.output_space, r.fmt, s.fmt, s.rows, out_rows);
+  const OutputSizing sizing{segment_rows, segment_rows};
+  // Everything of partition p runs on stream p % 2, so a lane's buffers are reused in stream
+  // order. The host never waits for the GPU mid-pipeline: partition p's second-pass histograms
+  // are queued two partitions ahead (behind partition p - 2's second pass, whose lane buffers
+  // their staged copies reuse), and partition p + 1's second pass is laid out and queued while
+  // partition p joins.
+  std::vector<SecondPass> counted_r(F), counted_s(F);
+  auto count = [&](uint32_t p) {
+    if (p >= F) return;
     const int l = int(p % 2);
-    Pending pd;
-    pd.r = start_second(rank, Stream{l}, fr, p, lanes[l].r_staged, fn2, cfg.spill_by_copy);
-    pd.s = start_second(rank, Stream{l}, fs, p, lanes[l].s_staged, fn2, cfg.spill_by_copy);
-    return pd;
+    counted_r[p] = start_second(rank, Stream{l}, fr, p, lanes[l].r_staged, fn2, cfg.spill_by_copy);
+    counted_s[p] = start_second(rank, Stream{l}, fs, p, lanes[l].s_staged, fn2, cfg.spill_by_copy);
   };
-  Pending next = start(0);
+  struct Ready {
+    Partitioned r, s;
+  };
+  std::vector<Ready> ready(F);
+  auto prepare = [&](uint32_t p) {
+    if (p >= F) return;
+    const int l = int(p % 2);
+    ready[p].r = finish_second(rank, Stream{l}, counted_r[p], lanes[l].r_out, fn2);
+    ready[p].s = finish_second(rank, Stream{l}, counted_s[p], lanes[l].s_out, fn2);
+    counted_r[p] = counted_s[p] = SecondPass{};
+    count(p + 2);  // same lane, behind this second pass
+  };
+  count(0);
+  count(1);
+  prepare(0);
   for (uint32_t p = 0; p < F; ++p) {
     const int l = int(p % 2);
-    Pending cur = std::move(next);
-    const Partitioned r2 = finish_second(rank, Stream{l}, cur.r, lanes[l].r_out, fn2);
-    const Partitioned s2 = finish_second(rank, Stream{l}, cur.s, lanes[l].s_out, fn2);
+    const Partitioned r2 = std::move(ready[p].r), s2 = std::move(ready[p].s);
+    ready[p] = Ready{};
     if (r2.all.rows == 0 || s2.all.rows == 0) {
-      if (p + 1 < F) next = start(p + 1);
+      prepare(p + 1);
       continue;
     }
+    // Direct output: room for a primary-key join's rows of this partition before it runs, so that
+    // it does not overflow a segment's leftover and run again.
+    if (cfg.phj.output == OutputMode::Direct) sink.reserve(direct_output_estimate(0, s2.all.rows), segment_rows);
     run_join(
         rank, Stream{l}, cfg.phj.output, sink, sizing,
         [&](const JoinOutput& out, uint64_t first, OutputMode mode) -> Op {
           return PartitionedJoinOp{r2, s2, out, first, mode, table};
         },
-        [&] {
-          if (p + 1 < F) next = start(p + 1);  // the next partition's reads overlap this join
-        });
+        [&] { prepare(p + 1); });  // the next partition's second pass overlaps this join
   }
   report_output(rank, Stream{0}, sink, in.r, in.s, MemSpace::Device);
 }

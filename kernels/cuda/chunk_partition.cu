@@ -200,7 +200,7 @@ void chunk_partition(KernelContext& ctx, const std::vector<ChunkPartitionRun>& c
                        " bytes of shared memory per block, the device has " +
                        std::to_string(ctx.info().smem_per_block_optin));
   auto kernel = chunk_partition_kernel<K, V>;
-  JL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  allow_shared_memory(kernel, smem);  // set once per kernel: each call cost host time per launch
   // Two blocks per SM, fewer where the hierarchical buffers would take more than 256 MiB.
   uint32_t grid = std::min<uint32_t>(uint32_t(chunks.size()), uint32_t(2 * std::max(ctx.info().sm_count, 1)));
   const uint32_t buf_rows = hierarchical ? std::max<uint32_t>(1, flush_bytes / uint32_t(sizeof(K) + sizeof(V))) : 0;

@@ -129,16 +129,12 @@ void queue(KernelContext& ctx, const GeneratePayloadOp& o, uint64_t*) {
 void queue(KernelContext& ctx, const HistogramOp& o, uint64_t* d_words) {
   need(o.in.keys, o.in.offset, o.in.rows, o.in.fmt.key_bytes, "histogram", "input keys");
   const std::vector<uint64_t> seg = histogram_segments(o);
-  // Segment s counts into its own result words: one launch per segment (correct, not tuned: the
-  // segmented histogram that matters, gpj's senders', runs on host memory, i.e. the CPU kernel).
-  const uint64_t fanout = o.fn.fanout();
-  for (size_t s = 0; s + 1 < seg.size(); ++s) {
-    uint64_t* counts = d_words + kFirstValueWord + s * fanout;
-    if (o.in.fmt.key_bytes == 4)
-      histogram<uint32_t>(ctx, o.in.key_ptr<uint32_t>() + seg[s], seg[s + 1] - seg[s], o.fn, counts);
-    else
-      histogram<uint64_t>(ctx, o.in.key_ptr<uint64_t>() + seg[s], seg[s + 1] - seg[s], o.fn, counts);
-  }
+  // Segment s counts into its own result words, every segment in one launch.
+  if (o.in.fmt.key_bytes == 4)
+    histogram<uint32_t>(ctx, o.in.key_ptr<uint32_t>(), seg, o.fn, d_words + kFirstValueWord);
+  else
+    histogram<uint64_t>(ctx, o.in.key_ptr<uint64_t>(), seg, o.fn, d_words + kFirstValueWord);
+  ctx.mark(o.in_segments.empty() ? "histogram" : "segmented histogram");
 }
 
 std::vector<uint64_t> segments_of(const PartitionOp& o) {

@@ -183,6 +183,10 @@ struct PendingOp {
       if (params.kind == OpKind::Probe || params.kind == OpKind::PartitionedJoin || params.kind == OpKind::MergeJoin)
         params.rows_out = result->count;
     }
+    // The words are read: back to the cache now, not at the stream's next sync (a pipeline that
+    // never syncs, as triton's join phase, took a fresh pinned block for every histogram's 2 MiB).
+    if (words) result_words_put(words, nwords);
+    words = nullptr;
   }
   // Once complete: lets go of what the work used (buffers, the operator, its result words); the
   // events stay for the trace.

@@ -60,8 +60,8 @@ class KernelContext {
   void* scratch(size_t bytes);
   template <class T>
   T* scratch_array(size_t n) { return static_cast<T*>(scratch(n * sizeof(T))); }
-  // Copies a host vector into scratch memory (from pageable memory: the call returns once the
-  // bytes are staged, so `v` may die right after).
+  // Copies a host vector into scratch memory, staged in pinned memory: the call returns at once
+  // (it does not wait for the stream's queued work), and `v` may die right after.
   template <class T>
   T* upload(const std::vector<T>& v) {
     T* d = scratch_array<T>(v.size() ? v.size() : 1);
@@ -103,9 +103,11 @@ void generate_payload(KernelContext& ctx, uint64_t rel_seed, int column, uint64_
                       uint64_t rows, V* out);
 
 // --- partitioning ---------------------------------------------------------------------------
-// counts[p] (device, fanout words, zeroed by the caller) += rows of partition p.
+// counts[s * fanout + p] (device, segments.size() - 1 histograms, zeroed by the caller) += rows of
+// partition p among keys [segments[s], segments[s + 1]) (ascending offsets), in one launch.
 template <class K>
-void histogram(KernelContext& ctx, const K* keys, uint64_t rows, PartitionFn fn, uint64_t* d_counts);
+void histogram(KernelContext& ctx, const K* keys, const std::vector<uint64_t>& segments, PartitionFn fn,
+               uint64_t* d_counts);
 // Fanout bits one scatter pass handles with its shared-memory staging on this device.
 uint32_t max_one_pass_bits(const DeviceInfo& info, uint32_t key_bytes, uint32_t val_bytes);
 // Scatters rows [segments[0], segments.back()) of `in` (each segment on its own) to out row

@@ -51,8 +51,56 @@ void* KernelContext::scratch(size_t bytes) {
   return p;
 }
 
+namespace {
+// Pinned blocks that uploads are staged in, per device: a block is taken again once the copy that
+// read it is done (its event reached). A copy straight from pageable memory may wait for the
+// stream's queued work before it returns (the driver stages it itself), so a strategy that
+// queues ahead (triton's 2 MiB of offsets per partition) would wait for the GPU at every upload.
+struct StagingBlock {
+  int device;
+  void* ptr;
+  size_t bytes;
+  cudaEvent_t copied;
+};
+// Whether the copy out of a block is done. A copy still running is no error: it must not stay
+// the runtime's last error, which a later launch check would report.
+bool staging_free(const StagingBlock& b) {
+  const cudaError_t q = cudaEventQuery(b.copied);
+  if (q == cudaErrorNotReady) {
+    if (cudaPeekAtLastError() == cudaErrorNotReady) cudaGetLastError();
+    return false;
+  }
+  JL_CUDA_CHECK(q);
+  return true;
+}
+std::mutex staging_mu;
+std::vector<StagingBlock>& staging_blocks() {
+  static auto* v = new std::vector<StagingBlock>;  // never destroyed: the driver may be gone at exit
+  return *v;
+}
+}  // namespace
+
 void KernelContext::upload_bytes(void* d, const void* h, size_t bytes) {
-  if (bytes) JL_CUDA_CHECK(cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, stream_));
+  if (!bytes) return;
+  int device = 0;
+  JL_CUDA_CHECK(cudaGetDevice(&device));
+  std::lock_guard<std::mutex> g(staging_mu);
+  std::vector<StagingBlock>& blocks = staging_blocks();
+  StagingBlock* b = nullptr;  // the smallest free block that holds the bytes
+  for (StagingBlock& s : blocks)
+    if (s.device == device && s.bytes >= bytes && (!b || s.bytes < b->bytes) && staging_free(s))
+      b = &s;
+  if (!b) {
+    size_t size = 64 * 1024;  // powers of two, so that freed blocks fit later uploads
+    while (size < bytes) size *= 2;
+    StagingBlock s{device, pinned_block_get(size), size, nullptr};
+    JL_CUDA_CHECK(cudaEventCreateWithFlags(&s.copied, cudaEventDisableTiming));
+    blocks.push_back(s);
+    b = &blocks.back();
+  }
+  std::memcpy(b->ptr, h, bytes);
+  JL_CUDA_CHECK(cudaMemcpyAsync(d, b->ptr, bytes, cudaMemcpyHostToDevice, stream_));
+  JL_CUDA_CHECK(cudaEventRecord(b->copied, stream_));
 }
 
 bool host_times() {

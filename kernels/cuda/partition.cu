@@ -322,23 +322,34 @@ __global__ void partition_offsets_kernel(const uint64_t* scanned, const uint32_t
   }
 }
 
+// Segment s of the input is rows [seg[s], seg[s + 1]); blocks_per_seg blocks count it together
+// into counts[s * fanout ...]: one launch for every segment (a launch per segment left most of
+// the GPU idle for triton's 128 small chunks of each partition, and cost the host a launch each).
 template <class K>
-__global__ void histogram_shared_kernel(const K* keys, uint64_t rows, PartitionFn fn, uint64_t* d_counts) {
+__global__ void histogram_shared_kernel(const K* keys, const uint64_t* seg, uint32_t blocks_per_seg, PartitionFn fn,
+                                        uint64_t* d_counts) {
   extern __shared__ uint32_t counts[];
   const uint32_t fanout = fn.fanout();
+  const uint64_t s = blockIdx.x / blocks_per_seg, part = blockIdx.x % blocks_per_seg;
   for (uint32_t p = threadIdx.x; p < fanout; p += blockDim.x) counts[p] = 0;
   __syncthreads();
-  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < rows; i += uint64_t(gridDim.x) * blockDim.x)
+  const uint64_t end = seg[s + 1], step = uint64_t(blocks_per_seg) * blockDim.x;
+  for (uint64_t i = seg[s] + part * blockDim.x + threadIdx.x; i < end; i += step)
     atomicAdd(&counts[fn(uint64_t(keys[i]))], 1u);
   __syncthreads();
+  uint64_t* out = d_counts + s * fanout;
   for (uint32_t p = threadIdx.x; p < fanout; p += blockDim.x)
-    if (counts[p]) atomic_add(&d_counts[p], counts[p]);
+    if (counts[p]) atomic_add(&out[p], counts[p]);
 }
 
 template <class K>
-__global__ void histogram_global_kernel(const K* keys, uint64_t rows, PartitionFn fn, uint64_t* d_counts) {
-  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < rows; i += uint64_t(gridDim.x) * blockDim.x)
-    atomic_add(&d_counts[fn(uint64_t(keys[i]))], 1);
+__global__ void histogram_global_kernel(const K* keys, const uint64_t* seg, uint32_t blocks_per_seg, PartitionFn fn,
+                                        uint64_t* d_counts) {
+  const uint64_t s = blockIdx.x / blocks_per_seg, part = blockIdx.x % blocks_per_seg;
+  const uint64_t end = seg[s + 1], step = uint64_t(blocks_per_seg) * blockDim.x;
+  uint64_t* out = d_counts + s * fn.fanout();
+  for (uint64_t i = seg[s] + part * blockDim.x + threadIdx.x; i < end; i += step)
+    atomic_add(&out[fn(uint64_t(keys[i]))], 1);
 }
 
 // --- two passes with one histogram read (partition_joint) ----------------------------------
@@ -683,18 +694,32 @@ uint32_t max_one_pass_bits(const DeviceInfo& info, uint32_t key_bytes, uint32_t 
 }
 
 template <class K>
-void histogram(KernelContext& ctx, const K* keys, uint64_t rows, PartitionFn fn, uint64_t* d_counts) {
-  if (!rows) return;
+void histogram(KernelContext& ctx, const K* keys, const std::vector<uint64_t>& segments, PartitionFn fn,
+               uint64_t* d_counts) {
+  if (segments.size() < 2 || segments.back() == segments.front()) return;
+  const uint64_t nseg = segments.size() - 1;
+  uint64_t longest = 0;
+  for (uint64_t s = 0; s < nseg; ++s) longest = std::max(longest, segments[s + 1] - segments[s]);
   const uint32_t fanout = fn.fanout();
   const size_t smem = size_t(fanout) * sizeof(uint32_t);
-  if (smem <= 64 * 1024) {
+  const bool shared = smem <= 64 * 1024;
+  const unsigned threads = shared ? 1024 : 256;
+  // Blocks per segment: as many as one wave of resident blocks holds (what a launch over one
+  // segment had; more would leave a partial second wave), none with less than four rows a thread
+  // in the longest segment.
+  const uint64_t target = uint64_t(ctx.info().sm_count) * (shared ? 2 : 16);
+  const uint64_t per_seg = std::min<uint64_t>(target / nseg, (longest + 4 * threads - 1) / (4 * threads));
+  const uint32_t blocks_per_seg = uint32_t(std::max<uint64_t>(1, per_seg));
+  if (nseg * blocks_per_seg > uint64_t(INT32_MAX))
+    throw RuntimeError("histogram: " + std::to_string(nseg) + " segments exceed one launch");
+  const unsigned grid = unsigned(nseg * blocks_per_seg);
+  const uint64_t* d_seg = ctx.upload(segments);
+  if (shared) {
     allow_shared_memory(histogram_shared_kernel<K>, smem);
-    histogram_shared_kernel<K><<<grid_for(rows, 1024, ctx.info().sm_count * 2), 1024, smem, ctx.stream()>>>(
-        keys, rows, fn, d_counts);
+    histogram_shared_kernel<K><<<grid, threads, smem, ctx.stream()>>>(keys, d_seg, blocks_per_seg, fn, d_counts);
     JL_CUDA_LAUNCHED("histogram_shared_kernel");
   } else {
-    histogram_global_kernel<K><<<grid_for(rows, 256, ctx.info().sm_count * 16), 256, 0, ctx.stream()>>>(
-        keys, rows, fn, d_counts);
+    histogram_global_kernel<K><<<grid, threads, 0, ctx.stream()>>>(keys, d_seg, blocks_per_seg, fn, d_counts);
     JL_CUDA_LAUNCHED("histogram_global_kernel");
   }
 }
@@ -744,7 +769,7 @@ JL_PARTITION(uint32_t, uint32_t)
 JL_PARTITION(uint32_t, uint64_t)
 JL_PARTITION(uint64_t, uint32_t)
 JL_PARTITION(uint64_t, uint64_t)
-template void histogram<uint32_t>(KernelContext&, const uint32_t*, uint64_t, PartitionFn, uint64_t*);
-template void histogram<uint64_t>(KernelContext&, const uint64_t*, uint64_t, PartitionFn, uint64_t*);
+template void histogram<uint32_t>(KernelContext&, const uint32_t*, const std::vector<uint64_t>&, PartitionFn, uint64_t*);
+template void histogram<uint64_t>(KernelContext&, const uint64_t*, const std::vector<uint64_t>&, PartitionFn, uint64_t*);
 
 }  // namespace joinlab::cuda
