@@ -474,6 +474,7 @@ void finish_op(const Op& op, const uint64_t* words, OpResult& result) {
                          "chunks' histograms)");
     for (const Tuples& t : c->chunks) result.count += t.rows;
   }
+  if (auto* m = std::get_if<MergeOp>(&op)) result.count = m->a.rows + m->b.rows;  // rows merged, as on the CPU
   if (auto* l = std::get_if<LinkAccessOp>(&op)) result.count = l->bytes * (l->access == LinkAccess::Both ? 2 : 1);
   if (auto* g = std::get_if<GatherOp>(&op)) {
     if (result.count)
