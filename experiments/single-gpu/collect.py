@@ -30,7 +30,8 @@ def main():
         with open(path) as f:
             r = list(csv.DictReader(f))
         for row in r:
-            row = {"device": a.device, "date": a.date, "commit": a.commit, **row}
+            # The binary's own commit where its rows have it (a tree copied to a GPU machine may carry an older .git).
+            row = {"device": a.device, "date": a.date, "commit": row.get("git_commit", "")[:7] or a.commit, **row}
             rows.append(row)
     if not rows:
         print("no result CSVs in", a.runs, file=sys.stderr)
