@@ -9,9 +9,11 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <set>
 #include <tuple>
 
 #include "core/common/error.hpp"
+#include "core/exec/merge_path.hpp"
 #include "core/runtime/cpu_rank.hpp"
 #include "core/runtime/in_process_transport.hpp"
 #include "core/verify/checksum.hpp"
@@ -1014,6 +1016,116 @@ TEST(CpuOps, ViewsPastTheirBuffersAreRejectedNamingTheBuffer) {
   } catch (const RuntimeError& e) {
     EXPECT_NE(std::string(e.what()).find("'out.keys'"), std::string::npos) << e.what();
   }
+}
+
+// Sorted keys in [1, range] with a hot key (hot_rows copies of `hot`) mixed in.
+std::vector<uint64_t> sorted_keys(uint64_t n, uint64_t range, uint64_t hot, uint64_t hot_rows, uint32_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<uint64_t> v(n);
+  for (auto& k : v) k = 1 + rng() % range;
+  v.insert(v.end(), hot_rows, hot);
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+// R rows [0, r) and S rows [0, s) hold every key below the key after the cut and none of it or above.
+void expect_key_boundary(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b, CoRank c) {
+  if (c.r + c.s == 0) return;
+  const uint64_t lo = std::max(c.r ? a[c.r - 1] : 0, c.s ? b[c.s - 1] : 0);
+  uint64_t hi = ~0ULL;
+  if (c.r < a.size()) hi = std::min(hi, a[c.r]);
+  if (c.s < b.size()) hi = std::min(hi, b[c.s]);
+  EXPECT_LT(lo, hi) << "cut (" << c.r << ", " << c.s << ") splits key " << hi;
+}
+
+TEST(MergePath, CoRanksAreTheStableMergesPrefixes) {
+  for (auto [na, nb, range] : {std::tuple{0, 5, 3}, {5, 0, 3}, {1, 1, 1}, {300, 500, 40}, {257, 31, 1000}}) {
+    const auto a = sorted_keys(uint64_t(na), uint64_t(range), 1, 0, 1), b = sorted_keys(uint64_t(nb), uint64_t(range), 1, 0, 2);
+    // The stable merge, a's rows first among equal keys: how many of a lie among the first d.
+    std::vector<std::pair<uint64_t, int>> m;
+    for (uint64_t k : a) m.push_back({k, 0});
+    for (uint64_t k : b) m.push_back({k, 1});
+    std::stable_sort(m.begin(), m.end(), [](auto& x, auto& y) { return x.first < y.first; });
+    uint64_t from_a = 0;
+    for (uint64_t d = 0; d <= m.size(); ++d) {
+      const CoRank c = co_rank(a.data(), a.size(), b.data(), b.size(), d);
+      ASSERT_EQ(c.r, from_a) << "diagonal " << d;
+      ASSERT_EQ(c.r + c.s, d);
+      if (d < m.size()) from_a += m[d].second == 0;
+    }
+  }
+}
+
+// A hot key straddling the cuts on both sides (R rows and S rows of it on either side of the
+// diagonal): every cut moves back to the key's first row on both sides.
+TEST(MergePath, KeyCutsMoveStraddlingKeysWhole) {
+  const std::vector<uint32_t> a = {1, 2, 2, 2, 2, 2, 3, 5}, b = {0, 2, 2, 2, 2, 2, 2, 2, 4};
+  const auto wide = [](const std::vector<uint32_t>& v) { return std::vector<uint64_t>(v.begin(), v.end()); };
+  for (uint64_t d = 0; d <= a.size() + b.size(); ++d) {
+    const CoRank c = key_cut(a.data(), a.size(), b.data(), b.size(), d);
+    expect_key_boundary(wide(a), wide(b), c);
+    const CoRank exact = co_rank(a.data(), a.size(), b.data(), b.size(), d);
+    EXPECT_LE(c.r, exact.r);
+    EXPECT_LE(c.s, exact.s);
+    // Merge rows 2 to 13 are key 2 (12 rows): a cut inside them moves to its first row on both sides.
+    if (d >= 2 && d <= 13) {
+      EXPECT_EQ(c, (CoRank{1, 1})) << "diagonal " << d;
+    }
+  }
+  EXPECT_EQ(key_end(a.data(), a.size(), b.data(), b.size(), CoRank{1, 1}), (CoRank{6, 8}));
+  for (int seed = 0; seed < 20; ++seed) {
+    const auto x = sorted_keys(400, 60, 7, 150, uint32_t(seed)), y = sorted_keys(600, 60, 7, 300, uint32_t(seed + 100));
+    for (uint64_t d = 0; d <= x.size() + y.size(); d += 7) expect_key_boundary(x, y, key_cut(x.data(), x.size(), y.data(), y.size(), d));
+  }
+}
+
+// Parts of a join with hot keys, some too large for one part: every matching (R row, S row) pair
+// lies in exactly one piece, and no piece is over the limit.
+TEST(MergePath, PartsJoinEveryPairOnceWithinTheirRows) {
+  auto tuples = [](std::vector<uint64_t>& v, std::vector<uint32_t>& narrow, uint8_t key_bytes) {
+    auto b = std::make_shared<BufferImpl>();
+    narrow.assign(v.begin(), v.end());
+    b->ptr = key_bytes == 4 ? static_cast<void*>(narrow.data()) : static_cast<void*>(v.data());
+    b->bytes = v.size() * key_bytes;
+    Tuples t;
+    t.keys = b;
+    t.rows = t.capacity = v.size();
+    t.fmt = {key_bytes, 4};
+    return t;
+  };
+  struct Case {
+    uint64_t na, nb, range, hot_r, hot_s, min_parts, max_rows;
+  };
+  for (uint8_t key_bytes : {uint8_t(4), uint8_t(8)})
+    for (Case k : {Case{2000, 3000, 500, 300, 500, 3, 256}, Case{2000, 3000, 500, 1, 900, 3, 256},
+                   Case{2000, 3000, 500, 900, 0, 3, 256}, Case{1000, 1000, 4, 0, 0, 1, 100},
+                   Case{5000, 5000, 1u << 30, 0, 0, 4, 1u << 20}, Case{3, 0, 10, 0, 0, 2, 2}}) {
+      SCOPED_TRACE(std::to_string(k.na) + " x " + std::to_string(k.nb) + " range " + std::to_string(k.range) +
+                   ", max_rows " + std::to_string(k.max_rows) + ", key bytes " + std::to_string(key_bytes));
+      auto a = sorted_keys(k.na, k.range, 9, k.hot_r, 11), b = sorted_keys(k.nb, k.range, 9, k.hot_s, 12);
+      std::vector<uint32_t> a4, b4;
+      const std::vector<JoinPiece> parts = merge_path_parts(tuples(a, a4, key_bytes), tuples(b, b4, key_bytes), k.min_parts, k.max_rows);
+      std::map<uint64_t, uint64_t> in_a, in_b;
+      for (uint64_t x : a) ++in_a[x];
+      for (uint64_t x : b) ++in_b[x];
+      uint64_t want = 0;
+      for (auto [x, n] : in_a) want += n * (in_b.count(x) ? in_b[x] : 0);
+      std::set<std::pair<uint64_t, uint64_t>> seen;
+      for (const JoinPiece& p : parts) {
+        EXPECT_LE(p.rows(), k.max_rows);
+        for (uint64_t i = p.r_first; i < p.r_first + p.r_rows; ++i)
+          for (uint64_t j = p.s_first; j < p.s_first + p.s_rows; ++j)
+            if (a[i] == b[j]) {
+              EXPECT_TRUE(seen.insert({i, j}).second) << "pair " << i << ", " << j << " joined twice";
+            }
+      }
+      EXPECT_EQ(seen.size(), want);
+      if (k.range == 1u << 30) {  // unique-ish keys and room to spare: min_parts near-equal parts
+        ASSERT_EQ(parts.size(), k.min_parts);
+        for (const JoinPiece& p : parts) EXPECT_NEAR(double(p.rows()), 2500.0, 2.0);
+      }
+    }
+  EXPECT_THROW(merge_path_parts(Tuples{}, Tuples{}, 1, 1), RuntimeError);
 }
 
 }  // namespace

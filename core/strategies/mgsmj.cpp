@@ -10,16 +10,18 @@
 //    then re-cuts it at the same global key ranges.
 //  * merge: each rank's k sorted runs (one per chunkset) merged on the host's CPUs
 //    (MultiwayMergeOp; skipped when k = 1).
-//  * join: the merged R and S are cut into at least parts_per_gpu parts that fit device memory;
-//    each part is copied in and merge-joined (MergeJoinOp) on one of two streams, its output rows
-//    written to pinned host memory.
+//  * join: the merged R and S are cut by merge path into at least parts_per_gpu parts of
+//    near-equal R + S rows that fit device memory, the cuts moved to key boundaries
+//    (merge_path_parts); each part is copied in and merge-joined (MergeJoinOp) on one of two
+//    streams, its output rows written to pinned host memory.
 // Deviation from the paper, for the SPMD model (every rank holds its own slice of host memory):
 // the sort's splitters are global, not per chunkset. The most-significant-bit histograms of every
 // chunk of R and S are counted first (on the host's CPUs) and exchanged (allgather); the buckets
 // are then split into g contiguous ranges of near-equal R + S rows, and GPU j receives range j of
 // every chunkset of both relations. Its runs and its merged relations therefore hold key range j
-// only, so the merge and the join need no data of another rank, and the parts of the join (whole
-// buckets) never split a key: a hot key is joined in one part and counted once. The cost is
+// only, so the merge and the join need no data of another rank, and a key's rows are on one GPU.
+// The join's parts never split a key's R x S either (its cuts are moved to key boundaries, a key
+// too large for a part is joined in disjoint pieces): a hot key is counted once. The cost is
 // balance: a range is whole buckets, so one hot bucket weighs on one GPU (the paper refines the
 // buckets that span GPUs, which this version does not).
 #include <algorithm>
@@ -27,6 +29,7 @@
 #include <optional>
 
 #include "core/common/error.hpp"
+#include "core/exec/merge_path.hpp"
 #include "core/strategies/rank_joins.hpp"
 
 namespace joinlab {
@@ -49,9 +52,9 @@ void add_mgsmj_options(po::options_description& d) {
       "chunk_rows", int_option("chunk_rows", 0, 0, int64_t(1) << 40),
       "rows of one GPU's chunk of a chunkset; 0 = what half of device memory holds with any skew")(
       "bucket_bits", int_option("bucket_bits", 12, 1, 16),
-      "most significant key bits the sort's histograms count: the granularity of the GPUs' key ranges and of "
-      "the join's parts")("parts_per_gpu", int_option("parts_per_gpu", 3, 1, 1 << 20),
-                          "fewest parts a GPU's share of the join is cut into (more when a part would not fit)");
+      "most significant key bits the sort's histograms count: the granularity of the GPUs' key ranges")("parts_per_gpu", int_option("parts_per_gpu", 3, 1, 1 << 20),
+                          "fewest merge-path parts a GPU's share of the join is cut into (more when a part would not fit "
+                          "a quarter of device memory)");
   add_output_option(d, "direct");
 }
 
@@ -417,15 +420,6 @@ Runs sort_chunksets(Rank& rank, const Tuples& host, const RelationPlan& p, const
   return runs;
 }
 
-// This rank's rows of one relation per bucket of its range (its merged relation, bucket by bucket).
-std::vector<uint64_t> my_buckets(const RelationPlan& p, int g, uint32_t b0, uint32_t b1) {
-  std::vector<uint64_t> n(b1 - b0, 0);
-  for (int i = 0; i < g; ++i)
-    for (uint32_t c = 0; c < p.chunks; ++c)
-      for (uint32_t b = b0; b < b1; ++b) n[b - b0] += p.hist[(size_t(i) * p.chunks + c) * p.F + b];
-  return n;
-}
-
 void run_mgsmj(Rank& rank, const JoinJob& job) {
   check_mgsmj(job);
   check_merge_sort_ranks(job, rank.size());
@@ -440,7 +434,7 @@ void run_mgsmj(Rank& rank, const JoinJob& job) {
     throw RuntimeError("mgsmj: the " + rank.backend() + " backend gives a rank " + std::to_string(rank.streams()) +
                        " streams, the plan needs 4 (compute, send, receive, copies)");
   Inputs in = generate_inputs(rank, job, MemSpace::Pinned, MemSpace::Pinned);
-  const int g = rank.size(), me = rank.id();
+  const int g = rank.size();
   const PartitionFn fn = msb_buckets(job.workload, cfg.bucket_bits);
   const uint32_t F = fn.fanout();
   const uint64_t device = rank.capacity(MemSpace::Device);
@@ -505,28 +499,21 @@ void run_mgsmj(Rank& rank, const JoinJob& job) {
   runs[0] = runs[1] = Runs{};
 
   begin_phase(rank, "join");
-  const uint32_t b0 = owner_first[size_t(me)], b1 = owner_first[size_t(me) + 1];
-  const std::vector<uint64_t> rb = prefix(my_buckets(plans[0], g, b0, b1)), sb = prefix(my_buckets(plans[1], g, b0, b1));
   const Tuples &r = merged[0], &s = merged[1];
-  // Parts: runs of whole buckets (a key never spans two) of about a parts_per_gpu-th of the rows,
-  // and at most what one of two device lanes holds.
+  // Parts by merge path: near-equal R + S rows, at least parts_per_gpu of them, each at most what
+  // one of two device lanes holds (a quarter of device memory: a lane's R and S buffers are sized
+  // by the largest R and the largest S of any part, together at most twice that). The cuts move to
+  // key boundaries, so each key's R x S is joined in one part; a key too large for a part is
+  // joined in pieces of its R rows against pieces of its S rows (merge_path_parts).
   const uint64_t tb = std::max(r.fmt.tuple_bytes(), s.fmt.tuple_bytes());
-  const uint64_t total = r.rows + s.rows;
-  const uint64_t target = std::max<uint64_t>(
-      1, std::min<uint64_t>((total + cfg.parts_per_gpu - 1) / cfg.parts_per_gpu, device / 4 / tb));
-  // A part closes before the bucket that would take it past the target (a bucket larger than
-  // the target is a part of its own): parts stay within a lane, and there are at least
-  // parts_per_gpu of them where the buckets allow.
-  std::vector<uint32_t> cuts{0};
-  const uint32_t nb = b1 - b0;
-  for (uint32_t b = 0; b < nb; ++b)
-    if (b > cuts.back() && rb[b + 1] + sb[b + 1] - rb[cuts.back()] - sb[cuts.back()] > target) cuts.push_back(b);
-  if (cuts.back() != nb) cuts.push_back(nb);
+  const uint64_t part_rows = device / 4 / tb;
+  if (part_rows < 2)
+    throw RuntimeError("mgsmj: device memory of " + std::to_string(device) + " bytes leaves a join lane " +
+                       std::to_string(device / 4) + " bytes, less than an R and an S row of " + std::to_string(tb) +
+                       " bytes");
+  const std::vector<JoinPiece> parts = merge_path_parts(r, s, cfg.parts_per_gpu, part_rows);
   uint64_t max_r = 1, max_s = 1;
-  for (size_t q = 0; q + 1 < cuts.size(); ++q) {
-    max_r = std::max(max_r, rb[cuts[q + 1]] - rb[cuts[q]]);
-    max_s = std::max(max_s, sb[cuts[q + 1]] - sb[cuts[q]]);
-  }
+  for (const JoinPiece& p : parts) max_r = std::max(max_r, p.r_rows), max_s = std::max(max_s, p.s_rows);
   struct JoinLane {
     Tuples r, s;
   };
@@ -538,13 +525,11 @@ void run_mgsmj(Rank& rank, const JoinJob& job) {
   }
   const Stream copy_stream{3};
   Event copied[2], released[2];
-  auto part_of = [&](const Tuples& t, const std::vector<uint64_t>& off, size_t q) {
-    return t.slice(off[cuts[q]], off[cuts[q + 1]] - off[cuts[q]]);
-  };
   auto copy_in = [&](size_t q) {
     const int l = int(q % 2);
     if (released[l].impl()) rank.stream_wait(copy_stream, released[l]);
-    for (auto [dst, src] : {std::pair{&lanes[l].r, part_of(r, rb, q)}, std::pair{&lanes[l].s, part_of(s, sb, q)}}) {
+    const JoinPiece& p = parts[q];
+    for (auto [dst, src] : {std::pair{&lanes[l].r, r.slice(p.r_first, p.r_rows)}, std::pair{&lanes[l].s, s.slice(p.s_first, p.s_rows)}}) {
       const TupleFormat f = src.fmt;
       rank.copy(copy_stream, dst->keys, 0, src.keys, src.offset * f.key_bytes, src.rows * f.key_bytes);
       rank.copy(copy_stream, dst->vals, 0, src.vals, src.offset * f.val_bytes, src.rows * f.val_bytes);
@@ -554,25 +539,18 @@ void run_mgsmj(Rank& rank, const JoinJob& job) {
   OutputSink sink(rank, MemSpace::Pinned, r.fmt, s.fmt, "mgsmj.out");
   const uint64_t segment_rows = std::max<uint64_t>(direct_output_estimate(0, s.rows), 1);
   const OutputSizing sizing{segment_rows, segment_rows};
-  const size_t parts = cuts.size() - 1;
-  if (parts > 0) copy_in(0);
-  for (size_t q = 0; q < parts; ++q) {
+  if (!parts.empty()) copy_in(0);
+  for (size_t q = 0; q < parts.size(); ++q) {
     const int l = int(q % 2);
     const Stream st{l};
-    const Tuples pr = lanes[l].r.slice(0, rb[cuts[q + 1]] - rb[cuts[q]]);
-    const Tuples ps = lanes[l].s.slice(0, sb[cuts[q + 1]] - sb[cuts[q]]);
+    const Tuples pr = lanes[l].r.slice(0, parts[q].r_rows), ps = lanes[l].s.slice(0, parts[q].s_rows);
     rank.stream_wait(st, copied[l]);
-    if (pr.rows && ps.rows)
-      run_join(
-          rank, st, cfg.output, sink, sizing,
-          [&](const JoinOutput& out, uint64_t first, OutputMode mode) -> Op {
-            return MergeJoinOp{pr, ps, out, first, mode};
-          },
-          [&] {
-            if (q + 1 < parts) copy_in(q + 1);  // the next part's copy overlaps this join
-          });
-    else if (q + 1 < parts)
-      copy_in(q + 1);
+    run_join(
+        rank, st, cfg.output, sink, sizing,
+        [&](const JoinOutput& out, uint64_t first, OutputMode mode) -> Op { return MergeJoinOp{pr, ps, out, first, mode}; },
+        [&] {
+          if (q + 1 < parts.size()) copy_in(q + 1);  // the next part's copy overlaps this join
+        });
     released[l] = rank.record(st);
   }
   report_output(rank, Stream{0}, sink, in.r, in.s, MemSpace::Device);
