@@ -381,6 +381,26 @@ TEST_F(Strategies, MgsmjJoinsKeysLargerThanAPartInPieces) {
         }
 }
 
+// The join copies a part's keys and payloads to the device, its keys alone for count_only: the
+// join phase's copies towards the device are the merged relations' tuples, or their keys.
+TEST_F(Strategies, MgsmjCountOnlyCopiesKeysAloneToTheJoin) {
+  for (const char* output : {"direct", "count_only"}) {
+    RunPoint p = point("mgsmj", pk_fk(20000, 80000, 8, 1.0, 0.0, {4}, {8}), {{"output", output}}, {1, 1});
+    p.cluster.device_memory = 1 << 20;
+    const RunOutcome o = run_point(p);
+    EXPECT_EQ(o.digest.count, 80000u);
+    double begin = 0, end = 0;
+    for (const PhaseRecord& ph : o.rank_phases.at(0))
+      if (ph.name == "join") begin = ph.begin, end = ph.end;
+    uint64_t bytes = 0;
+    for (const TraceSpan& sp : o.trace)
+      if (sp.params.kind == OpKind::Copy && sp.params.mem_src == int(MemSpace::Pinned) &&
+          sp.params.mem_dst == int(MemSpace::Device) && sp.begin >= begin && sp.end <= end)
+        bytes += sp.params.bytes;
+    EXPECT_EQ(bytes, std::string(output) == "count_only" ? 100000u * 8 : 20000u * 12 + 80000u * 16) << output;
+  }
+}
+
 // The merge-based sort on 8 GPUs (7 merge stages, groups of 2, 4 and 8), chunks of unequal size
 // (the slices do not divide evenly), a hot key and many-to-many keys whose runs cross GPUs.
 TEST_F(Strategies, MgsmjMergeSortOnEightRanks) {

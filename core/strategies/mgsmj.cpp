@@ -12,8 +12,9 @@
 //    (MultiwayMergeOp; skipped when k = 1).
 //  * join: the merged R and S are cut by merge path into at least parts_per_gpu parts of
 //    near-equal R + S rows that fit device memory, the cuts moved to key boundaries
-//    (merge_path_parts); each part is copied in and merge-joined (MergeJoinOp) on one of two
-//    streams, its output rows written to pinned host memory.
+//    (merge_path_parts); each part is copied in (its keys alone for output = count_only) and
+//    merge-joined (MergeJoinOp) on one of two streams, its output rows written to pinned host
+//    memory.
 // Deviation from the paper, for the SPMD model (every rank holds its own slice of host memory):
 // the sort's splitters are global, not per chunkset. The most-significant-bit histograms of every
 // chunk of R and S are counted first (on the host's CPUs) and exchanged (allgather); the buckets
@@ -505,7 +506,9 @@ void run_mgsmj(Rank& rank, const JoinJob& job) {
   // by the largest R and the largest S of any part, together at most twice that). The cuts move to
   // key boundaries, so each key's R x S is joined in one part; a key too large for a part is
   // joined in pieces of its R rows against pieces of its S rows (merge_path_parts).
-  const uint64_t tb = std::max(r.fmt.tuple_bytes(), s.fmt.tuple_bytes());
+  // count_only needs no payloads: a part's keys alone go to the device, so parts hold more rows.
+  const bool keys_only = cfg.output == OutputMode::CountOnly;
+  const uint64_t tb = keys_only ? r.fmt.key_bytes : std::max(r.fmt.tuple_bytes(), s.fmt.tuple_bytes());
   const uint64_t part_rows = device / 4 / tb;
   if (part_rows < 2)
     throw RuntimeError("mgsmj: device memory of " + std::to_string(device) + " bytes leaves a join lane " +
@@ -517,11 +520,17 @@ void run_mgsmj(Rank& rank, const JoinJob& job) {
   struct JoinLane {
     Tuples r, s;
   };
+  // Keys only: the key column is also the view's value column (a count reads no values), so the
+  // merge join's inputs stay ordinary tuples.
+  auto lane_tuples = [&](uint64_t rows, TupleFormat f, const std::string& tag) {
+    if (!keys_only) return rank.alloc_tuples(MemSpace::Device, rows, f, tag);
+    const Buffer k = rank.alloc(MemSpace::Device, rows * f.key_bytes, tag + ".keys");
+    return Tuples{k, k, 0, rows, rows, TupleFormat{f.key_bytes, f.key_bytes}};
+  };
   JoinLane lanes[2];
   for (int l = 0; l < 2; ++l) {
     const std::string t = "mgsmj.join.lane" + std::to_string(l);
-    lanes[l] = {rank.alloc_tuples(MemSpace::Device, max_r, r.fmt, t + ".R"),
-                rank.alloc_tuples(MemSpace::Device, max_s, s.fmt, t + ".S")};
+    lanes[l] = {lane_tuples(max_r, r.fmt, t + ".R"), lane_tuples(max_s, s.fmt, t + ".S")};
   }
   const Stream copy_stream{3};
   Event copied[2], released[2];
@@ -532,7 +541,7 @@ void run_mgsmj(Rank& rank, const JoinJob& job) {
     for (auto [dst, src] : {std::pair{&lanes[l].r, r.slice(p.r_first, p.r_rows)}, std::pair{&lanes[l].s, s.slice(p.s_first, p.s_rows)}}) {
       const TupleFormat f = src.fmt;
       rank.copy(copy_stream, dst->keys, 0, src.keys, src.offset * f.key_bytes, src.rows * f.key_bytes);
-      rank.copy(copy_stream, dst->vals, 0, src.vals, src.offset * f.val_bytes, src.rows * f.val_bytes);
+      if (!keys_only) rank.copy(copy_stream, dst->vals, 0, src.vals, src.offset * f.val_bytes, src.rows * f.val_bytes);
     }
     copied[l] = rank.record(copy_stream);
   };
@@ -557,7 +566,7 @@ void run_mgsmj(Rank& rank, const JoinJob& job) {
 }
 
 // Per GPU, the link each way: towards the device every tuple twice (the sort's copy in, the
-// join's), towards the host once (the sort's copy back) plus the output; and the host's memory for
+// join's: its keys alone for count_only), towards the host once (the sort's copy back) plus the output; and the host's memory for
 // the merge (every tuple read and written once when a relation has several chunksets: known only
 // from chunk_rows, else not counted). The phases run one after the other: bound = link + merge.
 Bound mgsmj_bound(const JoinJob& job, const ClusterShape& shape, const Bandwidths& bw) {
@@ -567,12 +576,16 @@ Bound mgsmj_bound(const JoinJob& job, const ClusterShape& shape, const Bandwidth
   const double in = tuple_bytes_total(w.r) + tuple_bytes_total(w.s);
   const double out = bound_output_bytes(w, cfg.output);
   if (bw.h2d <= 0) return memory_bound(in, bw, "inputs once (no link rate known)");
-  const double link = std::max(2 * in, in + out) / g / bw.h2d;
+  // The join copies a part's keys alone for count_only.
+  const bool keys_only = cfg.output == OutputMode::CountOnly;
+  const double join_in = keys_only ? double(w.r.rows) * w.r.key_bytes + double(w.s.rows) * w.s.key_bytes : in;
+  const double link = std::max(in + join_in, in + out) / g / bw.h2d;
   bool several = false;
   if (cfg.chunk_rows)
     for (const RelationSpec* s : {&w.r, &w.s}) several = several || double(s->rows) / g > double(cfg.chunk_rows);
   const double merge = several && bw.host_mem > 0 ? 2 * in / bw.host_mem : 0.0;
-  return {link + merge, "link " + rate_text(bw.h2d) + " per GPU: tuples in twice and back once, output" +
+  return {link + merge, "link " + rate_text(bw.h2d) + " per GPU: tuples in twice (the second time keys only for "
+                            "count_only) and back once, output" +
                             (merge > 0 ? "; host memory " + rate_text(bw.host_mem) + ": the multiway merge" : "")};
 }
 
