@@ -8,8 +8,8 @@ namespace joinlab {
 namespace {
 
 // A key's rows [from, to) too many for one part: its R rows in pieces against its S rows in
-// pieces, each pair at most max_rows (the R pieces take half, the S pieces the rest, or the other
-// way round when one side is short).
+// pieces, each pair at most max_rows (the R pieces take half and the S pieces the rest; a short
+// side is taken whole and the other side's pieces fill the rest).
 void split_key(CoRank from, CoRank to, uint64_t max_rows, std::vector<JoinPiece>& out) {
   const uint64_t nr = to.r - from.r, ns = to.s - from.s;
   if (!nr || !ns) return;
