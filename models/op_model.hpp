@@ -77,7 +77,7 @@ struct ModelSpec {
   // model): a profile need not hold a model for it.
   bool host_only = false;
   // The model that costs it in a profile calibrated before it existed ("" : required).
-  std::string stand_in;
+  std::string stand_in = "";
   size_t coefficients() const { return 1 + features.size() + caches.size(); }
   std::vector<std::string> all_features() const;  // features, then "<level>_misses"
   bool byte_feature(size_t i) const;              // feature i (after the constant) counts bytes
