@@ -533,8 +533,10 @@ OpSample op_sample(const Op& op, const OpResult& result, const KeyAccess* access
           for (const Tuples& c : o.chunks) bytes += double(c.rows) * c.fmt.tuple_bytes();
           // Partition sizes: the first cached and the first spilled chunk start each partition's run
           // in their output, so consecutive starts (the output's end after the last) span it.
-          std::vector<uint64_t> counts(F, 0);
+          // Offsets on the device: the result's partition starts in the cache give the same sizes.
+          std::vector<uint64_t> counts = o.offsets_on_device ? counts_of_offsets(result.values) : std::vector<uint64_t>(F, 0);
           for (size_t first : {size_t(0), size_t(o.cached_chunks)}) {
+            if (o.offsets_on_device) break;
             if (first >= o.chunks.size() || (first == 0 && o.cached_chunks == 0)) continue;
             uint64_t end = 0;
             for (size_t c = first; c < (first == 0 ? o.cached_chunks : o.chunks.size()); ++c) end += o.chunks[c].rows;

@@ -873,10 +873,13 @@ void evaluate(const Op& op, OpResult& r) {
         if constexpr (std::is_same_v<T, GenerateOp>) {
           write_keys(o.out, generated_content(o.spec, o.referenced, o.first_row, o.out.rows));
         } else if constexpr (std::is_same_v<T, HistogramOp>) {
+          check_histogram_counts(o);
           if (o.in_segments.empty()) {
             r.values = split_counts(*content_or_unknown(o.in), o.fn);
           } else {  // slices of one batch, segment-major, adding up to the batch's split
-            r.values = split_slices(o.in, o.fn, histogram_segments(o), false).counts;
+            SlicedSplit split = split_slices(o.in, o.fn, histogram_segments(o), false);
+            // counts_out keeps the counts in the buffer (no contents to hold): the totals return.
+            r.values = std::move(o.counts_out ? split.totals : split.counts);
           }
         } else if constexpr (std::is_same_v<T, PartitionOp>) {
           if (o.out.capacity < o.in.rows)
@@ -924,7 +927,10 @@ void evaluate(const Op& op, OpResult& r) {
           r.count = o.bytes * (o.access == LinkAccess::Both ? 2 : 1);
         } else if constexpr (std::is_same_v<T, ChunkPartitionOp>) {
           check_chunk_partition(o);
+          // offsets_on_device: the partitions' starts in the cache (all chunks are cached), below.
+          if (o.offsets_on_device) r.values.assign(size_t(o.fn.fanout()) + 1, 0);
           // Each output is partition-major over its chunks: the split of their union, in one region.
+          // Offsets from the host or a scan on the device give the same layout.
           for (const bool cached : {true, false}) {
             const size_t b = cached ? 0 : o.cached_chunks, e = cached ? o.cached_chunks : o.chunks.size();
             if (b == e) continue;
@@ -942,6 +948,7 @@ void evaluate(const Op& op, OpResult& r) {
                                  " are written");
             if (out.keys) sim_buffer(out.keys).regions.write_split(out.offset * out.fmt.key_bytes, out.fmt.key_bytes, layout);
             r.count += layout->offsets.back();
+            if (o.offsets_on_device) r.values = layout->offsets;
           }
         } else if constexpr (std::is_same_v<T, MultiwayMergeOp>) {
           std::vector<ContentPtr> parts;

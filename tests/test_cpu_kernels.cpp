@@ -20,6 +20,7 @@
 #include "core/workload/generate.hpp"
 #include "kernels/cpu/cpu_kernels.hpp"
 #include "kernels/cpu/host_memory.hpp"
+#include "tests/device_layout_util.hpp"
 
 namespace joinlab {
 namespace {
@@ -420,6 +421,148 @@ TEST(ChunkLayout, PartitionMajorInEachOutputChunksInOrder) {
       EXPECT_EQ(l.spill_starts[fanout], at[1]);
     }
   EXPECT_THROW(chunked_layout(std::vector<uint64_t>(5), 2, 0), RuntimeError);
+}
+
+// counts_out: two segmented histograms (a partition's cached and spilled part, as triton's second
+// pass counts them) fill the columns of one buffer, partition-major; each returns its partitions'
+// totals instead of the counts.
+TEST(CpuHistogram, CountsOutFillPartitionMajorColumnsAndTotalsReturn) {
+  for (int threads : {1, 3}) {
+    CpuOps ops(threads);
+    for (PartitionFn fn : partition_fns()) {
+      const uint32_t F = fn.fanout();
+      const uint64_t n = 20011;
+      auto keys = random_keys(n, 0, 8, fn.bits + 5);
+      Tuples in = ops.tuples(keys, keys, {8, 8});
+      const std::vector<std::vector<uint64_t>> parts = {{0, 3000, 6500, 12000}, {12000, 12001, n}};
+      const uint64_t stride = 5;  // 3 + 2 segments
+      Buffer counts = ops.rank().alloc(MemSpace::Device, F * stride * 8, "counts");
+      uint64_t first = 0;
+      for (const std::vector<uint64_t>& segs : parts) {
+        HistogramOp h{in, fn, segs};
+        h.counts_out = counts;
+        h.counts_first = first;
+        h.counts_stride = stride;
+        const std::vector<uint64_t> totals = ops.run(h).values;
+        const std::vector<uint64_t> want = ops.run(HistogramOp{in, fn, segs}).values;  // segment-major
+        ASSERT_EQ(totals.size(), F);
+        for (uint32_t p = 0; p < F; ++p) {
+          uint64_t sum = 0;
+          for (uint64_t sg = 0; sg + 1 < segs.size(); ++sg) {
+            ASSERT_EQ(load(counts, 8, p * stride + first + sg), want[sg * F + p]) << "partition " << p << " segment " << sg;
+            sum += want[sg * F + p];
+          }
+          ASSERT_EQ(totals[p], sum) << "partition " << p;
+        }
+        first += segs.size() - 1;
+      }
+    }
+  }
+}
+
+TEST(CpuHistogram, CountsOutTooSmallOrPastItsStrideIsAnErrorNamingIt) {
+  CpuOps ops;
+  Tuples t = ops.empty_tuples(100, {4, 4});
+  const PartitionFn fn{PartitionFn::Radix, 4, 0, 0};
+  HistogramOp h{t, fn, {0, 50, 100}};
+  std::string error;
+  auto error_of = [&] {
+    try {
+      ops.run(h);
+      return std::string("(accepted)");
+    } catch (const RuntimeError& e) {
+      return std::string(e.what());
+    }
+  };
+  h.counts_out = ops.rank().alloc(MemSpace::Device, 16 * 2 * 8 - 8, "layout");  // a word short
+  error = error_of();
+  EXPECT_NE(error.find("histogram: counts_out (buffer 'layout') holds 248 bytes, 16 partitions x 2 columns need 256"),
+            std::string::npos)
+      << error;
+  h.counts_out = ops.rank().alloc(MemSpace::Device, 16 * 3 * 8, "layout");
+  h.counts_first = 2;
+  h.counts_stride = 3;
+  error = error_of();
+  EXPECT_NE(error.find("columns [2, 4) of 2 segments lie past counts_stride = 3"), std::string::npos) << error;
+}
+
+// Chunks partitioned by offsets a scan left in memory (histograms into counts_out, ScanOp in
+// place) equal the same chunks partitioned by chunked_layout's host offsets, row for row (the
+// CPU kernel writes each chunk's run of a partition in input order), and the result holds the
+// partitions' starts.
+TEST(CpuChunkPartition, OffsetsOnDeviceEqualHostOffsets) {
+  for (int threads : {1, 3}) {
+    CpuOps ops(threads);
+    for (TupleFormat fmt : {TupleFormat{4, 4}, TupleFormat{8, 4}})
+      for (uint32_t bits : {0u, 3u, 11u}) {
+        const PartitionFn fn{PartitionFn::Radix, bits, 2, 0};
+        const uint32_t F = fn.fanout();
+        const uint64_t n = 50021;
+        auto keys = random_keys(n, 1 << 16, fmt.key_bytes, bits + 11);
+        auto vals = random_keys(n, 0, fmt.val_bytes, bits + 12);
+        Tuples in = ops.tuples(keys, vals, fmt, 3);
+        // Two parts, each cut into chunks and counted by one segmented histogram.
+        const test::DeviceLayout d =
+            test::lay_out_on_device(ops.rank(), in, fn, {chunk_bounds(30000, 4), {30000, 30001, 41000, n}});
+        const uint64_t C = d.chunks.size();
+        const ChunkLayout l = chunked_layout(d.hist, F, uint32_t(C));
+        OpResult by[2];
+        Tuples out[2];
+        for (int on_device : {0, 1}) {
+          ChunkPartitionOp op;
+          op.chunks = d.chunks;
+          op.fn = fn;
+          if (on_device) op.offsets_on_device = d.layout;
+          else op.offsets = l.offsets;
+          op.cached_chunks = uint32_t(C);
+          op.cache = out[on_device] = ops.empty_tuples(n, fmt);
+          by[on_device] = ops.run(op);
+        }
+        SCOPED_TRACE(name_of(fmt) + " bits=" + std::to_string(bits) + " threads=" + std::to_string(threads));
+        EXPECT_EQ(by[1].count, n);
+        EXPECT_EQ(by[1].values, l.cache_starts);
+        EXPECT_TRUE(by[0].values.empty());
+        out[0].rows = out[1].rows = n;
+        ASSERT_EQ(CpuOps::keys_of(out[1]), CpuOps::keys_of(out[0]));
+        ASSERT_EQ(CpuOps::vals_of(out[1]), CpuOps::vals_of(out[0]));
+      }
+  }
+}
+
+TEST(CpuChunkPartition, BadOffsetsOnDeviceAreErrorsNamingTheBuffer) {
+  CpuOps ops;
+  Tuples in = ops.tuples({1, 2, 3, 4}, {1, 2, 3, 4}, {4, 4});
+  const PartitionFn fn{PartitionFn::Radix, 1, 0, 0};
+  auto op_with = [&](uint64_t bytes) {
+    ChunkPartitionOp op;
+    op.chunks = {in.slice(0, 2), in.slice(2, 2)};
+    op.fn = fn;
+    op.offsets_on_device = ops.rank().alloc(MemSpace::Device, bytes, "layout");
+    op.cached_chunks = 2;
+    op.cache = ops.empty_tuples(4, {4, 4});
+    return op;
+  };
+  auto expect_error = [&](const ChunkPartitionOp& op, const std::string& what) {
+    try {
+      ops.run(op);
+      ADD_FAILURE() << "accepted: " << what;
+    } catch (const RuntimeError& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  expect_error(op_with(24), "chunk partition: offsets_on_device (buffer 'layout') holds 24 bytes, 2 chunks x 2 partitions need 32");
+  ChunkPartitionOp spilled = op_with(32);
+  spilled.cached_chunks = 1;
+  spilled.spill = ops.empty_tuples(4, {4, 4});
+  expect_error(spilled, "lay out one output, but 1 of 2 chunks go to the spill buffer");
+  ChunkPartitionOp both = op_with(32);
+  both.offsets = {0, 1, 2, 3};
+  expect_error(both, "4 host offsets besides offsets_on_device (buffer 'layout')");
+  // Offsets past the cache (counts that are not the chunks'): the kernel's bounds check.
+  ChunkPartitionOp past = op_with(32);
+  std::vector<uint64_t> words = {0, 1, 3, 4};
+  for (size_t i = 0; i < words.size(); ++i) store(past.offsets_on_device, 8, i, words[i]);
+  EXPECT_THROW(ops.run(past), RuntimeError);
 }
 
 TEST(CpuPartition, OneSegmentEveryWidthFanoutAndSize) {

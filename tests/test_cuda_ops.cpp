@@ -9,6 +9,7 @@
 #include "core/exec/rank.hpp"
 #include "core/workload/generate.hpp"
 #include "tests/cuda_test_util.hpp"
+#include "tests/device_layout_util.hpp"
 #include "tests/test_workloads.hpp"
 
 namespace joinlab {
@@ -286,6 +287,79 @@ TEST(CudaOps, ChunkPartitionIntoCacheAndSpillMatchesCpu) {
                 return o;
               },
               "chunk partition n " + std::to_string(n) + " bits " + std::to_string(bits) + " " + to_string(kind));
+}
+
+// triton's second pass laid out on the device: two segmented histograms (a cached and a spilled
+// part) leave their counts in one device buffer, partition-major, a scan turns them into offsets in
+// place, and the partitioner reads them there. Observed on both backends: the histograms' totals,
+// every scanned offset, the partitions' starts the partitioner returns (which must also equal the
+// host layout's), and each partition's digest; the fanouts cover the spread kernel's partial tiles
+// and more than one segment tile (129 chunks).
+TEST(CudaOps, ChunkPartitionWithOffsetsOnDeviceMatchesCpu) {
+  JL_REQUIRE_GPU();
+  for (auto [n, chunk_rows] : {std::pair<uint64_t, uint64_t>{777, 100}, {1500000, 1 << 15}, {1500000, 11000}})
+    for (auto [kb, vb] : {std::pair<uint8_t, uint8_t>{4, 4}, {8, 8}})
+      for (uint32_t bits : {0u, 5u, 11u})
+        same_on_both(
+            [&](Rank& rank) {
+              Tuples in = generate(rank, spec("R", n, KeyDist::Zipf, kb, vb, 7), nullptr, "R");
+              const PartitionFn fn{PartitionFn::Radix, bits, 1, 0};
+              const uint32_t F = fn.fanout();
+              const uint64_t split = n * 2 / 3;
+              std::vector<std::vector<uint64_t>> parts;
+              for (auto [b, e] : {std::pair<uint64_t, uint64_t>{0, split}, {split, n}}) {
+                std::vector<uint64_t> bounds = chunk_bounds(e - b, uint32_t((e - b + chunk_rows - 1) / chunk_rows));
+                for (uint64_t& x : bounds) x += b;
+                parts.push_back(bounds);
+              }
+              const test::DeviceLayout d = test::lay_out_on_device(rank, in, fn, parts);
+              const uint64_t C = d.chunks.size();
+              Obs o{C};
+              o.insert(o.end(), d.totals.begin(), d.totals.end());
+              const std::vector<uint64_t> scanned = test::read_back(rank, d.layout, C * F, 8);
+              o.insert(o.end(), scanned.begin(), scanned.end());
+              ChunkPartitionOp op;
+              op.chunks = d.chunks;
+              op.fn = fn;
+              op.offsets_on_device = d.layout;
+              op.cached_chunks = uint32_t(C);
+              op.cache = rank.alloc_tuples(MemSpace::Device, n, in.fmt, "cache");
+              const OpResult r = rank.launch(Stream{0}, op).get();
+              const ChunkLayout l = chunked_layout(d.hist, F, uint32_t(C));
+              o.push_back(r.count);
+              o.push_back(uint64_t(r.values == l.cache_starts));
+              o.insert(o.end(), r.values.begin(), r.values.end());
+              for (uint32_t p = 0; p < F && r.values.size() == F + 1; ++p)
+                add(o, digest(rank, op.cache, r.values[p], r.values[p + 1] - r.values[p]));
+              return o;
+            },
+            "chunk partition, offsets on the device, n " + std::to_string(n) + " chunk rows " +
+                std::to_string(chunk_rows) + " bits " + std::to_string(bits) + " widths " + std::to_string(kb) + "/" +
+                std::to_string(vb));
+}
+
+// A buffer too small for the offsets is an error naming the operator, the buffer and the sizes.
+TEST(CudaOps, ChunkPartitionRejectsOffsetsOnDeviceTooSmall) {
+  JL_REQUIRE_GPU();
+  try {
+    on_backend("cuda", [&](Rank& rank) {
+      Tuples in = generate(rank, spec("R", 1000, KeyDist::UniqueDense, 4, 4, 3), nullptr, "R");
+      ChunkPartitionOp op;
+      op.chunks = {in.slice(0, 500), in.slice(500, 500)};
+      op.fn = PartitionFn{PartitionFn::Radix, 4, 0, 0};
+      op.offsets_on_device = rank.alloc(MemSpace::Device, 2 * 16 * 8 - 8, "layout");
+      op.cached_chunks = 2;
+      op.cache = rank.alloc_tuples(MemSpace::Device, 1000, in.fmt, "cache");
+      rank.launch(Stream{0}, op).get();
+      return Obs{1};
+    });
+    ADD_FAILURE() << "a buffer one word short was accepted";
+  } catch (const RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find("chunk partition: offsets_on_device (buffer 'layout') holds 248 bytes, 2 "
+                                         "chunks x 16 partitions need 256"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 // The link microbenchmark's kernel: the same granules at the same positions as the CPU kernel,

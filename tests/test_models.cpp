@@ -296,6 +296,30 @@ TEST(OpModels, MsdSortPlanFollowsTheKernelsBits) {
   EXPECT_EQ(plan_of(8), std::make_pair(4096.0, 8192.0));
 }
 
+// A chunk partition costs the same whether its offsets come from the host or from a scan on the
+// device (whose partition sizes come back as the partitions' starts in its result).
+TEST(OpModels, ChunkPartitionCostsTheSameWithOffsetsOnTheDevice) {
+  const PartitionFn fn{PartitionFn::Radix, 2, 0, 0};
+  const std::vector<uint64_t> hist = {10, 0, 30, 60, 5, 5, 90, 0, 0, 100, 0, 0};  // 3 chunks x 4, skewed
+  const ChunkLayout l = chunked_layout(hist, fn.fanout(), 3);
+  ChunkPartitionOp host;
+  host.chunks = {tuples(100), tuples(100), tuples(100)};
+  host.fn = fn;
+  host.offsets = l.offsets;
+  host.cached_chunks = 3;
+  host.cache = tuples(300);
+  ChunkPartitionOp device = host;
+  device.offsets.clear();
+  device.offsets_on_device = std::make_shared<BufferImpl>();
+  OpResult starts;
+  starts.values = l.cache_starts;
+  const OpSample a = op_sample(host, OpResult{}), b = op_sample(device, starts);
+  EXPECT_EQ(a.model, b.model);
+  EXPECT_EQ(a.x, b.x);
+  EXPECT_EQ(a.segment, b.segment);
+  EXPECT_GT(a.x[3], 75.0) << "skewed partitions: more than rows / fanout";
+}
+
 TEST(OpModels, SkewedPartitionsCountTheirContention) {
   PartitionOp p{tuples(1000), {}, PartitionFn{PartitionFn::Radix, 2, 0, 0}, tuples(1000)};
   OpResult even, skewed;

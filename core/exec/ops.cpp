@@ -88,6 +88,25 @@ ChunkLayout chunked_layout(const std::vector<uint64_t>& hist, uint32_t fanout, u
 
 void check_chunk_partition(const ChunkPartitionOp& o) {
   const uint32_t F = o.fn.fanout();
+  if (o.offsets_on_device) {
+    if (!o.offsets.empty())
+      throw RuntimeError("chunk partition: " + std::to_string(o.offsets.size()) +
+                         " host offsets besides offsets_on_device (buffer '" + o.offsets_on_device->tag +
+                         "'): give one or the other");
+    if (o.cached_chunks != o.chunks.size())
+      throw RuntimeError("chunk partition: offsets_on_device (buffer '" + o.offsets_on_device->tag +
+                         "') lay out one output, but " + std::to_string(o.chunks.size() - std::min<size_t>(o.cached_chunks, o.chunks.size())) +
+                         " of " + std::to_string(o.chunks.size()) + " chunks go to the spill buffer");
+    const uint64_t need = uint64_t(o.chunks.size()) * F * sizeof(uint64_t);
+    if (o.offsets_on_device->bytes < need)
+      throw RuntimeError("chunk partition: offsets_on_device (buffer '" + o.offsets_on_device->tag + "') holds " +
+                         std::to_string(o.offsets_on_device->bytes) + " bytes, " + std::to_string(o.chunks.size()) +
+                         " chunks x " + std::to_string(F) + " partitions need " + std::to_string(need));
+    for (size_t c = 0; c < o.chunks.size(); ++c)
+      if (!(o.chunks[c].fmt == o.cache.fmt))
+        throw RuntimeError("chunk partition: chunk " + std::to_string(c) + "'s tuple format differs from its output's");
+    return;  // the offsets' values are the kernels' to check: rows past the cache's capacity are an error
+  }
   if (o.offsets.size() != o.chunks.size() * F)
     throw RuntimeError("chunk partition: " + std::to_string(o.offsets.size()) + " offsets for " +
                        std::to_string(o.chunks.size()) + " chunks of " + std::to_string(F) + " partitions");
@@ -105,6 +124,27 @@ void check_chunk_partition(const ChunkPartitionOp& o) {
                            (c < o.cached_chunks ? "the cache" : "the spill buffer") + ", which holds " +
                            std::to_string(out.capacity));
   }
+}
+
+ChunkOffsets chunk_offsets(const ChunkPartitionOp& o, const uint64_t* words) {
+  if (o.offsets_on_device) return {words, 1, o.chunks.size()};
+  return {words, o.fn.fanout(), 1};
+}
+
+void check_histogram_counts(const HistogramOp& o) {
+  if (!o.counts_out) return;
+  const uint64_t k = histogram_segments(o).size() - 1, F = o.fn.fanout();
+  const uint64_t stride = o.counts_stride ? o.counts_stride : k;
+  const std::string buffer = "counts_out (buffer '" + o.counts_out->tag + "')";
+  if (o.counts_first + k > stride)
+    throw RuntimeError("histogram: " + buffer + " columns [" + std::to_string(o.counts_first) + ", " +
+                       std::to_string(o.counts_first + k) + ") of " + std::to_string(k) +
+                       " segments lie past counts_stride = " + std::to_string(stride));
+  const uint64_t need = F * stride * sizeof(uint64_t);
+  if (o.counts_out->bytes < need)
+    throw RuntimeError("histogram: " + buffer + " holds " + std::to_string(o.counts_out->bytes) + " bytes, " +
+                       std::to_string(F) + " partitions x " + std::to_string(stride) + " columns need " +
+                       std::to_string(need));
 }
 
 std::vector<uint64_t> chunk_bounds(uint64_t rows, uint32_t chunks) {
@@ -220,6 +260,7 @@ OpParams params_of(const Op& op) {
           if (o.placement != HistogramOp::Placement::Auto)
             p.detail += std::string(p.detail.empty() ? "" : ", ") +
                         (o.placement == HistogramOp::Placement::Host ? "on the host" : "on the device");
+          if (o.counts_out) p.detail += std::string(p.detail.empty() ? "" : ", ") + "counts kept";
         } else if constexpr (std::is_same_v<T, PartitionOp>) {
           p.kind = OpKind::Partition;
           p.rows_in = p.rows_out = o.in.rows;
@@ -282,7 +323,8 @@ OpParams params_of(const Op& op) {
           if (!o.chunks.empty()) p.key_bytes = o.chunks[0].fmt.key_bytes, p.val_bytes = o.chunks[0].fmt.val_bytes;
           p.fanout = o.fn.fanout();
           p.detail = std::string(to_string(o.partitioner)) + ", " + std::to_string(o.cached_chunks) + " of " +
-                     std::to_string(o.chunks.size()) + " chunks cached";
+                     std::to_string(o.chunks.size()) + " chunks cached" +
+                     (o.offsets_on_device ? ", offsets on the device" : "");
         } else if constexpr (std::is_same_v<T, LinkAccessOp>) {
           p.kind = OpKind::LinkAccess;
           p.bytes = o.bytes * (o.access == LinkAccess::Both ? 2 : 1);

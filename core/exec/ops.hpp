@@ -112,7 +112,20 @@ struct HistogramOp {  // result.values[p] = rows of `in` in partition p
   // reading an input in pinned host memory over the link. The cpu backend runs it on its CPUs.
   enum class Placement : uint8_t { Auto, Host, Device };
   Placement placement = Placement::Auto;
+  // Optional: the counts stay in the rank's memory (device memory on a GPU, host memory on the
+  // cpu backend) for a scan there, instead of coming back to the host. Segment s's count of
+  // partition p goes to word p * stride + counts_first + s of counts_out, stride = counts_stride
+  // or, when 0, this operator's segments: partition-major, so that several operators can fill
+  // the columns of one buffer and an exclusive scan (ScanOp) over its fanout * stride words gives
+  // ChunkPartitionOp::offsets_on_device. result.values is then each partition's total over the
+  // segments (fanout values), not the segments' counts.
+  Buffer counts_out{};
+  uint64_t counts_first = 0, counts_stride = 0;
 };
+// The checks of a HistogramOp's counts_out that need no data, the same on every backend: its
+// columns fit counts_stride and the buffer holds fanout * stride words. A RuntimeError names the
+// operator, the buffer and the sizes.
+void check_histogram_counts(const HistogramOp& o);
 // Scatter `in` by fn. With in_segments (k+1 offsets), each segment is partitioned on its own
 // and the output keeps segment order: result.values = k * fanout + 1 offsets into `out`.
 struct PartitionOp {
@@ -184,15 +197,35 @@ struct ScanOp {  // exclusive prefix sum of uint64 values
 //    out whole: large writes, what a link to host memory needs to reach its rate.
 enum class Partitioner : uint8_t { Shared, Hierarchical };
 const char* to_string(Partitioner p);  // "shared", "hierarchical"
+// Offsets on the device (offsets_on_device, instead of `offsets`): the host never handles the
+// per-chunk offsets (triton's second pass: 128 chunks x 2048 partitions per relation and
+// partition, whose layout on the host kept the GPU waiting). They are 64-bit words in the rank's
+// memory, partition-major: chunk c's run of partition p starts at word p * chunks.size() + c, the
+// exclusive scan of the chunks' counts stored so (HistogramOp::counts_out). Every chunk then goes
+// to `cache` (cached_chunks = chunks.size(), no spill): one scan lays out one output.
+// result.values is then the fanout + 1 partition starts in the cache (word p * chunks.size() for
+// p < fanout, and the chunks' rows), for the cost model's partition sizes and for checks.
 struct ChunkPartitionOp {
   std::vector<Tuples> chunks;
   PartitionFn fn;
   std::vector<uint64_t> offsets;  // chunks.size() * fanout, chunk-major
+  Buffer offsets_on_device{};     // or: chunks.size() * fanout words, partition-major (above)
   uint32_t cached_chunks = 0;
   Tuples cache, spill;            // spill may be empty when every chunk is cached
   Partitioner partitioner = Partitioner::Shared;
   uint32_t flush_bytes = 4096;    // Hierarchical: bytes of a partition's device-memory buffer
 };
+// Where chunk c's run of partition p starts in its output: word c * chunk_stride + p *
+// partition_stride of `words` (chunk-major host offsets, or partition-major offsets_on_device),
+// the one rule the CPU and CUDA kernels read offsets by.
+struct ChunkOffsets {
+  const uint64_t* words = nullptr;
+  uint64_t chunk_stride = 0, partition_stride = 0;
+  JL_HD uint64_t at(uint64_t c, uint64_t p) const { return words[c * chunk_stride + p * partition_stride]; }
+};
+// The strides of `o`'s offsets over `words` (its offsets' copy where the kernel runs, or the
+// memory of its offsets_on_device).
+ChunkOffsets chunk_offsets(const ChunkPartitionOp& o, const uint64_t* words);
 // Bytes of one write to the spill buffer: what the link sees of the partitioner's flushes.
 inline uint32_t link_write_granule(const ChunkPartitionOp& o) {
   return o.partitioner == Partitioner::Shared ? 128u : o.flush_bytes;
@@ -210,7 +243,8 @@ struct ChunkLayout {
 };
 // The checks of a ChunkPartitionOp that need no data, the same on every backend: chunks.size() *
 // fanout offsets, one tuple format for chunks and outputs, no offset past its output's capacity,
-// cached_chunks <= chunks. A RuntimeError names what does not fit.
+// cached_chunks <= chunks; with offsets_on_device, no host offsets, every chunk cached and a
+// buffer of chunks.size() * fanout words. A RuntimeError names what does not fit.
 void check_chunk_partition(const ChunkPartitionOp& op);
 ChunkLayout chunked_layout(const std::vector<uint64_t>& hist, uint32_t fanout, uint32_t cached_chunks);
 // Rows of `in` in each of `chunks` slices of equal size (the last one shorter): k + 1 offsets.

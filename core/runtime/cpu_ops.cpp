@@ -143,10 +143,25 @@ struct Executor {
   void operator()(const HistogramOp& o) {
     check_span("histogram", "in keys", o.in.keys, o.in.offset, o.in.rows, o.in.fmt.key_bytes);
     const std::vector<uint64_t> segments = histogram_segments(o);
+    check_histogram_counts(o);
     with_width(o.in.fmt.key_bytes, "histogram: key", [&](auto k) {
       using K = decltype(k);
       result.values = cpu::histogram<K>(o.in.key_ptr<K>(), segments, o.fn, threads);
     });
+    if (!o.counts_out) return;
+    // The counts stay in the buffer, partition-major; the result keeps each partition's total.
+    const uint64_t k = segments.size() - 1, F = o.fn.fanout();
+    const uint64_t stride = o.counts_stride ? o.counts_stride : k;
+    check_span("histogram", "counts_out", o.counts_out, 0, F * stride, 8);
+    uint64_t* out = data_of<uint64_t>(o.counts_out);
+    std::vector<uint64_t> totals(F, 0);
+    for (uint64_t p = 0; p < F; ++p)
+      for (uint64_t sg = 0; sg < k; ++sg) {
+        const uint64_t n = result.values[sg * F + p];
+        out[p * stride + o.counts_first + sg] = n;
+        totals[p] += n;
+      }
+    result.values = std::move(totals);
   }
 
   void operator()(const PartitionOp& o) {
@@ -175,6 +190,10 @@ struct Executor {
 
   void operator()(const ChunkPartitionOp& o) {
     check_chunk_partition(o);
+    if (o.offsets_on_device) {
+      result.values.assign(size_t(o.fn.fanout()) + 1, 0);
+      check_span("chunk partition", "offsets_on_device", o.offsets_on_device, 0, o.chunks.size() * o.fn.fanout(), 8);
+    }
     if (o.chunks.empty()) return;
     const TupleFormat f = o.chunks[0].fmt;
     for (size_t c = 0; c < o.chunks.size(); ++c) check_tuples("chunk partition", "chunk", o.chunks[c], o.chunks[c].rows);
@@ -187,10 +206,18 @@ struct Executor {
         std::vector<cpu::ChunkIn<K, V>> in;
         for (const Tuples& c : o.chunks) in.push_back({c.key_ptr<K>(), c.val_ptr<V>(), c.rows});
         auto out = [](const Tuples& t) { return cpu::ChunkOut<K, V>{t.key_ptr<K>(), t.val_ptr<V>(), t.capacity}; };
-        cpu::chunk_partition<K, V>(in, o.fn, o.offsets.data(), o.cached_chunks, out(o.cache), out(o.spill), threads);
+        const uint64_t* words = o.offsets_on_device ? data_of<uint64_t>(o.offsets_on_device) : o.offsets.data();
+        cpu::chunk_partition<K, V>(in, o.fn, chunk_offsets(o, words), o.cached_chunks, out(o.cache), out(o.spill),
+                                   threads);
       });
     });
     for (const Tuples& c : o.chunks) result.count += c.rows;
+    if (o.offsets_on_device) {  // the partitions' starts in the cache: where each one's first chunk starts
+      const uint64_t F = o.fn.fanout(), chunks = o.chunks.size();
+      const uint64_t* words = data_of<uint64_t>(o.offsets_on_device);
+      for (uint64_t p = 0; p < F; ++p) result.values[p] = words[p * chunks];
+      result.values[F] = result.count;
+    }
   }
 
   void operator()(const LinkAccessOp& o) {

@@ -9,7 +9,9 @@
 // and joined per sub-partition (PartitionedJoinOp, as phj). Partitions alternate between two
 // streams, so one partition's link reads overlap the previous one's second pass and join; the
 // second pass's histograms are queued two partitions ahead and the next partition's second pass
-// is laid out while this one joins, so the host does not keep the GPU waiting.
+// is queued while this one joins. The second pass is laid out on the device (histograms into a
+// device buffer, a scan, the partitioner reading its offsets there): the host handles no
+// per-chunk offsets, only each partition's totals, so it does not keep the GPU waiting.
 // When R and S fit in device memory with phj's buffers, the plan is phj on device copies.
 #include <algorithm>
 
@@ -101,15 +103,28 @@ RadixPlan triton_plan(uint64_t r_rows, uint64_t s_rows, TupleFormat rf, TupleFor
   return p;
 }
 
+// The second pass of a partition cuts its cached and its spilled part each into chunks of
+// kSecondPassChunkRows (a ChunkPartitionOp runs a thread block per chunk: the two parts whole kept
+// two blocks busy, 11 ms for a 2Mi-row partition on an H100).
+constexpr uint64_t kSecondPassChunkRows = 1 << 15;
+// Chunks of a partition of `rows` rows at most, however they split between cache and spill.
+uint64_t second_pass_chunks(uint64_t rows) {
+  return (rows + kSecondPassChunkRows - 1) / kSecondPassChunkRows + 1;
+}
+// Words of a relation's second-pass layout buffer (its chunks' counts, scanned in place into
+// their offsets) for partitions of up to max_rows rows.
+uint64_t layout_words(uint64_t max_rows, uint32_t fanout2) { return second_pass_chunks(max_rows) * fanout2; }
+
 // Device memory the first pass's cache takes: cache_bytes, or by default what is left of
 // `device` after the join phase's working buffers (per stream the second pass's outputs of the
-// largest partitions, max_r and max_s rows, and their staged spilled parts; the output segments
-// when they are in device memory) and some headroom for the partitioners' buffers and the join's
-// scratch.
+// largest partitions, max_r and max_s rows, their staged spilled parts and their layout buffers;
+// the output segments when they are in device memory) and some headroom for the partitioners'
+// buffers and the join's scratch.
 uint64_t cache_bytes_of(const TritonConfig& cfg, uint64_t device, uint64_t max_r, uint64_t max_s, TupleFormat rf,
-                        TupleFormat sf) {
+                        TupleFormat sf, uint32_t fanout2) {
   if (cfg.cache_bytes >= 0) return uint64_t(cfg.cache_bytes);
-  const uint64_t lane_bytes = (max_r * rf.tuple_bytes() + max_s * sf.tuple_bytes()) * (cfg.spill_by_copy ? 2 : 1);
+  const uint64_t lane_bytes = (max_r * rf.tuple_bytes() + max_s * sf.tuple_bytes()) * (cfg.spill_by_copy ? 2 : 1) +
+                              (layout_words(max_r, fanout2) + layout_words(max_s, fanout2)) * sizeof(uint64_t);
   const uint64_t row_bytes = uint64_t(rf.key_bytes) + rf.val_bytes + sf.val_bytes;
   const uint64_t working =
       2 * lane_bytes + (cfg.output_space == MemSpace::Device ? 2 * std::max<uint64_t>(max_s, 1) * row_bytes : 0);
@@ -177,24 +192,31 @@ Launched partition_first(Rank& rank, Stream st, const Tuples& in, FirstPass& fp,
   return rank.launch(st, op);
 }
 
-// Device buffers one stream's partitions go through: the second pass's output, and (spill_read =
-// copy) the spilled part brought over.
+// Device buffers one stream's partitions go through: the second pass's output, (spill_read =
+// copy) the spilled part brought over, and the second pass's layout (its chunks' counts, scanned
+// into their offsets in place).
 struct Lane {
   Tuples r_out, s_out, r_staged, s_staged;
+  Buffer r_layout, s_layout;
 };
 
-// The second pass of partition p of one relation into `out`: its cached and its spilled part, each
-// cut into chunks of kSecondPassChunkRows (a ChunkPartitionOp runs a thread block per chunk: the
-// two parts whole kept two blocks busy, 11 ms for a 2Mi-row partition on an H100), are the chunks
-// of a ChunkPartitionOp whose output is all device memory.
-constexpr uint64_t kSecondPassChunkRows = 1 << 15;
+// The second pass of partition p of one relation into `out`: its cached and its spilled part, cut
+// into chunks, are the chunks of a ChunkPartitionOp whose output is all device memory. It is laid
+// out on the device: each part's segmented histogram leaves its chunks' counts in `layout`,
+// partition-major (chunk c of partition q at word q * chunks + c), a scan turns them into the
+// chunks' offsets in place, and the partitioner reads them there. The host only adds up each
+// partition's totals (the histograms' results, fanout words) into the partitions' starts for the
+// join: laying out 128 chunks x 2048 partitions on the host and uploading them took ~3.5 ms per
+// relation and partition while the GPU waited.
 struct SecondPass {
-  std::vector<Tuples> pieces;  // the chunks
-  std::vector<Launched> counts;  // per part: its chunks' histograms
+  std::vector<Tuples> pieces;    // the chunks
+  std::vector<Launched> counts;  // per part: its chunks' histogram, whose result is the totals
+  Buffer layout;
 };
-SecondPass start_second(Rank& rank, Stream st, const FirstPass& fp, uint32_t p, const Tuples& staged, PartitionFn fn,
-                        bool by_copy) {
+SecondPass start_second(Rank& rank, Stream st, const FirstPass& fp, uint32_t p, const Tuples& staged,
+                        const Buffer& layout, PartitionFn fn, bool by_copy) {
   SecondPass sp;
+  sp.layout = layout;
   const Tuples cached = fp.part_cache(p);
   Tuples spilled = fp.spill.keys ? fp.part_spill(p) : Tuples{};
   if (spilled.rows && by_copy) {
@@ -203,33 +225,42 @@ SecondPass start_second(Rank& rank, Stream st, const FirstPass& fp, uint32_t p, 
     rank.copy(st, staged.vals, 0, spilled.vals, spilled.offset * f.val_bytes, spilled.rows * f.val_bytes);
     spilled = staged.slice(0, spilled.rows);
   }
+  std::vector<std::pair<Tuples, std::vector<uint64_t>>> parts;
+  uint64_t chunks = 0;
   for (const Tuples& part : {cached, spilled}) {
     if (!part.rows) continue;
-    const std::vector<uint64_t> bounds =
-        chunk_bounds(part.rows, uint32_t((part.rows + kSecondPassChunkRows - 1) / kSecondPassChunkRows));
-    for (size_t c = 0; c + 1 < bounds.size(); ++c) sp.pieces.push_back(part.slice(bounds[c], bounds[c + 1] - bounds[c]));
+    parts.push_back({part, chunk_bounds(part.rows, uint32_t((part.rows + kSecondPassChunkRows - 1) / kSecondPassChunkRows))});
+    chunks += parts.back().second.size() - 1;
+  }
+  for (const auto& [part, bounds] : parts) {
     HistogramOp h{part, fn, {}};
     if (bounds.size() > 2) h.in_segments = bounds;
+    h.counts_out = layout;
+    h.counts_first = sp.pieces.size();
+    h.counts_stride = chunks;
+    for (size_t c = 0; c + 1 < bounds.size(); ++c) sp.pieces.push_back(part.slice(bounds[c], bounds[c + 1] - bounds[c]));
     sp.counts.push_back(rank.launch(st, h));
   }
   return sp;
 }
 Partitioned finish_second(Rank& rank, Stream st, SecondPass& sp, const Tuples& out, PartitionFn fn) {
-  std::vector<uint64_t> hist;
+  const uint32_t F = fn.fanout();
+  std::vector<uint64_t> starts(size_t(F) + 1, 0);
   for (const Launched& l : sp.counts) {
-    const std::vector<uint64_t>& v = l.get().values;
-    hist.insert(hist.end(), v.begin(), v.end());
+    const std::vector<uint64_t>& totals = l.get().values;
+    for (uint32_t q = 0; q < F; ++q) starts[q + 1] += totals[q];
   }
-  if (sp.pieces.empty()) return Partitioned{out.slice(0, 0), std::vector<uint64_t>(fn.fanout() + 1, 0)};
-  ChunkLayout l = chunked_layout(hist, fn.fanout(), uint32_t(sp.pieces.size()));
+  for (uint32_t q = 0; q < F; ++q) starts[q + 1] += starts[q];
+  if (sp.pieces.empty()) return Partitioned{out.slice(0, 0), SharedOffsets(std::move(starts))};
+  rank.launch(st, ScanOp{sp.layout, sp.layout, uint64_t(sp.pieces.size()) * F});
   ChunkPartitionOp op;
   op.chunks = sp.pieces;
   op.fn = fn;
-  op.offsets = l.offsets;
+  op.offsets_on_device = sp.layout;
   op.cached_chunks = uint32_t(sp.pieces.size());
   op.cache = out;
   rank.launch(st, op);  // in device memory: shared-memory buffers flushed in 128-byte windows
-  return Partitioned{out.slice(0, l.cache_starts.back()), SharedOffsets(std::move(l.cache_starts))};
+  return Partitioned{out.slice(0, starts.back()), SharedOffsets(std::move(starts))};
 }
 
 void run_triton(Rank& rank, const JoinJob& job) {
@@ -284,7 +315,7 @@ void run_triton(Rank& rank, const JoinJob& job) {
   };
   const uint64_t max_r = largest(hist_r), max_s = largest(hist_s);
   const uint64_t out_rows = std::max<uint64_t>(max_s, 1);  // a partition's output in a primary-key join
-  const uint64_t cache = cache_bytes_of(cfg, device, max_r, max_s, r.fmt, s.fmt);
+  const uint64_t cache = cache_bytes_of(cfg, device, max_r, max_s, r.fmt, s.fmt, fn2.fanout());
   const uint64_t cache_r = cache_share_r(cache, double(r.rows) * r.fmt.tuple_bytes(), double(s.rows) * s.fmt.tuple_bytes());
   Launched pr = partition_first(rank, Stream{0}, r, fr, hist_r, fn1, cache_r, cfg, "triton.R");
   Launched ps = partition_first(rank, Stream{1}, s, fs, hist_s, fn1, cache - cache_r, cfg, "triton.S");
@@ -301,6 +332,8 @@ void run_triton(Rank& rank, const JoinJob& job) {
       lanes[i].r_staged = rank.alloc_tuples(MemSpace::Device, std::max<uint64_t>(max_r, 1), r.fmt, t + ".R.staged");
       lanes[i].s_staged = rank.alloc_tuples(MemSpace::Device, std::max<uint64_t>(max_s, 1), s.fmt, t + ".S.staged");
     }
+    lanes[i].r_layout = rank.alloc(MemSpace::Device, layout_words(max_r, fn2.fanout()) * sizeof(uint64_t), t + ".R.layout");
+    lanes[i].s_layout = rank.alloc(MemSpace::Device, layout_words(max_s, fn2.fanout()) * sizeof(uint64_t), t + ".S.layout");
   }
   const TableKind table = cfg.phj.table == TableKind::HashRowId ? TableKind::LinearProbing : cfg.phj.table;
   OutputSink sink(rank, cfg.output_space, r.fmt, s.fmt, "triton.out");
@@ -322,8 +355,8 @@ void run_triton(Rank& rank, const JoinJob& job) {
   auto count = [&](uint32_t p) {
     if (p >= F) return;
     const int l = int(p % 2);
-    counted_r[p] = start_second(rank, Stream{l}, fr, p, lanes[l].r_staged, fn2, cfg.spill_by_copy);
-    counted_s[p] = start_second(rank, Stream{l}, fs, p, lanes[l].s_staged, fn2, cfg.spill_by_copy);
+    counted_r[p] = start_second(rank, Stream{l}, fr, p, lanes[l].r_staged, lanes[l].r_layout, fn2, cfg.spill_by_copy);
+    counted_s[p] = start_second(rank, Stream{l}, fs, p, lanes[l].s_staged, lanes[l].s_layout, fn2, cfg.spill_by_copy);
   };
   struct Ready {
     Partitioned r, s;
@@ -380,8 +413,10 @@ Bound triton_bound(const JoinJob& job, const ClusterShape&, const Bandwidths& bw
   const bool in_gpu = cfg.in_gpu && dev > 0 && in_gpu_bytes(w.r.rows, w.s.rows, rf, sf) <= dev;
   double spilled = 0;
   if (!in_gpu && (cfg.cache_bytes >= 0 || dev > 0)) {
-    const uint32_t F = 1u << triton_plan(w.r.rows, w.s.rows, rf, sf, dev, cfg).pass1_bits;
-    const uint64_t cache = cache_bytes_of(cfg, dev, (w.r.rows + F - 1) / F, (w.s.rows + F - 1) / F, rf, sf);
+    const RadixPlan plan = triton_plan(w.r.rows, w.s.rows, rf, sf, dev, cfg);
+    const uint32_t F = 1u << plan.pass1_bits;
+    const uint64_t cache =
+        cache_bytes_of(cfg, dev, (w.r.rows + F - 1) / F, (w.s.rows + F - 1) / F, rf, sf, 1u << plan.pass2_bits);
     const uint64_t cache_r = cache_share_r(cache, rb, sb);
     const double cached = double(cached_rows(w.r.rows, cfg.chunks, rf.tuple_bytes(), cache_r)) * rf.tuple_bytes() +
                           double(cached_rows(w.s.rows, cfg.chunks, sf.tuple_bytes(), cache - cache_r)) * sf.tuple_bytes();

@@ -11,7 +11,7 @@
 namespace joinlab::cpu {
 
 template <class K, class V>
-void chunk_partition(const std::vector<ChunkIn<K, V>>& chunks, PartitionFn fn, const uint64_t* offsets,
+void chunk_partition(const std::vector<ChunkIn<K, V>>& chunks, PartitionFn fn, ChunkOffsets offsets,
                      uint32_t cached_chunks, ChunkOut<K, V> cache, ChunkOut<K, V> spill, int threads) {
   const uint32_t F = fn.fanout();
   const int64_t n = int64_t(chunks.size());
@@ -21,7 +21,8 @@ void chunk_partition(const std::vector<ChunkIn<K, V>>& chunks, PartitionFn fn, c
     errors.run([&] {
       const ChunkIn<K, V>& in = chunks[size_t(c)];
       const ChunkOut<K, V>& out = uint64_t(c) < cached_chunks ? cache : spill;
-      std::vector<uint64_t> at(offsets + uint64_t(c) * F, offsets + uint64_t(c + 1) * F);
+      std::vector<uint64_t> at(F);
+      for (uint32_t p = 0; p < F; ++p) at[p] = offsets.at(uint64_t(c), p);
       for (uint64_t i = 0; i < in.rows; ++i) {
         const uint32_t p = fn(uint64_t(in.keys[i]));
         const uint64_t o = at[p]++;
@@ -37,7 +38,7 @@ void chunk_partition(const std::vector<ChunkIn<K, V>>& chunks, PartitionFn fn, c
 }
 
 #define JL_CHUNK_PARTITION(K, V)                                                                              \
-  template void chunk_partition<K, V>(const std::vector<ChunkIn<K, V>>&, PartitionFn, const uint64_t*, uint32_t, \
+  template void chunk_partition<K, V>(const std::vector<ChunkIn<K, V>>&, PartitionFn, ChunkOffsets, uint32_t, \
                                       ChunkOut<K, V>, ChunkOut<K, V>, int);
 JL_FOR_EACH_KV(JL_CHUNK_PARTITION)
 #undef JL_CHUNK_PARTITION

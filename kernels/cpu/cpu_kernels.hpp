@@ -42,8 +42,8 @@ template <class K, class V>
 std::vector<uint64_t> partition(const K* in_keys, const V* in_vals, uint64_t rows,
                                 const std::vector<uint64_t>& segments, PartitionFn fn, K* out_keys,
                                 V* out_vals, int threads);
-// ChunkPartitionOp: chunk c's rows of partition p go to rows offsets[c * fanout + p], ... of
-// `cache` (c < cached_chunks) or `spill`. A row past an output's capacity is std::length_error.
+// ChunkPartitionOp: chunk c's rows of partition p go to rows offsets.at(c, p), ... of `cache`
+// (c < cached_chunks) or `spill`. A row past an output's capacity is std::length_error.
 template <class K, class V>
 struct ChunkIn {
   const K* keys;
@@ -57,7 +57,7 @@ struct ChunkOut {
   uint64_t capacity;
 };
 template <class K, class V>
-void chunk_partition(const std::vector<ChunkIn<K, V>>& chunks, PartitionFn fn, const uint64_t* offsets,
+void chunk_partition(const std::vector<ChunkIn<K, V>>& chunks, PartitionFn fn, ChunkOffsets offsets,
                      uint32_t cached_chunks, ChunkOut<K, V> cache, ChunkOut<K, V> spill, int threads);
 // LinkAccessOp: access i copies granule i of `device` (Both: reads into the first `bytes`, writes
 // from the next) from or to host granule link_access_granule(i, ...) (core/exec/ops.hpp).

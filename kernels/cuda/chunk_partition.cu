@@ -58,7 +58,7 @@ __device__ void write_row(const OutCols& o, uint64_t at, K k, V v, unsigned long
 
 template <class K, class V>
 __global__ void __launch_bounds__(kCpThreads) chunk_partition_kernel(const ChunkDesc* chunks, uint32_t nchunks,
-                                                                    PartitionFn fn, const uint64_t* offsets,
+                                                                    PartitionFn fn, ChunkOffsets offsets,
                                                                     OutCols cache, OutCols spill, bool hierarchical,
                                                                     uint32_t buf_rows, K* buf_k, V* buf_v,
                                                                     unsigned long long* lost) {
@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(kCpThreads) chunk_partition_kernel(const Chunk
     const K* in_k = static_cast<const K*>(d.keys);
     const V* in_v = static_cast<const V*>(d.vals);
     for (uint32_t p = tid; p < F; p += kCpThreads) {
-      cursor[p] = offsets[uint64_t(c) * F + p];
+      cursor[p] = offsets.at(c, p);
       fill[p] = 0;
     }
     __syncthreads();
@@ -184,12 +184,24 @@ __global__ void __launch_bounds__(kCpThreads) chunk_partition_kernel(const Chunk
   }
 }
 
+__global__ void partition_starts_kernel(ChunkOffsets offsets, uint32_t fanout, uint64_t rows, uint64_t* starts) {
+  for (uint32_t p = blockIdx.x * blockDim.x + threadIdx.x; p <= fanout; p += gridDim.x * blockDim.x)
+    starts[p] = p < fanout ? offsets.at(0, p) : rows;
+}
+
 }  // namespace
+
+void chunk_partition_starts(KernelContext& ctx, ChunkOffsets offsets, uint32_t fanout, uint64_t rows,
+                            uint64_t* starts) {
+  partition_starts_kernel<<<grid_for(uint64_t(fanout) + 1, 256, 64), 256, 0, ctx.stream()>>>(offsets, fanout, rows,
+                                                                                            starts);
+  JL_CUDA_LAUNCHED("partition_starts_kernel");
+}
 
 template <class K, class V>
 void chunk_partition(KernelContext& ctx, const std::vector<ChunkPartitionRun>& chunks, PartitionFn fn,
-                     const std::vector<uint64_t>& offsets, ChunkPartitionOut cache, ChunkPartitionOut spill,
-                     bool hierarchical, uint32_t flush_bytes, uint64_t* d_words) {
+                     ChunkOffsets offsets, ChunkPartitionOut cache, ChunkPartitionOut spill, bool hierarchical,
+                     uint32_t flush_bytes, uint64_t* d_words) {
   if (chunks.empty()) return;
   const uint32_t F = fn.fanout();
   std::vector<ChunkDesc> desc;
@@ -211,10 +223,9 @@ void chunk_partition(KernelContext& ctx, const std::vector<ChunkPartitionRun>& c
   K* buf_k = hierarchical ? ctx.scratch_array<K>(uint64_t(grid) * F * buf_rows) : nullptr;
   V* buf_v = hierarchical ? ctx.scratch_array<V>(uint64_t(grid) * F * buf_rows) : nullptr;
   const ChunkDesc* d_desc = ctx.upload(desc);
-  const uint64_t* d_off = ctx.upload(offsets);
   ctx.mark("chunk_partition");
   kernel<<<grid, kCpThreads, smem, ctx.stream()>>>(
-      d_desc, uint32_t(desc.size()), fn, d_off, OutCols{cache.keys, cache.vals, cache.capacity},
+      d_desc, uint32_t(desc.size()), fn, offsets, OutCols{cache.keys, cache.vals, cache.capacity},
       OutCols{spill.keys, spill.vals, spill.capacity}, hierarchical, buf_rows, buf_k, buf_v,
       reinterpret_cast<unsigned long long*>(d_words + kChecksumWord));
   JL_CUDA_CHECK(cudaGetLastError());
@@ -222,8 +233,7 @@ void chunk_partition(KernelContext& ctx, const std::vector<ChunkPartitionRun>& c
 
 #define JL_CHUNK_PARTITION(K, V)                                                                                   \
   template void chunk_partition<K, V>(KernelContext&, const std::vector<ChunkPartitionRun>&, PartitionFn,           \
-                                      const std::vector<uint64_t>&, ChunkPartitionOut, ChunkPartitionOut, bool, \
-                                      uint32_t, uint64_t*);
+                                      ChunkOffsets, ChunkPartitionOut, ChunkPartitionOut, bool, uint32_t, uint64_t*);
 JL_CHUNK_PARTITION(uint32_t, uint32_t)
 JL_CHUNK_PARTITION(uint32_t, uint64_t)
 JL_CHUNK_PARTITION(uint64_t, uint32_t)

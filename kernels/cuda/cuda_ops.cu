@@ -129,12 +129,25 @@ void queue(KernelContext& ctx, const GeneratePayloadOp& o, uint64_t*) {
 void queue(KernelContext& ctx, const HistogramOp& o, uint64_t* d_words) {
   need(o.in.keys, o.in.offset, o.in.rows, o.in.fmt.key_bytes, "histogram", "input keys");
   const std::vector<uint64_t> seg = histogram_segments(o);
-  // Segment s counts into its own result words, every segment in one launch.
+  check_histogram_counts(o);
+  const uint64_t k = seg.size() - 1, F = o.fn.fanout();
+  const uint64_t stride = o.counts_stride ? o.counts_stride : k;
+  if (o.counts_out) need(o.counts_out, 0, F * stride, 8, "histogram", "counts_out");
+  // Segment s counts into its own words, every segment in one launch: the result words, or with
+  // counts_out zeroed scratch that is spread into the buffer (the result keeps the totals).
+  uint64_t* counts = d_words + kFirstValueWord;
+  if (o.counts_out) {
+    counts = ctx.scratch_array<uint64_t>(k * F);
+    zero_words(ctx, counts, k * F);
+  }
   if (o.in.fmt.key_bytes == 4)
-    histogram<uint32_t>(ctx, o.in.key_ptr<uint32_t>(), seg, o.fn, d_words + kFirstValueWord);
+    histogram<uint32_t>(ctx, o.in.key_ptr<uint32_t>(), seg, o.fn, counts);
   else
-    histogram<uint64_t>(ctx, o.in.key_ptr<uint64_t>(), seg, o.fn, d_words + kFirstValueWord);
+    histogram<uint64_t>(ctx, o.in.key_ptr<uint64_t>(), seg, o.fn, counts);
   ctx.mark(o.in_segments.empty() ? "histogram" : "segmented histogram");
+  if (o.counts_out)
+    spread_counts(ctx, counts, k, uint32_t(F), data_of<uint64_t>(o.counts_out), o.counts_first, stride,
+                  d_words + kFirstValueWord);
 }
 
 std::vector<uint64_t> segments_of(const PartitionOp& o) {
@@ -305,6 +318,10 @@ void queue(KernelContext& ctx, const ChunkPartitionOp& o, uint64_t* d_words) {
   for (const Tuples* t : {&o.cache, &o.spill})
     if (t->keys) need_tuples(*t, t->capacity, "chunk partition", t == &o.cache ? "cache" : "spill");
   const TupleFormat f = o.chunks[0].fmt;
+  // Host offsets go up with the launch; offsets_on_device are read where the scan left them.
+  if (o.offsets_on_device) need(o.offsets_on_device, 0, o.chunks.size() * o.fn.fanout(), 8, "chunk partition", "offsets_on_device");
+  const ChunkOffsets offsets =
+      chunk_offsets(o, o.offsets_on_device ? data_of<uint64_t>(o.offsets_on_device) : ctx.upload(o.offsets));
   with_types(f.key_bytes, f.val_bytes, [&](auto k, auto v) {
     using K = decltype(k);
     using V = decltype(v);
@@ -317,9 +334,14 @@ void queue(KernelContext& ctx, const ChunkPartitionOp& o, uint64_t* d_words) {
     auto out = [](const Tuples& t) {
       return ChunkPartitionOut{t.key_ptr<K>(), t.val_ptr<V>(), t.keys ? t.capacity : 0};
     };
-    chunk_partition<K, V>(ctx, runs, o.fn, o.offsets, out(o.cache), out(o.spill),
+    chunk_partition<K, V>(ctx, runs, o.fn, offsets, out(o.cache), out(o.spill),
                           o.partitioner == Partitioner::Hierarchical, o.flush_bytes, d_words);
   });
+  if (o.offsets_on_device) {
+    uint64_t rows = 0;
+    for (const Tuples& t : o.chunks) rows += t.rows;
+    chunk_partition_starts(ctx, offsets, o.fn.fanout(), rows, d_words + kFirstValueWord);
+  }
 }
 
 void queue(KernelContext& ctx, const LinkAccessOp& o, uint64_t* d_words) {
@@ -371,8 +393,11 @@ void queue(KernelContext& ctx, const ScanOp& o, uint64_t*) {
 }  // namespace
 
 size_t result_value_count(const Op& op) {
-  if (auto* h = std::get_if<HistogramOp>(&op))  // per segment (a single offset is an error queue() raises)
+  if (auto* h = std::get_if<HistogramOp>(&op)) {  // per segment (a single offset is an error queue() raises)
+    if (h->counts_out) return h->fn.fanout();     // the totals: the counts stay in the buffer
     return (h->in_segments.empty() ? 1 : h->in_segments.size() - 1) * h->fn.fanout();
+  }
+  if (auto* c = std::get_if<ChunkPartitionOp>(&op); c && c->offsets_on_device) return size_t(c->fn.fanout()) + 1;
   if (auto* p = std::get_if<PartitionOp>(&op)) {
     const size_t segments = p->in_segments.empty() ? 1 : p->in_segments.size() - 1;
     return segments * p->fn.fanout() + 1;
@@ -397,7 +422,7 @@ std::vector<const Buffer*> buffers_of(const Op& op) {
         using T = std::decay_t<decltype(o)>;
         if constexpr (std::is_same_v<T, GenerateOp>) add(v, o.out);
         else if constexpr (std::is_same_v<T, GeneratePayloadOp>) v.push_back(&o.out);
-        else if constexpr (std::is_same_v<T, HistogramOp>) v.push_back(&o.in.keys);
+        else if constexpr (std::is_same_v<T, HistogramOp>) v.insert(v.end(), {&o.in.keys, &o.counts_out});
         else if constexpr (std::is_same_v<T, PartitionOp> || std::is_same_v<T, SortOp>) add(v, o.in), add(v, o.out);
         else if constexpr (std::is_same_v<T, BuildOp>) add(v, o.in), add(v, o.table);
         else if constexpr (std::is_same_v<T, ProbeOp>) add(v, o.table), add(v, o.probe), add(v, o.out, o.mode);
@@ -411,6 +436,7 @@ std::vector<const Buffer*> buffers_of(const Op& op) {
         else if constexpr (std::is_same_v<T, ChunkPartitionOp>) {
           for (const Tuples& c : o.chunks) add(v, c);
           add(v, o.cache), add(v, o.spill);
+          v.push_back(&o.offsets_on_device);
         } else if constexpr (std::is_same_v<T, LinkAccessOp>) v.insert(v.end(), {&o.host, &o.device});
         else if constexpr (std::is_same_v<T, MultiwayMergeOp>) {
           for (const Tuples& r : o.runs) add(v, r);
@@ -436,8 +462,12 @@ bool host_only(const std::vector<const Buffer*>& buffers) {
 
 bool runs_on_host(const Op& op) {
   if (std::holds_alternative<MultiwayMergeOp>(op)) return true;  // the CPU's merge (maltenberger2025 4.2)
-  if (auto* h = std::get_if<HistogramOp>(&op); h && h->placement != HistogramOp::Placement::Auto)
+  if (auto* h = std::get_if<HistogramOp>(&op); h && h->placement != HistogramOp::Placement::Auto) {
+    if (h->placement == HistogramOp::Placement::Host && h->counts_out && h->counts_out->space == MemSpace::Device)
+      throw RuntimeError("histogram: counts_out (buffer '" + h->counts_out->tag +
+                         "') is device memory, which a histogram placed on the host cannot write");
     return h->placement == HistogramOp::Placement::Host;  // triton's prefix_sum = cpu | gpu
+  }
   return host_only(buffers_of(op));
 }
 

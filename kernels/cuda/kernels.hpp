@@ -108,6 +108,10 @@ void generate_payload(KernelContext& ctx, uint64_t rel_seed, int column, uint64_
 template <class K>
 void histogram(KernelContext& ctx, const K* keys, const std::vector<uint64_t>& segments, PartitionFn fn,
                uint64_t* d_counts);
+// HistogramOp::counts_out: counts[s * fanout + p] (`segments` histograms) copied partition-major
+// to out[p * stride + first + s], and each partition's total over the segments to totals[p].
+void spread_counts(KernelContext& ctx, const uint64_t* counts, uint64_t segments, uint32_t fanout, uint64_t* out,
+                   uint64_t first, uint64_t stride, uint64_t* totals);
 // Fanout bits one scatter pass handles with its shared-memory staging on this device.
 uint32_t max_one_pass_bits(const DeviceInfo& info, uint32_t key_bytes, uint32_t val_bytes);
 // Scatters rows [segments[0], segments.back()) of `in` (each segment on its own) to out row
@@ -117,9 +121,10 @@ uint32_t max_one_pass_bits(const DeviceInfo& info, uint32_t key_bytes, uint32_t 
 template <class K, class V>
 void partition(KernelContext& ctx, const K* in_k, const V* in_v, const std::vector<uint64_t>& segments,
                PartitionFn fn, K* out_k, V* out_v, uint64_t* d_offsets);
-// ChunkPartitionOp (chunk_partition.cu): chunk c's rows of partition p from row offsets[c * fanout
-// + p] of `cache` (cached chunks) or `spill`; Hierarchical stages them in flush_bytes per (block,
-// partition) of device memory. Rows past an output's capacity are counted in d_words[kChecksumWord].
+// ChunkPartitionOp (chunk_partition.cu): chunk c's rows of partition p from row offsets.at(c, p)
+// (device words) of `cache` (cached chunks) or `spill`; Hierarchical stages them in flush_bytes per
+// (block, partition) of device memory. Rows past an output's capacity are counted in
+// d_words[kChecksumWord].
 struct ChunkPartitionRun {
   const void* keys;
   const void* vals;
@@ -133,8 +138,12 @@ struct ChunkPartitionOut {
 };
 template <class K, class V>
 void chunk_partition(KernelContext& ctx, const std::vector<ChunkPartitionRun>& chunks, PartitionFn fn,
-                     const std::vector<uint64_t>& offsets, ChunkPartitionOut cache, ChunkPartitionOut spill,
-                     bool hierarchical, uint32_t flush_bytes, uint64_t* d_words);
+                     ChunkOffsets offsets, ChunkPartitionOut cache, ChunkPartitionOut spill, bool hierarchical,
+                     uint32_t flush_bytes, uint64_t* d_words);
+// starts[p] = offsets.at(0, p) for p < fanout, starts[fanout] = rows: the partitions' starts in
+// an output that one partition-major layout fills (ChunkPartitionOp::offsets_on_device).
+void chunk_partition_starts(KernelContext& ctx, ChunkOffsets offsets, uint32_t fanout, uint64_t rows,
+                            uint64_t* starts);
 
 // LinkAccessOp (link_access.cu): the zero-copy link microbenchmark; `host` is pinned and mapped.
 void link_access(KernelContext& ctx, void* host, uint64_t host_bytes, void* device, uint64_t bytes,

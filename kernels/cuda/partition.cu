@@ -352,6 +352,44 @@ __global__ void histogram_global_kernel(const K* keys, const uint64_t* seg, uint
     atomic_add(&out[fn(uint64_t(keys[i]))], 1);
 }
 
+// HistogramOp::counts_out: a block transposes a tile of kSpreadParts partitions x kSpreadSegs
+// segments in shared memory, so that both the segment-major reads and the partition-major writes
+// are coalesced (a thread per partition walking its segments would write a word per partition
+// row at a time and wait on each read); warp w keeps the totals of the tile's partitions w, w + 8, ...
+constexpr uint32_t kSpreadParts = 32, kSpreadSegs = 128, kSpreadThreads = 256;
+constexpr uint32_t kSpreadWarps = kSpreadThreads / 32, kSpreadPerWarp = kSpreadParts / kSpreadWarps;
+__global__ void __launch_bounds__(kSpreadThreads) spread_counts_kernel(const uint64_t* counts, uint64_t segments,
+                                                                        uint32_t fanout, uint64_t* out, uint64_t first,
+                                                                        uint64_t stride, uint64_t* totals) {
+  __shared__ uint64_t tile[kSpreadSegs][kSpreadParts + 1];
+  const uint32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const uint64_t p0 = uint64_t(blockIdx.x) * kSpreadParts;
+  uint64_t sum[kSpreadPerWarp] = {};
+  for (uint64_t s0 = 0; s0 < segments; s0 += kSpreadSegs) {
+    for (uint32_t s = warp; s < kSpreadSegs; s += kSpreadWarps) {
+      const uint64_t p = p0 + lane;
+      tile[s][lane] = s0 + s < segments && p < fanout ? counts[(s0 + s) * fanout + p] : 0;
+    }
+    __syncthreads();
+    for (uint32_t j = 0; j < kSpreadPerWarp; ++j) {
+      const uint64_t p = p0 + warp + j * kSpreadWarps;
+      if (p >= fanout) continue;
+      for (uint32_t s = lane; s < kSpreadSegs && s0 + s < segments; s += 32) {
+        const uint64_t n = tile[s][warp + j * kSpreadWarps];
+        out[p * stride + first + s0 + s] = n;
+        sum[j] += n;
+      }
+    }
+    __syncthreads();
+  }
+  for (uint32_t j = 0; j < kSpreadPerWarp; ++j) {
+    uint64_t n = sum[j];
+    for (int d = 16; d > 0; d /= 2) n += __shfl_down_sync(0xffffffffu, n, d);
+    const uint64_t p = p0 + warp + j * kSpreadWarps;
+    if (lane == 0 && p < fanout) totals[p] = n;
+  }
+}
+
 // --- two passes with one histogram read (partition_joint) ----------------------------------
 // The first pass's histogram kernel also counts every (high digit, low digit) pair, per group of
 // first-pass blocks: group h = first-pass blocks [h * B / H, (h + 1) * B / H) (block layout as
@@ -722,6 +760,15 @@ void histogram(KernelContext& ctx, const K* keys, const std::vector<uint64_t>& s
     histogram_global_kernel<K><<<grid, threads, 0, ctx.stream()>>>(keys, d_seg, blocks_per_seg, fn, d_counts);
     JL_CUDA_LAUNCHED("histogram_global_kernel");
   }
+}
+
+void spread_counts(KernelContext& ctx, const uint64_t* counts, uint64_t segments, uint32_t fanout, uint64_t* out,
+                   uint64_t first, uint64_t stride, uint64_t* totals) {
+  if (!fanout) return;
+  spread_counts_kernel<<<(fanout + kSpreadParts - 1) / kSpreadParts, kSpreadThreads, 0, ctx.stream()>>>(
+      counts, segments, fanout, out, first, stride, totals);
+  JL_CUDA_LAUNCHED("spread_counts_kernel");
+  ctx.mark("spread_counts_kernel");
 }
 
 template <class K, class V>
