@@ -30,6 +30,16 @@
 
 namespace joinlab {
 
+RelationSpec one_column_relation(const char* name, uint64_t rows, KeyDist dist, uint8_t key_bytes, uint8_t val_bytes) {
+  RelationSpec r;
+  r.name = name;
+  r.rows = rows;
+  r.dist = dist;
+  r.key_bytes = key_bytes;
+  r.payload_bytes = {val_bytes};
+  return r;
+}
+
 const char* const kCalibrationSteps[5] = {"operators", "links", "cpu", "peer", "messages"};
 
 bool CalibrationOptions::runs(const std::string& step) const {
@@ -115,15 +125,6 @@ bool parse_sample_phase(const PhaseRecord& p, OpSample& s) {
   return !s.x.empty();
 }
 
-RelationSpec relation(const char* name, uint64_t rows, KeyDist dist, uint8_t key_bytes, uint8_t val_bytes) {
-  RelationSpec r;
-  r.name = name;
-  r.rows = rows;
-  r.dist = dist;
-  r.key_bytes = key_bytes;
-  r.payload_bytes = {val_bytes};
-  return r;
-}
 
 // Skews of the probe side calibrate measures: uniform and Zipf exponents between and around
 // the validation's (experiments/validate/single-gpu.ini validates at 0.75 and 1.5, which are
@@ -197,6 +198,7 @@ class Bench {
           release_s();
         }
         gather_and_checksum(n);
+        compression(n);
         release();
         progress(std::to_string(n) + " rows of " + std::to_string(fmt.tuple_bytes()) + "-byte tuples");
       }
@@ -312,8 +314,13 @@ class Bench {
           else if constexpr (std::is_same_v<T, ProbeOp> || std::is_same_v<T, PartitionedJoinOp> ||
                              std::is_same_v<T, MergeJoinOp>)
             output(o.out, o.mode);
-          else if constexpr (std::is_same_v<T, GatherOp> || std::is_same_v<T, ScanOp>)
+          else if constexpr (std::is_same_v<T, GatherOp> || std::is_same_v<T, ScanOp> || std::is_same_v<T, CompressOp>)
             o.out = rank_.alloc(o.out->space, o.out->bytes, "calibrate.fresh");
+          else if constexpr (std::is_same_v<T, DecompressOp>) {  // the buffers' outputs share one buffer
+            Buffer fresh_out;
+            for (CodecColumn& c : o.out)
+              if (c.buf) c.buf = fresh_out ? fresh_out : (fresh_out = rank_.alloc(c.buf->space, c.buf->bytes, "calibrate.fresh"));
+          }
         },
         fresh);
     return fresh;
@@ -364,7 +371,7 @@ class Bench {
   void data(uint64_t n, TupleFormat fmt) {
     untimed();
     fmt_ = fmt;
-    r_spec_ = relation("R", n, KeyDist::UniqueDense, fmt.key_bytes, fmt.val_bytes);
+    r_spec_ = one_column_relation("R", n, KeyDist::UniqueDense, fmt.key_bytes, fmt.val_bytes);
     r_ = rank_.alloc_tuples(MemSpace::Device, n, fmt, "calibrate.R");
     scratch_ = rank_.alloc_tuples(MemSpace::Device, n, fmt, "calibrate.scratch");
     GenerateOp g;
@@ -378,7 +385,7 @@ class Bench {
   // S: foreign keys into R, uniform or Zipf(z) over R's keys by rank.
   void probe_side(uint64_t n, double z) {
     untimed();
-    s_spec_ = relation("S", n, KeyDist::ForeignKey, fmt_.key_bytes, fmt_.val_bytes);
+    s_spec_ = one_column_relation("S", n, KeyDist::ForeignKey, fmt_.key_bytes, fmt_.val_bytes);
     s_spec_.zipf_z = z;
     s_ = rank_.alloc_tuples(MemSpace::Device, n, fmt_, "calibrate.S");
     GenerateOp g;
@@ -572,7 +579,7 @@ class Bench {
   // `w` receives the keys, `out` the sorted rows (n rows each, free for reuse).
   void wide_sort(uint64_t n, uint64_t spread, Tuples w, Tuples out) {
     untimed();
-    RelationSpec spec = relation("W", n, KeyDist::Uniform, fmt_.key_bytes, fmt_.val_bytes);
+    RelationSpec spec = one_column_relation("W", n, KeyDist::Uniform, fmt_.key_bytes, fmt_.val_bytes);
     spec.range_lo = 1;
     spec.range_hi = spread * n;
     w.rows = out.rows = n;
@@ -606,6 +613,65 @@ class Bench {
     c.column_bytes = {fmt_.val_bytes, fmt_.val_bytes};
     c.rows = n;
     timed(c);
+  }
+
+  // Cascaded compression (the compress and decompress models): n keys cut into 64 buffers (the
+  // partitions a rank sends), compressed and decompressed, for each kind of key column with the
+  // layers the selector picks for it (codec_select; the device's columns are not on the host):
+  // R's keys (a permutation: bit-packing), uniform keys, and TPC-H's orders keys (sorted and
+  // sparse: delta) and lineitem keys (runs of an order's lines: RLE + delta), the last also with
+  // the deepest cascade.
+  void compression(uint64_t n) {
+    const uint8_t kb = fmt_.key_bytes;
+    RelationSpec orders = one_column_relation("R", n, KeyDist::TpchOrders, kb, fmt_.val_bytes);
+    orders.scale_factor = std::max(1.0, std::ceil(double(n) / 1.5e6));
+    orders.rows = tpch_rows(orders);
+    RelationSpec lineitem = one_column_relation("S", n, KeyDist::TpchLineitem, kb, fmt_.val_bytes);
+    lineitem.scale_factor = orders.scale_factor;
+    lineitem.rows = tpch_rows(lineitem);
+    RelationSpec uniform = one_column_relation("S", n, KeyDist::Uniform, kb, fmt_.val_bytes);
+    uniform.range_lo = 1;
+    uniform.range_hi = kb == 4 ? 0xFFFFFFF0ull : (uint64_t(1) << 62);
+    struct Column {
+      const RelationSpec* spec;
+      std::vector<codec::Config> configs;
+    };
+    const std::vector<Column> columns = {{&r_spec_, {{0, 0}}},
+                                         {&uniform, {{0, 0}}},
+                                         {&orders, {{0, 1}}},
+                                         {&lineitem, {{1, 1}, {2, 1}}}};
+    constexpr uint64_t kBuffers = 64;
+    const std::vector<uint64_t> bounds = chunk_bounds(n, kBuffers);
+    for (const Column& col : columns) {
+      untimed();
+      Tuples keys = scratch_;
+      keys.rows = n;
+      if (col.spec != &r_spec_) {
+        GenerateOp g;
+        g.spec = *col.spec;
+        g.referenced = col.spec == &lineitem ? &orders : nullptr;
+        g.out = keys;
+        rank_.launch(Stream{0}, g).get();
+      } else {
+        keys = r_;
+      }
+      for (const codec::Config cfg : col.configs) {
+        CompressOp c;
+        c.value_bytes = kb;
+        for (uint64_t b = 0; b < kBuffers; ++b)
+          c.in.push_back({keys.keys, keys.offset + bounds[b], bounds[b + 1] - bounds[b]});
+        c.configs.assign(kBuffers, cfg);
+        c.out = rank_.alloc(MemSpace::Device, compress_bound(c), "calibrate.compressed");
+        const OpResult packed = timed(c);
+        DecompressOp d;
+        d.in = c.out;
+        d.offsets = packed.values;
+        d.value_bytes = kb;
+        Buffer raw = rank_.alloc(MemSpace::Device, n * kb, "calibrate.decompressed");
+        for (uint64_t b = 0; b < kBuffers; ++b) d.out.push_back({raw, bounds[b], bounds[b + 1] - bounds[b]});
+        timed(d);
+      }
+    }
   }
 
   std::vector<uint64_t> link_sizes() const {
@@ -1632,6 +1698,7 @@ void register_model_commands() {
                    "                                     run on the hardware and in simulation (or simulate the rows of a "
                    "CSV that joinlab run wrote on the hardware); predicted vs measured per phase",
                    validate_main);
+  register_codec_bench();
 }
 
 }  // namespace joinlab

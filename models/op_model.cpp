@@ -45,6 +45,11 @@ const std::vector<ModelSpec>& model_specs() {
       {"gather", {"bytes_in"}, "source_bytes", {}, 0},
       {"checksum", {"bytes_in"}, "", {}, 0},
       {"scan", {"bytes_in"}, "", {}, 0},
+      // Cascaded compression (core/exec/codec.hpp): a pass over the raw bytes, the compressed
+      // bytes, and the chunks (a thread block each, their headers); the raw bytes first in both,
+      // so that a profile calibrated before they existed costs them as a scan of the raw bytes.
+      {"compress", {"bytes_in", "bytes_out", "chunks"}, "", {}, 0, false, "scan"},
+      {"decompress", {"bytes_out", "bytes_in", "chunks"}, "", {}, 0, false, "scan"},
       {"copy.device", {"bytes_in"}, "", {}, 0},
       // Allocations (the rank waits for them; the backend may touch the memory).
       {"alloc.device", {"bytes"}, "", {}, 0},
@@ -559,6 +564,21 @@ OpSample op_sample(const Op& op, const OpResult& result, const KeyAccess* access
         } else if constexpr (std::is_same_v<T, PivotSearchOp>) {
           // A launch and log2(n) probes of x and y: scan's constant (a launch) and its bytes.
           return make("scan", {double(o.n) * 2.0 * o.key_bytes});
+        } else if constexpr (std::is_same_v<T, CompressOp>) {
+          // Raw bytes in, compressed bytes out (result.count, data-dependent), chunks.
+          double raw = 0, chunks = 0;
+          for (const CodecColumn& c : o.in) {
+            raw += double(c.rows) * o.value_bytes;
+            chunks += double(codec::chunk_count(c.rows, o.chunk_log2));
+          }
+          return make("compress", {raw, double(result.count), chunks});
+        } else if constexpr (std::is_same_v<T, DecompressOp>) {
+          // Compressed bytes in, raw bytes out (result.count rows); the chunks at the default
+          // size (the headers hold the actual one).
+          const double packed = o.offsets.empty() ? 0.0 : double(o.offsets.back() - o.offsets.front());
+          double chunks = 0;
+          for (uint64_t rows : result.values) chunks += double(codec::chunk_count(rows, codec::kDefaultChunkLog2));
+          return make("decompress", {double(result.count) * o.value_bytes, packed, chunks});
         }
       },
       op);

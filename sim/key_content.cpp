@@ -297,8 +297,27 @@ ContentPtr unknown_content(uint64_t rows) {
   return single(std::move(c));
 }
 
+namespace {
+ContentPtr generated_content_of(const RelationSpec& spec, const RelationSpec* referenced, uint64_t first_row,
+                                uint64_t rows);
+}  // namespace
+
 ContentPtr generated_content(const RelationSpec& spec, const RelationSpec* referenced, uint64_t first_row,
                              uint64_t rows) {
+  ContentPtr c = generated_content_of(spec, referenced, first_row, rows);
+  if (c->parts.empty()) return c;
+  auto src = std::make_shared<GeneratedRows>();
+  src->gen = make_keygen(spec, referenced);
+  src->first_row = first_row;
+  src->rows = rows;
+  auto out = std::make_shared<KeyContent>(*c);
+  for (Component& comp : out->parts) comp.source = src;
+  return out;
+}
+
+namespace {
+ContentPtr generated_content_of(const RelationSpec& spec, const RelationSpec* referenced, uint64_t first_row,
+                                uint64_t rows) {
   // Every slice of a generated relation has the same distribution; only a foreign key's hits
   // are counted row by row (first_row).
   const KeyGen g = make_keygen(spec, referenced);
@@ -373,6 +392,7 @@ ContentPtr generated_content(const RelationSpec& spec, const RelationSpec* refer
   }
   return unknown_content(rows);
 }
+}  // namespace
 
 namespace {
 
@@ -760,6 +780,70 @@ KeyAccess key_access(const KeyContent& c) {
     }
   }
   return a;
+}
+
+std::vector<std::vector<uint64_t>> content_sample(const KeyContent& c, size_t windows, size_t window_rows) {
+  std::vector<std::vector<uint64_t>> out;
+  const uint64_t total = c.rows();
+  if (!total || !windows || !window_rows) return out;
+  const size_t want = size_t(std::min<uint64_t>(uint64_t(windows) * window_rows, total));
+  // Components of one generated relation are regenerated together (a foreign key's hits and
+  // misses are the same rows): one share per source, or per component without one.
+  std::vector<const Component*> heads;
+  std::vector<double> weight;
+  for (const Component& comp : c.parts) {
+    size_t i = 0;
+    while (i < heads.size() && !(comp.source && heads[i]->source == comp.source)) ++i;
+    if (i == heads.size()) heads.push_back(&comp), weight.push_back(0);
+    weight[i] += double(comp.rows());
+  }
+  const std::vector<uint64_t> share = apportion(weight, want);
+  constexpr uint64_t kScanRows = uint64_t(1) << 16;  // rows generated per window at most
+  for (size_t i = 0; i < heads.size(); ++i) {
+    const Component& comp = *heads[i];
+    const uint64_t n = share[i];
+    if (!n) continue;
+    if (comp.source) {  // windows of consecutive rows, spread evenly over the source's rows
+      const GeneratedRows& g = *comp.source;
+      const uint64_t k = std::max<uint64_t>(1, std::min<uint64_t>(windows, (n + window_rows - 1) / window_rows));
+      const uint64_t per = (n + k - 1) / k;
+      for (uint64_t w = 0; w < k; ++w) {
+        const uint64_t first = g.first_row + (k > 1 && g.rows > kScanRows ? w * (g.rows - kScanRows) / (k - 1) : 0);
+        const uint64_t end = std::min(g.first_row + g.rows, first + kScanRows);
+        std::vector<uint64_t> win;
+        g.gen.for_each_key(first, end, [&](uint64_t, uint64_t key) {
+          if (win.size() < per && satisfies(key, comp.constraints)) win.push_back(key);
+        });
+        if (!win.empty()) out.push_back(std::move(win));
+        if (g.rows <= kScanRows) break;  // one window held every row
+      }
+      continue;
+    }
+    // Drawn from the distribution in random order: heavy keys by their rows, light rows from the
+    // universe.
+    const KeyUniverse& u = *comp.universe;
+    const double heavy_rows = double(comp.rows() - comp.light);
+    const uint64_t seed = mix64(u.id ^ 0x636f646563ULL ^ comp.rows());
+    std::vector<uint64_t> drawn;
+    for (uint64_t tries = 0; drawn.size() < n && tries < 64 * n; ++tries) {
+      const uint64_t r = random_word(seed, 1, tries);
+      if (unit_double(random_word(seed, 2, tries)) * double(comp.rows()) < heavy_rows) {
+        uint64_t at = r % uint64_t(heavy_rows);  // the heavy key holding that row
+        size_t h = 0;
+        while (at >= comp.heavy[h].second) at -= comp.heavy[h++].second;
+        drawn.push_back(comp.heavy[h].first);
+        continue;
+      }
+      uint64_t key;
+      if (u.kind == KeyUniverse::Interval) key = u.hi >= u.lo ? u.lo + r % (u.hi - u.lo + 1) : u.lo;
+      else if (u.exact_members && u.members.rows) key = u.members.key(r % u.members.rows);
+      else key = u.hi ? r % u.hi : r;
+      if (satisfies(key, comp.constraints)) drawn.push_back(key);
+    }
+    for (size_t at = 0; at < drawn.size(); at += window_rows)
+      out.emplace_back(drawn.begin() + at, drawn.begin() + std::min(drawn.size(), at + window_rows));
+  }
+  return out;
 }
 
 }  // namespace joinlab::sim

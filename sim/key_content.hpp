@@ -45,6 +45,14 @@ struct Constraint {
   uint32_t part = 0;
 };
 
+// The generated relation a component's rows came from (rows [first_row, first_row + rows) of it),
+// kept through slices and partitionings: what the rows actually hold, in generation order, for
+// estimates that depend on the values and their order (the compressed size of a column).
+struct GeneratedRows {
+  KeyGen gen;
+  uint64_t first_row = 0, rows = 0;
+};
+
 struct Component {
   UniversePtr universe;
   std::vector<Constraint> constraints;             // canonical order
@@ -57,6 +65,7 @@ struct Component {
   uint64_t cover = 0;
   double light_zipf = 0;  // cost models only: the light rows follow Zipf(light_zipf) by rank, after the heavy keys
   std::vector<std::pair<uint64_t, uint64_t>> heavy;  // (key, rows), sorted by key
+  std::shared_ptr<const GeneratedRows> source;       // null: not (known to be) generated rows
   uint64_t rows() const;
 };
 
@@ -120,6 +129,14 @@ ContentPtr merge_contents(const std::vector<ContentPtr>& parts);
 // so any range of the union holds what the same range of the two side by side holds. `into` is
 // updated in place when nothing else holds it, else replaced by a new content.
 bool absorb_uniform(ContentPtr& into, const KeyContent& b);
+// Windows of up to window_rows of c's keys each (at most `windows`), every window in the order its
+// rows hold them, for estimates that depend on the values and their order (the compressed size of
+// a column: kernels/cpu/codec.hpp). Rows from a generated relation (source) are regenerated:
+// windows of consecutive rows spread over the rows it came from, keeping those in the component's
+// partitions (a partition keeps its rows' generation order). Other rows are drawn from the
+// distribution (heavy keys by weight, light rows from the universe, within the partitions) in
+// random order. Deterministic for a content.
+std::vector<std::vector<uint64_t>> content_sample(const KeyContent& c, size_t windows, size_t window_rows);
 // Expected number of (r, s) row pairs with equal keys.
 double expected_matches(const KeyContent& r, const KeyContent& s);
 

@@ -116,6 +116,9 @@ struct SimBuffer : BufferImpl {
   std::shared_ptr<MemoryAccount> account;
   RegionMap regions;   // key content, when this buffer holds a key column
   ContentPtr table;    // a hash table's keys (set by Build on the table's key buffer)
+  // Compressed buffers (CompressOp's output) by their first byte: the rows and keys they hold,
+  // what a DecompressOp of them writes back.
+  std::map<uint64_t, std::pair<uint64_t, ContentPtr>> compressed;
   ~SimBuffer() override {
     if (account) account->release(space, bytes);
   }

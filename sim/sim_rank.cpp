@@ -24,6 +24,7 @@
 
 #include "core/common/error.hpp"
 #include "core/exec/chunk.hpp"
+#include "kernels/cpu/codec.hpp"
 #include "kernels/cpu/cpu_kernels.hpp"
 #include "models/profile.hpp"
 #include "sim/key_content.hpp"
@@ -866,6 +867,33 @@ void join_result(OpResult& r, double expected, const JoinOutput& out, uint64_t o
   r.overflow = mode != OutputMode::CountOnly && out_first + r.count > out.capacity;
 }
 
+// The bytes a CompressOp writes for a column: the real CPU compressor with the column's
+// configuration, on a sample of what its rows hold (content_sample: up to 4 windows of a chunk's
+// rows, regenerated rows of the workload where they are known to be generated, else drawn from
+// the distribution), each window a chunk of its own; the windows' bytes per value scale to the
+// column's rows. Its header and chunk offsets follow the column's own chunk count.
+uint64_t estimated_compressed_bytes(const KeyContent& c, uint64_t rows, uint32_t vb, codec::Config cfg,
+                                    uint32_t chunk_log2) {
+  const uint64_t chunks = codec::chunk_count(rows, chunk_log2);
+  if (!rows) return codec::preamble_bytes(0);
+  const std::vector<std::vector<uint64_t>> sample = content_sample(c, 4, size_t(1) << chunk_log2);
+  std::vector<std::vector<uint32_t>> narrow(sample.size());
+  std::vector<cpu::CodecIn> in;
+  uint64_t values = 0, preambles = 0;
+  for (size_t w = 0; w < sample.size(); ++w) {
+    if (vb == 4) narrow[w].assign(sample[w].begin(), sample[w].end());
+    in.push_back({vb == 4 ? static_cast<const void*>(narrow[w].data()) : sample[w].data(), sample[w].size(), cfg});
+    values += sample[w].size();
+    preambles += codec::preamble_bytes(codec::chunk_count(sample[w].size(), chunk_log2));
+  }
+  if (!values) return codec::preamble_bytes(chunks) + chunks * (codec::chunk_header_bytes(cfg) + 8 * (cfg.rle + 1u));
+  const std::vector<uint64_t> off = cpu::codec_compress(in, vb, chunk_log2, nullptr, 0, 1);
+  const double scaled = double(off.back() - preambles) * double(rows) / double(values);
+  const uint64_t bytes = codec::preamble_bytes(chunks) +
+                         std::max<uint64_t>(chunks * codec::chunk_header_bytes(cfg), uint64_t(std::ceil(scaled)));
+  return (bytes + 7) & ~uint64_t(7);
+}
+
 void evaluate(const Op& op, OpResult& r) {
   std::visit(
       [&](const auto& o) {
@@ -965,6 +993,40 @@ void evaluate(const Op& op, OpResult& r) {
           out.rows = o.a.rows + o.b.rows;
           write_keys(out, merge_contents({content_or_unknown(o.a), content_or_unknown(o.b)}));
           r.count = out.rows;
+        } else if constexpr (std::is_same_v<T, CompressOp>) {
+          check_compress(o);
+          const uint32_t vb = o.value_bytes;
+          r.values.assign(1, 0);
+          std::vector<std::pair<uint64_t, ContentPtr>> kept;
+          for (size_t i = 0; i < o.in.size(); ++i) {
+            const CodecColumn& c = o.in[i];
+            ContentPtr content = c.buf ? sim_buffer(c.buf).regions.read(c.first * vb, (c.first + c.rows) * vb) : nullptr;
+            if (!content) content = unknown_content(c.rows);
+            r.values.push_back(r.values.back() +
+                               estimated_compressed_bytes(*content, c.rows, vb, o.configs[i], o.chunk_log2));
+            kept.push_back({c.rows, std::move(content)});
+          }
+          r.count = r.values.back();
+          if (o.out)
+            for (size_t i = 0; i < kept.size(); ++i) sim_buffer(o.out).compressed[r.values[i]] = kept[i];
+        } else if constexpr (std::is_same_v<T, DecompressOp>) {
+          check_decompress(o);
+          r.values.clear();
+          r.count = 0;
+          for (size_t b = 0; b < o.out.size(); ++b) {
+            const auto& map = sim_buffer(o.in).compressed;
+            auto it = map.find(o.offsets[b]);
+            if (it == map.end())
+              throw RuntimeError("decompress: buffer " + std::to_string(b) + " (byte " + std::to_string(o.offsets[b]) +
+                                 "): the simulator saw no CompressOp write it into this buffer (messages do not "
+                                 "carry compressed buffers yet)");
+            const auto& [rows, content] = it->second;
+            if (rows > o.out[b].rows) throw RuntimeError(cpu::codec_error_message(codec::kNoRoom, b, 0, rows));
+            if (o.out[b].buf && rows)
+              sim_buffer(o.out[b].buf).regions.write(o.out[b].first * o.value_bytes, o.value_bytes, content);
+            r.values.push_back(rows);
+            r.count += rows;
+          }
         }
       },
       op);
@@ -1014,6 +1076,8 @@ bool on_host(const Op& op) {
         else if constexpr (std::is_same_v<T, ChecksumOp>) return in_host_memory(o.keys);
         else if constexpr (std::is_same_v<T, MergeOp>) return in_host_memory(o.out.keys);
         else if constexpr (std::is_same_v<T, PivotSearchOp>) return in_host_memory(o.x);
+        else if constexpr (std::is_same_v<T, CompressOp>) return in_host_memory(o.out);
+        else if constexpr (std::is_same_v<T, DecompressOp>) return in_host_memory(o.in);
         else return in_host_memory(o.in);
       },
       op);
@@ -1082,7 +1146,7 @@ const char* cpu_op_kind(const Op& op) {
         else if constexpr (std::is_same_v<T, ChecksumOp>) return "checksum";
         else if constexpr (std::is_same_v<T, ChunkPartitionOp>) return "partition";
         else if constexpr (std::is_same_v<T, MultiwayMergeOp> || std::is_same_v<T, MergeOp>) return "multiway_merge";
-        else return "scan";
+        else return "scan";  // the scan, pivot search and (de)compression: a pass over the bytes
       },
       op);
 }

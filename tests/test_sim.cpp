@@ -26,6 +26,7 @@
 #include "models/profile.hpp"
 #include "sim/key_content.hpp"
 #include "sim/sim_buffer.hpp"
+#include "tests/codec_test_util.hpp"
 #include "tests/test_profile_text.hpp"
 
 namespace joinlab {
@@ -1414,6 +1415,90 @@ TEST_F(SimTest, UnknownProfileAndBadClusterKeysAreInputErrors) {
     FAIL();
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("cluster.sim_flows = sometimes"), std::string::npos) << e.what();
+  }
+}
+
+// CompressOp in simulation: each buffer's size from the real compressor on a sample of its
+// regenerated rows, close to what the CPU writes for the same keys, whole and after a hash
+// partitioning (a partition keeps its rows' generation order); DecompressOp gives the rows back.
+TEST_F(SimTest, CompressedSizesFollowTheGeneratedKeys) {
+  const Workload w = test::tpch(0.02, 8);
+  RelationSpec uniform = test::key_spec(KeyDist::Uniform, 60000, 8);
+  uniform.range_lo = 1;
+  uniform.range_hi = uint64_t(1) << 40;
+  const PartitionFn fn{PartitionFn::Hash, 4, 0, 3};
+  struct Case {
+    const RelationSpec* spec;
+    const RelationSpec* ref;
+    codec::Config cfg;
+    bool partitioned;
+  };
+  for (const Case& k : {Case{&w.r, nullptr, {0, 1}, false}, Case{&w.s, &w.r, {1, 1}, false},
+                        Case{&w.s, &w.r, {1, 1}, true}, Case{&uniform, nullptr, {0, 0}, false},
+                        Case{&w.r, nullptr, {0, 1}, true}}) {
+    const uint64_t n = k.spec->rows;
+    std::vector<uint64_t> keys = test::generated_keys(*k.spec, k.ref, n);
+    std::vector<uint64_t> offsets{0, n};
+    if (k.partitioned) {  // the CPU's partition order: stable within a partition
+      std::vector<uint64_t> sorted;
+      offsets.assign(1, 0);
+      for (uint32_t p = 0; p < fn.fanout(); ++p) {
+        for (uint64_t x : keys)
+          if (fn(x) == p) sorted.push_back(x);
+        offsets.push_back(sorted.size());
+      }
+      keys = sorted;
+    }
+    const std::vector<uint8_t> raw = test::narrow(keys, 8);
+    std::vector<cpu::CodecIn> in;
+    for (size_t b = 0; b + 1 < offsets.size(); ++b)
+      in.push_back({raw.data() + offsets[b] * 8, offsets[b + 1] - offsets[b], k.cfg});
+    const std::vector<uint64_t> real = cpu::codec_compress(in, 8, 12, nullptr, 0, 1);
+    // The simulation runs in a child process: it compares there and reports the largest relative
+    // error (in millionths) and the buffers whose rows or count differ.
+    RankResult got;
+    make_backend("sim")->run(
+        cluster(1, 1),
+        [&](Rank& r) {
+          Tuples t = r.alloc_tuples(MemSpace::Device, n, {8, 8}, "keys");
+          GenerateOp g;
+          g.spec = *k.spec;
+          g.referenced = k.ref;
+          g.out = t;
+          r.launch(Stream{0}, g).get();
+          std::vector<uint64_t> at{0, n};
+          if (k.partitioned) {
+            Tuples parts = r.alloc_tuples(MemSpace::Device, n, {8, 8}, "parts");
+            at = r.launch(Stream{0}, PartitionOp{t, {}, fn, parts}).get().values;
+            t = parts;
+          }
+          CompressOp c;
+          c.value_bytes = 8;
+          for (size_t b = 0; b + 1 < at.size(); ++b) c.in.push_back({t.keys, at[b], at[b + 1] - at[b]});
+          c.configs.assign(c.in.size(), k.cfg);
+          c.out = r.alloc(MemSpace::Device, compress_bound(c), "packed");
+          const std::vector<uint64_t> simulated = r.launch(Stream{0}, c).get().values;
+          DecompressOp d{c.out, simulated, 8, {}};
+          Buffer back = r.alloc(MemSpace::Device, n * 8, "back");
+          for (const CodecColumn& col : c.in) d.out.push_back({back, col.first, col.rows});
+          const std::vector<uint64_t> rows = r.launch(Stream{0}, d).get().values;
+          double worst = 0;
+          uint64_t wrong = simulated.size() == real.size() ? 0 : 1000;
+          for (size_t b = 0; !wrong && b + 1 < real.size(); ++b) {
+            // Bytes per row: the simulator's partitions hold the expected rows, not the CPU's.
+            const double sim = double(simulated[b + 1] - simulated[b]) / double(std::max<uint64_t>(1, at[b + 1] - at[b]));
+            const double cpu = double(real[b + 1] - real[b]) / double(std::max<uint64_t>(1, offsets[b + 1] - offsets[b]));
+            worst = std::max(worst, std::fabs(sim / cpu - 1.0));
+            wrong += rows[b] != at[b + 1] - at[b];  // its own rows back (its partitions' sizes are expectations)
+          }
+          r.end_phases();
+          r.report({uint64_t(worst * 1e6), wrong, false});
+        },
+        [&](Rank& r) { got = r.result(); });
+    EXPECT_EQ(got.checksum, 0u) << to_string(k.spec->dist) << (k.partitioned ? " partitioned" : "")
+                                << ": buffers whose rows differ";
+    EXPECT_LT(got.count, 150000u) << to_string(k.spec->dist) << (k.partitioned ? " partitioned" : "")
+                                  << ": the simulated sizes are off by up to " << got.count / 1e4 << "%";
   }
 }
 

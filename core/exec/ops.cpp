@@ -25,7 +25,7 @@ const char* to_string(MemSpace s) {
 const char* to_string(OpKind k) {
   static const char* names[] = {"generate", "histogram", "partition", "build",  "probe",
                                 "partitioned_join", "sort", "merge_join", "gather", "checksum",
-                                "scan", "chunk_partition", "link_access", "multiway_merge", "merge", "pivot_search", "copy", "send", "recv", "put", "pack_chunks", "stream_consume"};
+                                "scan", "chunk_partition", "link_access", "multiway_merge", "merge", "pivot_search", "compress", "decompress", "copy", "send", "recv", "put", "pack_chunks", "stream_consume"};
   return int(k) < int(OpKind::kCount) ? names[int(k)] : "?";
 }
 
@@ -153,6 +153,58 @@ std::vector<uint64_t> chunk_bounds(uint64_t rows, uint32_t chunks) {
   std::vector<uint64_t> b(size_t(chunks) + 1);
   for (uint32_t c = 0; c <= chunks; ++c) b[c] = std::min<uint64_t>(rows, uint64_t(c) * per);
   return b;
+}
+
+uint64_t compress_bound(const CompressOp& o) {
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < o.in.size() && i < o.configs.size(); ++i)
+    bytes += codec::buffer_bound(o.in[i].rows, o.value_bytes, o.configs[i], o.chunk_log2);
+  return bytes;
+}
+
+void check_compress(const CompressOp& o) {
+  if (o.value_bytes != 4 && o.value_bytes != 8)
+    throw RuntimeError("compress: values of " + std::to_string(o.value_bytes) + " bytes: must be 4 or 8");
+  if (o.configs.size() != o.in.size())
+    throw RuntimeError("compress: " + std::to_string(o.configs.size()) + " configurations for " +
+                       std::to_string(o.in.size()) + " columns");
+  if (o.chunk_log2 < codec::kMinChunkLog2 || o.chunk_log2 > codec::kMaxChunkLog2)
+    throw RuntimeError("compress: chunk_log2 = " + std::to_string(o.chunk_log2) + " outside [" +
+                       std::to_string(codec::kMinChunkLog2) + ", " + std::to_string(codec::kMaxChunkLog2) + "]");
+  for (size_t i = 0; i < o.in.size(); ++i) {
+    const codec::Config c = o.configs[i];
+    if (c.rle > codec::kMaxRle || c.delta > codec::kMaxDelta)
+      throw RuntimeError("compress: column " + std::to_string(i) + ": rle = " + std::to_string(c.rle) +
+                         ", delta = " + std::to_string(c.delta) + " (at most 2 and 1)");
+    if (o.in[i].rows >> 48) throw RuntimeError("compress: column " + std::to_string(i) + " has too many rows");
+    const uint64_t need = (o.in[i].first + o.in[i].rows) * o.value_bytes;
+    if (o.in[i].rows && (!o.in[i].buf || o.in[i].buf->bytes < need))
+      throw RuntimeError("compress: column " + std::to_string(i) + " needs " + std::to_string(need) +
+                         " bytes of its buffer, which holds " + std::to_string(o.in[i].buf ? o.in[i].buf->bytes : 0));
+  }
+  const uint64_t bound = compress_bound(o), have = o.out ? o.out->bytes : 0;
+  if (have < bound)
+    throw RuntimeError("compress: output of " + std::to_string(have) + " bytes, the batch may need " +
+                       std::to_string(bound) + " (compress_bound)");
+}
+
+void check_decompress(const DecompressOp& o) {
+  if (o.value_bytes != 4 && o.value_bytes != 8)
+    throw RuntimeError("decompress: values of " + std::to_string(o.value_bytes) + " bytes: must be 4 or 8");
+  if (o.offsets.size() != o.out.size() + 1)
+    throw RuntimeError("decompress: " + std::to_string(o.offsets.size()) + " offsets for " +
+                       std::to_string(o.out.size()) + " buffers (one more than buffers needed)");
+  const uint64_t have = o.in ? o.in->bytes : 0;
+  for (size_t b = 0; b < o.out.size(); ++b) {
+    if (o.offsets[b + 1] < o.offsets[b] || (o.offsets[b] & 7) || o.offsets[b + 1] > have)
+      throw RuntimeError("decompress: buffer " + std::to_string(b) + ": bytes [" + std::to_string(o.offsets[b]) +
+                         ", " + std::to_string(o.offsets[b + 1]) + ") descend, start unaligned or pass the " +
+                         std::to_string(have) + " bytes of the input");
+    const uint64_t need = (o.out[b].first + o.out[b].rows) * o.value_bytes;
+    if (o.out[b].rows && (!o.out[b].buf || o.out[b].buf->bytes < need))
+      throw RuntimeError("decompress: buffer " + std::to_string(b) + "'s output needs " + std::to_string(need) +
+                         " bytes, its buffer holds " + std::to_string(o.out[b].buf ? o.out[b].buf->bytes : 0));
+  }
 }
 
 const char* to_string(TableKind k) {
@@ -345,6 +397,16 @@ OpParams params_of(const Op& op) {
           p.kind = OpKind::PivotSearch;
           p.rows_in = 2 * o.n;
           p.key_bytes = o.key_bytes;
+        } else if constexpr (std::is_same_v<T, CompressOp>) {
+          p.kind = OpKind::Compress;
+          for (const CodecColumn& c : o.in) p.rows_in += c.rows;
+          p.key_bytes = o.value_bytes;
+          p.fanout = uint32_t(o.in.size());
+        } else if constexpr (std::is_same_v<T, DecompressOp>) {
+          p.kind = OpKind::Decompress;
+          p.bytes = o.offsets.empty() ? 0 : o.offsets.back() - o.offsets.front();
+          p.key_bytes = o.value_bytes;
+          p.fanout = uint32_t(o.out.size());
         }
       },
       op);

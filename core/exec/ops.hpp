@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/common/hashing.hpp"
+#include "core/exec/codec.hpp"
 #include "core/common/hd.hpp"
 #include "core/exec/tuples.hpp"
 #include "core/workload/relation.hpp"
@@ -21,6 +22,7 @@ namespace joinlab {
 enum class OpKind : uint8_t {
   Generate, Histogram, Partition, Build, Probe, PartitionedJoin, Sort, MergeJoin,
   Gather, Checksum, Scan, ChunkPartition, LinkAccess, MultiwayMerge, Merge, PivotSearch,
+  Compress, Decompress,  // cascaded compression (core/exec/codec.hpp)
   // Data movement, recorded in traces and modeled like operators.
   Copy, Send, Recv, Put,
   // Streaming operators (gpj): launched with Rank::launch_streaming, see StreamingOp below.
@@ -306,6 +308,42 @@ struct PivotSearchOp {
   uint64_t n = 0;
 };
 
+// Cascaded compression (gao2021 section 4; the format and its layers: core/exec/codec.hpp), an
+// operator pair kept apart from the strategies: a batch of columns (e.g. the partitions a rank
+// sends) in one operator, each column compressed on its own in chunks of 2^chunk_log2 values.
+struct CodecColumn {  // values [first, first + rows) of `buf`, value_bytes wide
+  Buffer buf;
+  uint64_t first = 0, rows = 0;
+};
+// Compresses column i with configs[i] (select_codec: a host function, kernels/cpu/codec.hpp
+// codec_select) into `out` from byte 0, the columns' streams back to back.
+// result.values = the n + 1 byte offsets of the streams, result.count = bytes written. `out`
+// must hold compress_bound(op) bytes (the sizes are known only once the layers ran).
+struct CompressOp {
+  std::vector<CodecColumn> in;
+  std::vector<codec::Config> configs;  // one per column
+  uint8_t value_bytes = 8;
+  uint32_t chunk_log2 = codec::kDefaultChunkLog2;
+  Buffer out;
+};
+// Decompresses buffer b of the batch `in` (bytes [offsets[b], offsets[b + 1]): a CompressOp's
+// result.values) into out[b] (out[b].rows = the values it has room for). result.values = the rows
+// of each buffer (from its header), result.count = their sum. Every header, offset, count and run
+// is checked: a RuntimeError names the buffer, the chunk and what is wrong, the same on every
+// backend (kernels/cpu/codec.hpp codec_error_message).
+struct DecompressOp {
+  Buffer in;
+  std::vector<uint64_t> offsets;
+  uint8_t value_bytes = 8;
+  std::vector<CodecColumn> out;
+};
+// Bytes a CompressOp's output needs at most (every stream at full width), and the checks of a
+// CompressOp / DecompressOp that need no data (counts, widths, chunk size, offsets within `in`;
+// a RuntimeError names what does not fit). Every backend runs them.
+uint64_t compress_bound(const CompressOp& op);
+void check_compress(const CompressOp& op);
+void check_decompress(const DecompressOp& op);
+
 // The row offsets a HistogramOp counts: its in_segments, or {0, in.rows} without them. A
 // RuntimeError names offsets that descend, end past `in`'s rows, or are a single offset (no
 // segment). Every backend checks a histogram's segments here.
@@ -313,7 +351,7 @@ std::vector<uint64_t> histogram_segments(const HistogramOp& o);
 
 using Op = std::variant<GenerateOp, GeneratePayloadOp, HistogramOp, PartitionOp, BuildOp, ProbeOp,
                         PartitionedJoinOp, SortOp, MergeJoinOp, GatherOp, ChecksumOp, ScanOp, ChunkPartitionOp,
-                        LinkAccessOp, MultiwayMergeOp, MergeOp, PivotSearchOp>;
+                        LinkAccessOp, MultiwayMergeOp, MergeOp, PivotSearchOp, CompressOp, DecompressOp>;
 
 // The parameters a cost model needs, extracted from an operator (and recorded in traces).
 struct OpParams {
@@ -324,7 +362,7 @@ struct OpParams {
   uint32_t key_bytes = 0, val_bytes = 0;
   uint32_t fanout = 0;      // Partition/Histogram/PartitionedJoin
   uint64_t table_slots = 0; // Build/Probe
-  uint64_t bytes = 0;       // Copy/Send/Recv/Put
+  uint64_t bytes = 0;       // Copy/Send/Recv/Put; Compress / Decompress: compressed bytes (after completion)
   int mem_src = -1, mem_dst = -1;  // Copy: MemSpace of each end
   std::string detail;       // free-form (algorithm, table kind, peer)
 };

@@ -8,6 +8,7 @@
 
 #include "core/common/error.hpp"
 #include "core/workload/generate.hpp"
+#include "kernels/cpu/codec.hpp"
 #include "kernels/cpu/cpu_kernels.hpp"
 
 namespace joinlab {
@@ -405,6 +406,33 @@ struct Executor {
       using K = decltype(k);
       result.count = cpu::pivot_search<K>(data_of<K>(o.x), data_of<K>(o.y), o.n);
     });
+  }
+
+  void operator()(const CompressOp& o) {
+    check_compress(o);
+    std::vector<cpu::CodecIn> in(o.in.size());
+    for (size_t i = 0; i < o.in.size(); ++i) {
+      const CodecColumn& c = o.in[i];
+      check_span("compress", ("column " + std::to_string(i)).c_str(), c.buf, c.first, c.rows, o.value_bytes);
+      in[i] = {data_of<uint8_t>(c.buf, c.first * o.value_bytes), c.rows, o.configs[i]};
+    }
+    if (!data_of<uint8_t>(o.out)) throw RuntimeError("compress: the output has no memory");
+    result.values = cpu::codec_compress(in, o.value_bytes, o.chunk_log2, data_of<uint8_t>(o.out), o.out->bytes, threads);
+    result.count = result.values.back();
+  }
+
+  void operator()(const DecompressOp& o) {
+    check_decompress(o);
+    std::vector<cpu::CodecOut> out(o.out.size());
+    for (size_t b = 0; b < o.out.size(); ++b) {
+      const CodecColumn& c = o.out[b];
+      check_span("decompress", ("output " + std::to_string(b)).c_str(), c.buf, c.first, c.rows, o.value_bytes);
+      out[b] = {data_of<uint8_t>(c.buf, c.first * o.value_bytes), c.rows};
+    }
+    if (o.offsets.back() && !data_of<uint8_t>(o.in)) throw RuntimeError("decompress: the input has no memory");
+    result.values = cpu::codec_decompress(data_of<uint8_t>(o.in), o.offsets, o.value_bytes, out, threads);
+    result.count = 0;
+    for (uint64_t r : result.values) result.count += r;
   }
 
   // Calls f(K{}, VR{}, VS{}) for the widths of a join.

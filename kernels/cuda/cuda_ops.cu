@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "core/workload/generate.hpp"
+#include "kernels/cpu/codec.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 
 namespace joinlab::cuda {
@@ -384,6 +385,30 @@ void queue(KernelContext& ctx, const PivotSearchOp& o, uint64_t* d_words) {
   });
 }
 
+void queue(KernelContext& ctx, const CompressOp& o, uint64_t* d_words) {
+  check_compress(o);
+  std::vector<CodecColumnRef> cols(o.in.size());
+  for (size_t i = 0; i < o.in.size(); ++i) {
+    const CodecColumn& c = o.in[i];
+    need(c.buf, c.first, c.rows, o.value_bytes, "compress", ("column " + std::to_string(i)).c_str());
+    cols[i] = {data_of<uint8_t>(c.buf, c.first * o.value_bytes), c.rows, o.configs[i]};
+  }
+  need(o.out, 0, compress_bound(o), 1, "compress", "output");
+  codec_compress(ctx, cols, o.value_bytes, o.chunk_log2, data_of<uint8_t>(o.out), d_words);
+}
+
+void queue(KernelContext& ctx, const DecompressOp& o, uint64_t* d_words) {
+  check_decompress(o);
+  std::vector<CodecOutRef> outs(o.out.size());
+  for (size_t b = 0; b < o.out.size(); ++b) {
+    const CodecColumn& c = o.out[b];
+    need(c.buf, c.first, c.rows, o.value_bytes, "decompress", ("output " + std::to_string(b)).c_str());
+    outs[b] = {data_of<uint8_t>(c.buf, c.first * o.value_bytes), c.rows};
+  }
+  need(o.in, 0, o.offsets.back(), 1, "decompress", "input");
+  codec_decompress(ctx, data_of<uint8_t>(o.in), o.offsets, o.value_bytes, outs, d_words);
+}
+
 void queue(KernelContext& ctx, const ScanOp& o, uint64_t*) {
   need(o.in, 0, o.n, 8, "scan", "input");
   need(o.out, 0, o.n, 8, "scan", "output");
@@ -402,6 +427,8 @@ size_t result_value_count(const Op& op) {
     const size_t segments = p->in_segments.empty() ? 1 : p->in_segments.size() - 1;
     return segments * p->fn.fanout() + 1;
   }
+  if (auto* c = std::get_if<CompressOp>(&op)) return c->in.size() + 1;  // byte offsets
+  if (auto* d = std::get_if<DecompressOp>(&op)) return d->out.size() + kCodecErrorWords;  // rows, then the error
   return 0;
 }
 
@@ -443,6 +470,13 @@ std::vector<const Buffer*> buffers_of(const Op& op) {
           add(v, o.out);
         } else if constexpr (std::is_same_v<T, MergeOp>) add(v, o.a), add(v, o.b), add(v, o.out);
         else if constexpr (std::is_same_v<T, PivotSearchOp>) v.insert(v.end(), {&o.x, &o.y});
+        else if constexpr (std::is_same_v<T, CompressOp>) {
+          for (const CodecColumn& c : o.in) v.push_back(&c.buf);
+          v.push_back(&o.out);
+        } else if constexpr (std::is_same_v<T, DecompressOp>) {
+          v.push_back(&o.in);
+          for (const CodecColumn& c : o.out) v.push_back(&c.buf);
+        }
       },
       op);
   return v;
@@ -503,6 +537,15 @@ void finish_op(const Op& op, const uint64_t* words, OpResult& result) {
                          " rows fell past the capacity of the cache or the spill buffer (offsets that do not match the "
                          "chunks' histograms)");
     for (const Tuples& t : c->chunks) result.count += t.rows;
+  }
+  if (auto* d = std::get_if<DecompressOp>(&op)) {
+    const uint64_t* err = words + kFirstValueWord + d->out.size();
+    if (err[0]) {  // the least failing (class, buffer, chunk, code), complemented
+      const uint64_t key = ~err[0];
+      throw RuntimeError(cpu::codec_error_message(uint32_t(key & 0xFF), (key >> 40) & 0x7FFFFF,
+                                                  (key >> 8) & 0xFFFFFFFF, err[1]));
+    }
+    result.values.resize(d->out.size());
   }
   if (auto* m = std::get_if<MergeOp>(&op)) result.count = m->a.rows + m->b.rows;  // rows merged, as on the CPU
   if (auto* l = std::get_if<LinkAccessOp>(&op)) result.count = l->bytes * (l->access == LinkAccess::Both ? 2 : 1);

@@ -249,4 +249,29 @@ void checksum(KernelContext& ctx, ColumnPtr keys, const std::vector<ColumnPtr>& 
               uint64_t rows, uint64_t* d_words);
 void exclusive_scan(KernelContext& ctx, const uint64_t* in, uint64_t* out, uint64_t n);
 
+// --- cascaded compression (core/exec/codec.hpp; kernels/cuda/codec.cu) --------------------------
+// Chunks the CUDA kernels take: their layers run in a block's shared memory (20 bytes a value).
+constexpr uint32_t kCudaMaxChunkLog2 = 12;
+struct CodecColumnRef {
+  const void* data = nullptr;  // element 0 of the buffer's values
+  uint64_t rows = 0;
+  codec::Config config;
+};
+struct CodecOutRef {
+  void* data = nullptr;
+  uint64_t capacity = 0;  // values
+};
+// The batch's streams back to back from out[0] (the same bytes as kernels/cpu/codec.cpp):
+// d_words[kFirstValueWord + b] = buffer b's byte offset, [kFirstValueWord + n] and
+// [kCountWord] = the bytes written.
+void codec_compress(KernelContext& ctx, const std::vector<CodecColumnRef>& cols, uint32_t value_bytes,
+                    uint32_t chunk_log2, uint8_t* out, uint64_t* d_words);
+// Buffer b = bytes [offsets[b], offsets[b + 1]) of `in` into outs[b]: d_words[kFirstValueWord + b]
+// = its rows, [kCountWord] = their sum; then two error words (kCodecErrorWords): the first
+// failure's complemented key ((chunk error) << 63 | buffer << 40 | chunk << 8 | code; 0 = none) and
+// its detail (codec_error_of turns them into the CPU's message).
+constexpr size_t kCodecErrorWords = 2;
+void codec_decompress(KernelContext& ctx, const uint8_t* in, const std::vector<uint64_t>& offsets,
+                      uint32_t value_bytes, const std::vector<CodecOutRef>& outs, uint64_t* d_words);
+
 }  // namespace joinlab::cuda

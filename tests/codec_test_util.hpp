@@ -1,0 +1,109 @@
+// Columns for the cascaded compression tests (CPU and CUDA): every key distribution of the
+// workload generator, and the shapes the selector must tell apart (runs, sorted keys).
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/workload/generate.hpp"
+#include "kernels/cpu/codec.hpp"
+#include "tests/test_workloads.hpp"
+
+namespace joinlab::test {
+
+struct CodecColumnKind {
+  std::string name;
+  std::vector<uint64_t> (*make)(uint64_t rows, uint8_t key_bytes);
+};
+
+// Keys of rows [0, rows) of a generated relation (its referenced relation for foreign keys).
+inline std::vector<uint64_t> generated_keys(const RelationSpec& spec, const RelationSpec* ref, uint64_t rows) {
+  const KeyGen g = make_keygen(spec, ref);
+  std::vector<uint64_t> k;
+  k.reserve(rows);
+  g.for_each_key(0, std::min(rows, spec.rows), [&](uint64_t, uint64_t key) { k.push_back(key); });
+  return k;
+}
+inline RelationSpec key_spec(KeyDist d, uint64_t rows, uint8_t kb) {
+  RelationSpec s;
+  s.name = "S";
+  s.rows = rows;
+  s.key_bytes = kb;
+  s.payload_bytes = {4};
+  s.dist = d;
+  s.seed = 11;
+  return s;
+}
+
+inline std::vector<CodecColumnKind> codec_column_kinds() {
+  return {
+      {"uniform",
+       [](uint64_t n, uint8_t kb) {
+         RelationSpec s = key_spec(KeyDist::Uniform, n, kb);
+         s.range_lo = 1;
+         s.range_hi = uint64_t(1) << 20;
+         return generated_keys(s, nullptr, n);
+       }},
+      {"dense_unique", [](uint64_t n, uint8_t kb) { return generated_keys(key_spec(KeyDist::UniqueDense, n, kb), nullptr, n); }},
+      {"sparse_unique", [](uint64_t n, uint8_t kb) { return generated_keys(key_spec(KeyDist::UniqueSparse, n, kb), nullptr, n); }},
+      {"zipf",
+       [](uint64_t n, uint8_t kb) {
+         RelationSpec s = key_spec(KeyDist::Zipf, n, kb);
+         s.zipf_z = 1.0;
+         return generated_keys(s, nullptr, n);
+       }},
+      {"fk",
+       [](uint64_t n, uint8_t kb) {
+         const Workload w = pk_fk(std::max<uint64_t>(n / 4, 1), n, kb, 0.8);
+         return generated_keys(w.s, &w.r, n);
+       }},
+      {"tpch_orders",
+       [](uint64_t n, uint8_t kb) {
+         const Workload w = tpch(std::max(0.01, double(n) / 1.5e6), kb);
+         return generated_keys(w.r, nullptr, n);
+       }},
+      {"tpch_lineitem",
+       [](uint64_t n, uint8_t kb) {
+         const Workload w = tpch(std::max(0.01, double(n) / 6e6), kb);
+         return generated_keys(w.s, &w.r, n);
+       }},
+      {"sorted",
+       [](uint64_t n, uint8_t kb) {
+         std::vector<uint64_t> k = generated_keys(key_spec(KeyDist::UniqueDense, n, kb), nullptr, n);
+         std::sort(k.begin(), k.end());
+         return k;
+       }},
+      {"runs",  // random values, each repeated 20 to 59 times
+       [](uint64_t n, uint8_t kb) {
+         std::vector<uint64_t> k;
+         for (uint64_t i = 0; k.size() < n; ++i)
+           k.insert(k.end(), std::min<uint64_t>(20 + mix64(i) % 40, n - k.size()), mix64(i + 7) >> (kb == 4 ? 33 : 1));
+         return k;
+       }},
+  };
+}
+
+// Values in the batch's width (what CompressOp reads).
+inline std::vector<uint8_t> narrow(const std::vector<uint64_t>& v, uint8_t width) {
+  std::vector<uint8_t> b(v.size() * width);
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (width == 4) {
+      const uint32_t x = uint32_t(v[i]);
+      std::memcpy(b.data() + 4 * i, &x, 4);
+    } else {
+      std::memcpy(b.data() + 8 * i, &v[i], 8);
+    }
+  }
+  return b;
+}
+
+inline std::vector<codec::Config> all_codec_configs() {
+  std::vector<codec::Config> c;
+  for (uint8_t r = 0; r <= codec::kMaxRle; ++r)
+    for (uint8_t d = 0; d <= codec::kMaxDelta; ++d) c.push_back({r, d});
+  return c;
+}
+
+}  // namespace joinlab::test
