@@ -2,6 +2,7 @@
 // workload generator, and the shapes the selector must tell apart (runs, sorted keys).
 #pragma once
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -37,6 +38,13 @@ inline RelationSpec key_spec(KeyDist d, uint64_t rows, uint8_t kb) {
   return s;
 }
 
+
+// A TPC-H scale factor giving at least `rows` rows at `rows_per_sf` rows per unit, in steps of
+// 0.01: dbgen's 1,500,000 x scale factor orders must be a whole number.
+inline double tpch_scale_for(uint64_t rows, double rows_per_sf) {
+  return std::max(1.0, std::ceil(double(rows) / rows_per_sf * 100)) / 100;
+}
+
 inline std::vector<CodecColumnKind> codec_column_kinds() {
   return {
       {"uniform",
@@ -61,12 +69,12 @@ inline std::vector<CodecColumnKind> codec_column_kinds() {
        }},
       {"tpch_orders",
        [](uint64_t n, uint8_t kb) {
-         const Workload w = tpch(std::max(0.01, double(n) / 1.5e6), kb);
+         const Workload w = tpch(tpch_scale_for(n, 1.5e6), kb);
          return generated_keys(w.r, nullptr, n);
        }},
       {"tpch_lineitem",
        [](uint64_t n, uint8_t kb) {
-         const Workload w = tpch(std::max(0.01, double(n) / 6e6), kb);
+         const Workload w = tpch(tpch_scale_for(n, 6e6), kb);
          return generated_keys(w.s, &w.r, n);
        }},
       {"sorted",

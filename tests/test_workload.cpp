@@ -331,6 +331,16 @@ TEST(Tpch, ScaleFactorOneHasTheOfficialCountsAndLargestKey) {
   EXPECT_EQ(std::unordered_set<uint64_t>(orders.begin(), orders.end()).size(), orders.size());
 }
 
+// A scale factor whose orders are a whole number is one also where the product is not exact in
+// doubles (0.14 x 1,500,000 = 210000.00000000003); one whose orders are not whole is an error.
+TEST(Tpch, ScaleFactorsOfWholeOrdersAreAcceptedUpToRounding) {
+  for (double sf : {0.07, 0.14, 0.29, 0.57, 3.3, 100.0}) EXPECT_NO_THROW(tpch::orders_at(sf)) << sf;
+  EXPECT_EQ(tpch::orders_at(0.14), 210000u);
+  EXPECT_EQ(tpch::orders_at(0.57), 855000u);
+  EXPECT_THROW(tpch::orders_at(0.0333333), InputError);  // 49999.95 orders
+  EXPECT_THROW(tpch::orders_at(1e-7), InputError);
+}
+
 // lineitem's size from the period's prefix table and a short walk: the index's count (a walk of
 // every order) at small scale factors, the table's entries recomputed by walking their strides,
 // one period's lines summing to 4 per order, and counts past a period continuing the first's.

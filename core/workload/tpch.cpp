@@ -97,9 +97,10 @@ uint64_t lines_before(uint64_t order) {
 }
 
 uint64_t orders_at(double sf) {
-  const double orders = double(kOrdersPerScaleFactor) * sf;
+  // 0.14 x 1,500,000 is 210000.00000000003 in doubles: a whole number up to rounding is one.
+  const double exact = double(kOrdersPerScaleFactor) * sf, orders = std::round(exact);
   std::ostringstream m;
-  if (!(orders >= 1.0 && orders == std::floor(orders)))
+  if (!(orders >= 1.0 && std::fabs(exact - orders) <= 1e-9 * orders))
     m << "must be positive, with 1,500,000 x scale_factor orders a whole number (here " << orders << ")";
   else if (sf > kMaxScaleFactor)  // lineitem's size alone is a pass over every order
     m << "beyond TPC-H's largest scale factor, " << kMaxScaleFactor;
