@@ -14,6 +14,7 @@
 #include "core/common/error.hpp"
 #include "core/exec/backend.hpp"
 #include "core/experiment/cli.hpp"
+#include "core/experiment/environment.hpp"
 #include "core/workload/generate.hpp"
 #include "kernels/cpu/codec.hpp"
 #include "models/calibrate.hpp"
@@ -129,6 +130,8 @@ int bench_codec_main(const std::vector<std::string>& args) {
   const RelationSpec sorted = one_column_relation("R", rows, KeyDist::UniqueDense, opt.key_bytes, opt.key_bytes);
   std::cout << "bench-codec: TPC-H sf " << opt.sf << ", " << int(opt.key_bytes) << "-byte keys, " << opt.buffers
             << " buffers a column, best of " << opt.repeat << "\n"
+            << "machine: " << host_cpu_model() << (gpu_model().empty() ? "" : ", " + gpu_model()) << "; commit "
+            << git_commit() << "\n"
             << std::left << std::setw(6) << "where" << std::setw(15) << "column" << std::right << std::setw(12)
             << "rows" << std::setw(8) << "ratio" << std::setw(11) << "comp GB/s" << std::setw(11) << "dec GB/s"
             << "  layers (selector's picks x buffers)\n";
