@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "core/builtin.hpp"
@@ -33,6 +34,22 @@ std::string cpu_section(int cores, double rate, double roof, double copy_rate = 
   for (auto& k : cpu_op_kinds())
     s << "rate." << k << " = " << (k == "copy" && copy_rate > 0 ? copy_rate : rate) << "   # test value\n";
   return s.str();
+}
+
+// A host copy of `bytes` in phase "copy", alone or beside a histogram of `rows` rows (far longer
+// than the copy) on another stream.
+std::function<void(Rank&)> copy_beside_histogram(uint64_t bytes, uint64_t rows, bool beside) {
+  return [=](Rank& r) {
+    Tuples t = r.alloc_tuples(MemSpace::Host, rows, TupleFormat{8, 8}, "t");
+    t.rows = rows;
+    Buffer a = r.alloc(MemSpace::Host, bytes, "a"), b = r.alloc(MemSpace::Host, bytes, "b");
+    r.phase("copy");
+    Launched h;
+    if (beside) h = r.launch(Stream{0}, HistogramOp{t, PartitionFn{PartitionFn::Radix, 4, 0, 0}});
+    r.copy(Stream{1}, b, 0, a, 0, bytes).wait();
+    r.end_phases();
+    if (beside) h.get();
+  };
 }
 
 RelationSpec relation(const char* name, uint64_t rows, KeyDist d) {
@@ -148,20 +165,7 @@ TEST_F(SimCpuTest, AnOperatorBesideOthersRunsAtItsDomainsLoad) {
   for (auto& k : cpu_op_kinds()) cpu += "loaded." + k + " = 2.5e8   # test value\n";
   const std::string p = profile("domainload", cpu);
   const uint64_t bytes = 1 << 20;  // one thread's copy (one per MiB)
-  auto body = [&](bool beside) {
-    return [=](Rank& r) {
-      const uint64_t rows = uint64_t(1) << 24;  // a histogram far longer than the copy
-      Tuples t = r.alloc_tuples(MemSpace::Host, rows, TupleFormat{8, 8}, "t");
-      t.rows = rows;
-      Buffer a = r.alloc(MemSpace::Host, bytes, "a"), b = r.alloc(MemSpace::Host, bytes, "b");
-      r.phase("copy");
-      Launched h;
-      if (beside) h = r.launch(Stream{0}, HistogramOp{t, PartitionFn{PartitionFn::Radix, 4, 0, 0}});
-      r.copy(Stream{1}, b, 0, a, 0, bytes).wait();
-      r.end_phases();
-      if (beside) h.get();
-    };
-  };
+  auto body = [&](bool beside) { return copy_beside_histogram(bytes, uint64_t(1) << 24, beside); };
   const double alone = phase_seconds(cluster(p, 1, 1, 4), body(false), "copy");
   const double beside = phase_seconds(cluster(p, 1, 1, 4), body(true), "copy");
   EXPECT_NEAR(alone, double(bytes) / 1e9, 1e-7) << "one thread, one busy core: the rate alone";
@@ -179,20 +183,7 @@ TEST_F(SimCpuTest, ACopyRunsAtTheRateOfTheThreadsCopyingBesideIt) {
   cpu += "copy_rate.1 = 1e9   # test value\ncopy_rate.4 = 8e8   # test value\ncopy_rate.8 = 4e8   # test value\n";
   const std::string p = profile("copycurve", cpu);
   const uint64_t bytes = 4 << 20;  // a team of 4 (one thread per MiB)
-  auto body = [&](bool beside) {
-    return [=](Rank& r) {
-      const uint64_t rows = uint64_t(1) << 26;  // a histogram far longer than the copy
-      Tuples t = r.alloc_tuples(MemSpace::Host, rows, TupleFormat{8, 8}, "t");
-      t.rows = rows;
-      Buffer a = r.alloc(MemSpace::Host, bytes, "a"), b = r.alloc(MemSpace::Host, bytes, "b");
-      r.phase("copy");
-      Launched h;
-      if (beside) h = r.launch(Stream{0}, HistogramOp{t, PartitionFn{PartitionFn::Radix, 4, 0, 0}});
-      r.copy(Stream{1}, b, 0, a, 0, bytes).wait();
-      r.end_phases();
-      if (beside) h.get();
-    };
-  };
+  auto body = [&](bool beside) { return copy_beside_histogram(bytes, uint64_t(1) << 26, beside); };
   // One rank with 8 threads: its 4-thread copy alone, then beside its 8-thread histogram (12 of
   // the 16 cores busy, 4 of them copying).
   const double alone = phase_seconds(cluster(p, 1, 1, 8), body(false), "copy");
