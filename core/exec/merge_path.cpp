@@ -1,7 +1,7 @@
 #include "core/exec/merge_path.hpp"
 
 #include "core/common/error.hpp"
-#include "core/runtime/cpu_ops.hpp"
+#include "core/common/key_width.hpp"
 
 namespace joinlab {
 
