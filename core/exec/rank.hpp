@@ -134,6 +134,13 @@ class Rank {
   virtual Event send_v(Stream s, int peer, const std::vector<BufferRange>& ranges, int tag);
   virtual Event recv_v(Stream s, int peer, const std::vector<BufferRange>& ranges, int tag);
 
+  // --- the cascaded codec's selector (kernels/cpu/codec.hpp) ---
+  // Values [first, first + rows) of a column of value_bytes, sampled on the host: the windows
+  // codec_sample_windows names. The default copies them into host memory on s and waits; the
+  // simulator samples the column's key content.
+  virtual std::vector<std::vector<uint64_t>> codec_sample(Stream s, const Buffer& buf, uint64_t first, uint64_t rows,
+                                                          uint8_t value_bytes);
+
   // --- one-sided puts into remote slots with completion flags ---
   // Collective: every rank exposes a buffer and `flags` completion words; returns the window id.
   virtual int expose(const Buffer& buf, uint32_t flags) = 0;
