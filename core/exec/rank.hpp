@@ -178,6 +178,10 @@ class Rank {
   // charges the host time a phase spends outside its operators; the hardware backends spend it.
   virtual void strategy_phase_began() {}
   void report(const RankResult& r) { result_ = r; }
+  // Bytes a strategy sent to other ranks in messages (the results' sent_bytes; strategies that
+  // count them: shuffle, whose compressed exchange sends the compressed bytes).
+  void count_sent(uint64_t bytes) { sent_bytes_ += bytes; }
+  uint64_t sent_bytes() const { return sent_bytes_; }
 
   const RankResult& result() const { return result_; }
   const std::vector<PhaseRecord>& phases() const { return phases_; }
@@ -194,6 +198,7 @@ class Rank {
   ClusterShape shape_;
   std::vector<PhaseRecord> phases_;
   RankResult result_;
+  uint64_t sent_bytes_ = 0;
 };
 
 }  // namespace joinlab

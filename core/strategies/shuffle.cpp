@@ -219,7 +219,9 @@ void exchange(Rank& rank, const Group& g, int level, const std::vector<Lane>& la
         continue;
       }
       if (!recvs.empty()) post(rank.recv_v(recv_stream, g.ranks[from], recvs, tag), recvs.size());
-      if (!sends.empty()) post(rank.send_v(send_stream, g.ranks[to], sends, tag), sends.size());
+      if (sends.empty()) continue;
+      for (const BufferRange& r : sends) rank.count_sent(r.bytes);
+      post(rank.send_v(send_stream, g.ranks[to], sends, tag), sends.size());
     }
   }
   for (auto& e : posted) e.first.wait();
@@ -532,7 +534,10 @@ void run_shuffle(Rank& rank, const JoinJob& job) {
 //    leaving the node over bw.net and the (per_node - 1)/n part inside it over bw.p2p, which
 //    run at once (the larger counts); levels=2: (nodes - 1)/nodes over bw.net, then
 //    (per_node - 1)/per_node over bw.p2p, one after the other (they add).
-// Bound = max(memory, links); a link whose bandwidth is unknown (0) is left out.
+// Bound = max(memory, links); a link whose bandwidth is unknown (0) is left out. With compression
+// on, the links' bytes depend on the data's ratio (known only once sampled): the bound is the
+// memory term alone, still a lower bound (the compressed run partitions and joins all the same),
+// and the bytes a run sent are in its results (sent_bytes).
 Bound shuffle_bound(const JoinJob& job, const ClusterShape& shape, const Bandwidths& bw) {
   const Workload& w = job.workload;
   const ShuffleConfig cfg = shuffle_config(job.options);
@@ -559,7 +564,7 @@ Bound shuffle_bound(const JoinJob& job, const ClusterShape& shape, const Bandwid
     p2p = link_time(shipped * (per_node - 1) / per_node, bw.p2p);
     links = net + p2p;
   }
-  if (links > best.seconds)
+  if (cfg.compression == Compression::Off && links > best.seconds)
     best = {links, "network " + rate_text(bw.net) + " / peer " + rate_text(bw.p2p) + ": " +
                        (cfg.levels == 1 ? "all-to-all" : "two-level all-to-all") + " of R and S"};
   return best;
