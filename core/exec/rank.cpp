@@ -113,7 +113,7 @@ std::vector<std::vector<uint64_t>> Rank::codec_sample(Stream s, const Buffer& bu
   for (const auto& w : windows) total += w.second;
   std::vector<std::vector<uint64_t>> out;
   if (!total) return out;
-  const Buffer host = alloc(MemSpace::Host, total * value_bytes, "codec.sample");
+  const Buffer host = alloc(MemSpace::Pinned, total * value_bytes, "codec.sample");  // a DMA target on GPUs
   uint64_t at = 0;
   for (const auto& [w_first, len] : windows) {
     copy(s, host, at * value_bytes, buf, (first + w_first) * value_bytes, len * value_bytes);

@@ -136,7 +136,7 @@ class Rank {
 
   // --- the cascaded codec's selector (kernels/cpu/codec.hpp) ---
   // Values [first, first + rows) of a column of value_bytes, sampled on the host: the windows
-  // codec_sample_windows names. The default copies them into host memory on s and waits; the
+  // codec_sample_windows names. The default copies them into pinned memory on s and waits; the
   // simulator samples the column's key content.
   virtual std::vector<std::vector<uint64_t>> codec_sample(Stream s, const Buffer& buf, uint64_t first, uint64_t rows,
                                                           uint8_t value_bytes);

@@ -24,6 +24,7 @@
 #include <array>
 #include <deque>
 #include <memory>
+#include <optional>
 
 #include "core/common/error.hpp"
 #include "core/strategies/rank_joins.hpp"
@@ -289,31 +290,37 @@ class CompressedExchange {
       config[k] = cpu::codec_select_windows(rank.codec_sample(compute, x.send, 0, rows, uint8_t(x.bytes)), x.bytes, &ratio);
       mine[k] = cfg.compression == Compression::Cascaded || compression_pays(ratio, link, bw.mem);
     }
-    // One CompressOp per width, buffers destination-major.
-    std::vector<uint64_t> sizes(size_t(rank.size()) * cols_.size(), 0);  // the alltoall's words
+    // One CompressOp per width, buffers destination-major; both run before either's sizes are read.
+    std::array<std::vector<size_t>, 2> which;  // the columns of each width this rank compresses
+    std::array<std::optional<Launched>, 2> compressed;
     for (uint32_t w : {4u, 8u}) {
+      for (size_t k = 0; k < cols_.size(); ++k)
+        if (mine[k] && column(columns, k).bytes == w) which[w == 8].push_back(k);
+      if (which[w == 8].empty()) continue;
       CompressOp op;
       op.value_bytes = uint8_t(w);
-      std::vector<size_t> which;
-      for (size_t k = 0; k < cols_.size(); ++k)
-        if (mine[k] && column(columns, k).bytes == w) which.push_back(k);
-      if (which.empty()) continue;
       for (size_t j = 0; j < members_; ++j)
-        for (size_t k : which) {
+        for (size_t k : which[w == 8]) {
           const Traffic& t = traffic[cols_[k].first];
           op.in.push_back({column(columns, k).send, t.send_first[j], t.send_rows[j]});
           op.configs.push_back(config[k]);
         }
       op.out = rank.alloc(space, compress_bound(op), "shuffle.send.compressed");
-      const std::vector<uint64_t> off = rank.launch(compute, op).get().values;
-      Lane l{op.out, nullptr, {}, {}, {}, {}, cfg.chunk_rows * w};
+      coded_lanes_[w == 8] = Lane{op.out, nullptr, {}, {}, {}, {}, cfg.chunk_rows * w};
+      compressed[w == 8] = rank.launch(compute, op);
+    }
+    std::vector<uint64_t> sizes(size_t(rank.size()) * cols_.size(), 0);  // the alltoall's words
+    for (size_t wi = 0; wi < 2; ++wi) {
+      if (!compressed[wi]) continue;
+      const std::vector<uint64_t> off = compressed[wi]->get().values;
+      const size_t n = which[wi].size();
+      Lane& l = coded_lanes_[wi];
       for (size_t j = 0; j < members_; ++j) {
-        l.send_off.push_back(off[j * which.size()]);
-        l.send_bytes.push_back(off[(j + 1) * which.size()] - off[j * which.size()]);
-        for (size_t n = 0; n < which.size(); ++n)
-          sizes[size_t(g.ranks[j]) * cols_.size() + which[n]] = off[j * which.size() + n + 1] - off[j * which.size() + n];
+        l.send_off.push_back(off[j * n]);
+        l.send_bytes.push_back(off[(j + 1) * n] - off[j * n]);
+        for (size_t c = 0; c < n; ++c)
+          sizes[size_t(g.ranks[j]) * cols_.size() + which[wi][c]] = off[j * n + c + 1] - off[j * n + c];
       }
-      coded_lanes_[w == 8] = std::move(l);
     }
     got_ = rank.alltoall(sizes, cols_.size());
     for (size_t k = 0; k < cols_.size(); ++k) {  // the columns sent as rows
