@@ -603,6 +603,8 @@ TEST_F(SimTest, CompressedShuffleCountsExactlyAndShufflesFaster) {
       EXPECT_EQ(off.digest.count, p.workload.s.rows) << "every lineitem has its order";
       EXPECT_EQ(on.digest.count, off.digest.count);
       EXPECT_EQ(automatic.digest.count, off.digest.count);
+      EXPECT_GT(off.sent_bytes, 0u);
+      EXPECT_LT(on.sent_bytes, off.sent_bytes / 2) << "the results count the compressed bytes";
       for (const std::string suffix : {"", "_node"}) {
         if (phase(off, "shuffle" + suffix) == 0) continue;  // a level of one rank
         EXPECT_GT(phase(on, "compress" + suffix), 0);

@@ -86,6 +86,7 @@ struct RankResult {
   uint64_t count = 0;
   uint64_t checksum = 0;
   bool has_checksum = true;  // false in simulation: no data, no checksum
+  uint64_t sent_bytes = 0;   // sent to other ranks in messages (Rank::count_sent)
 };
 
 class Rank {
@@ -177,11 +178,15 @@ class Rank {
   // A strategy's phase began (begin_phase, after the synchronization and phase()): the simulator
   // charges the host time a phase spends outside its operators; the hardware backends spend it.
   virtual void strategy_phase_began() {}
-  void report(const RankResult& r) { result_ = r; }
+  // Keeps the bytes counted so far (count_sent) and adds r's (a rank rebuilt from its record).
+  void report(const RankResult& r) {
+    const uint64_t sent = result_.sent_bytes;
+    result_ = r;
+    result_.sent_bytes += sent;
+  }
   // Bytes a strategy sent to other ranks in messages (the results' sent_bytes; strategies that
   // count them: shuffle, whose compressed exchange sends the compressed bytes).
-  void count_sent(uint64_t bytes) { sent_bytes_ += bytes; }
-  uint64_t sent_bytes() const { return sent_bytes_; }
+  void count_sent(uint64_t bytes) { result_.sent_bytes += bytes; }
 
   const RankResult& result() const { return result_; }
   const std::vector<PhaseRecord>& phases() const { return phases_; }
@@ -198,7 +203,6 @@ class Rank {
   ClusterShape shape_;
   std::vector<PhaseRecord> phases_;
   RankResult result_;
-  uint64_t sent_bytes_ = 0;
 };
 
 }  // namespace joinlab

@@ -100,7 +100,7 @@ SingleRun run_once(const RunPoint& p, const JoinJob& job, Backend& backend) {
         out.digest.count += r.count;
         out.digest.checksum += r.checksum;
         out.has_checksum = out.has_checksum && r.has_checksum;
-        out.sent_bytes += rank.sent_bytes();
+        out.sent_bytes += r.sent_bytes;
         for (auto& ph : rank.phases()) {
           if (timed_phase(ph.name)) {
             first = std::min(first, ph.begin);
