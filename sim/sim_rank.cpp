@@ -200,7 +200,18 @@ struct Piece {
   PieceRef partition;  // or, unbuilt, one partition of a partitioned buffer (sends only)
   uint32_t key_bytes = 0;
   std::vector<RegionMap::Span> spans;  // or, for a put, the annotated ranges where they lie
+  // Compressed buffers (SimBuffer::compressed) that start in the range, by their byte in it: the
+  // receiver's DecompressOp gives back the sender's rows.
+  std::vector<std::pair<uint64_t, std::pair<uint64_t, ContentPtr>>> compressed;
 };
+
+void carry_compressed(Piece& p, const SimBuffer& from, uint64_t off) {
+  for (auto it = from.compressed.lower_bound(off); it != from.compressed.end() && it->first < off + p.bytes; ++it)
+    p.compressed.push_back({it->first - off, it->second});
+}
+void land_compressed(const Piece& p, SimBuffer& to, uint64_t off) {
+  for (const auto& [at, what] : p.compressed) to.compressed[off + at] = what;
+}
 
 struct Message;
 using MessagePtr = std::shared_ptr<Message>;
@@ -220,6 +231,7 @@ Piece piece_of(const Buffer& buf, uint64_t off, uint64_t bytes, bool unbuilt = f
   p.bytes = bytes;
   if (!buf) return p;
   const RegionMap& regions = sim_buffer(buf).regions;
+  carry_compressed(p, sim_buffer(buf), off);
   if (unbuilt) p.partition = regions.read_piece(off, off + bytes, &p.key_bytes);
   if (!p.partition) p.content = regions.read(off, off + bytes, &p.key_bytes);
   return p;
@@ -433,6 +445,13 @@ class SimRank final : public Rank {
 
   std::vector<uint64_t> allgather(const std::vector<uint64_t>& mine) override;
   std::vector<uint64_t> alltoall(const std::vector<uint64_t>& mine, size_t per_rank) override;
+  // The column's key content, sampled as a CompressOp's size estimate samples it.
+  std::vector<std::vector<uint64_t>> codec_sample(Stream, const Buffer& buf, uint64_t first, uint64_t rows,
+                                                  uint8_t value_bytes) override {
+    ContentPtr c = buf ? sim_buffer(buf).regions.read(first * value_bytes, (first + rows) * value_bytes) : nullptr;
+    return rows ? content_sample(c ? *c : *unknown_content(rows), 4, size_t(1) << codec::kDefaultChunkLog2)
+                : std::vector<std::vector<uint64_t>>{};
+  }
   void barrier() override { allgather({}); }
 
   double now() const override { return sg4::Engine::get_clock(); }
@@ -1000,10 +1019,10 @@ void evaluate(const Op& op, OpResult& r) {
           std::vector<std::pair<uint64_t, ContentPtr>> kept;
           for (size_t i = 0; i < o.in.size(); ++i) {
             const CodecColumn& c = o.in[i];
+            // A column without key content (values) stays without it where it is decompressed.
             ContentPtr content = c.buf ? sim_buffer(c.buf).regions.read(c.first * vb, (c.first + c.rows) * vb) : nullptr;
-            if (!content) content = unknown_content(c.rows);
-            r.values.push_back(r.values.back() +
-                               estimated_compressed_bytes(*content, c.rows, vb, o.configs[i], o.chunk_log2));
+            r.values.push_back(r.values.back() + estimated_compressed_bytes(content ? *content : *unknown_content(c.rows),
+                                                                             c.rows, vb, o.configs[i], o.chunk_log2));
             kept.push_back({c.rows, std::move(content)});
           }
           r.count = r.values.back();
@@ -1018,11 +1037,11 @@ void evaluate(const Op& op, OpResult& r) {
             auto it = map.find(o.offsets[b]);
             if (it == map.end())
               throw RuntimeError("decompress: buffer " + std::to_string(b) + " (byte " + std::to_string(o.offsets[b]) +
-                                 "): the simulator saw no CompressOp write it into this buffer (messages do not "
-                                 "carry compressed buffers yet)");
+                                 "): the simulator saw no CompressOp write it into this buffer, nor a message or "
+                                 "copy bring it");
             const auto& [rows, content] = it->second;
             if (rows > o.out[b].rows) throw RuntimeError(cpu::codec_error_message(codec::kNoRoom, b, 0, rows));
-            if (o.out[b].buf && rows)
+            if (o.out[b].buf && rows && content)
               sim_buffer(o.out[b].buf).regions.write(o.out[b].first * o.value_bytes, o.value_bytes, content);
             r.values.push_back(rows);
             r.count += rows;
@@ -1732,6 +1751,7 @@ bool SimRank::try_recv(SimStream& st) {
                        sizes(it.ranges));
   for (size_t i = 0; i < m.pieces.size(); ++i) {
     RegionMap& to = sim_buffer(it.ranges[i].buf).regions;
+    land_compressed(m.pieces[i], sim_buffer(it.ranges[i].buf), it.ranges[i].off);
     if (m.pieces[i].partition) to.write_merging(it.ranges[i].off, m.pieces[i].key_bytes, m.pieces[i].partition);
     else if (m.pieces[i].content) to.write_merging(it.ranges[i].off, m.pieces[i].key_bytes, m.pieces[i].content);
   }
@@ -1763,6 +1783,7 @@ void SimRank::finish(SimStream& st, int index) {
     case Item::Copy: {
       const Piece& m = st.outgoing.front()->pieces.front();
       if (m.content) sim_buffer(it.buf).regions.write(it.off, m.key_bytes, m.content);
+      land_compressed(m, sim_buffer(it.buf), it.off);
       if (trace) {
         OpParams p;
         p.kind = OpKind::Copy;

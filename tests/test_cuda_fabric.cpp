@@ -214,6 +214,20 @@ RunPoint shuffle_point(const std::string& backend, int nodes, int per_node, int 
   return p;
 }
 
+// Runs p on the GPUs and expects the CPU backend's count and checksum.
+void expect_matches(const RunOutcome& cpu, const RunPoint& p, const std::string& what) {
+  progress(what);
+  RunOutcome gpu;
+  try {
+    gpu = run_point(p);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << what << ": " << e.what();
+    return;
+  }
+  EXPECT_EQ(gpu.digest.count, cpu.digest.count) << what;
+  EXPECT_EQ(gpu.digest.checksum, cpu.digest.checksum) << what;
+}
+
 TEST(CudaFabric, ShuffleOneAndTwoLevelsMatchTheCpuBackend) {
   JL_REQUIRE_GPU();
   register_builtin();
@@ -222,20 +236,15 @@ TEST(CudaFabric, ShuffleOneAndTwoLevelsMatchTheCpuBackend) {
   for (const char* t : kTransports) {
     Options o;
     if (!options_for(t, o)) continue;
-    for (auto [nodes, per_node, levels] : {std::tuple{1, 2, 1}, {2, 1, 2}, {1, 2, 2}}) {
-      const std::string what = std::string(t) + " shuffle levels=" + std::to_string(levels) + " as " +
-                               std::to_string(nodes) + "x" + std::to_string(per_node);
-      progress(what);
-      RunOutcome gpu;
-      try {
-        gpu = run_point(shuffle_point("cuda", nodes, per_node, levels, o));
-      } catch (const std::exception& e) {
-        ADD_FAILURE() << what << ": " << e.what();
-        continue;
+    // compression: CompressOp / DecompressOp on the device, the compressed bytes over the transport.
+    for (const char* compression : {"off", "cascaded", "auto"})
+      for (auto [nodes, per_node, levels] : {std::tuple{1, 2, 1}, {2, 1, 2}, {1, 2, 2}}) {
+        const std::string what = std::string(t) + " shuffle compression=" + compression + " levels=" +
+                                 std::to_string(levels) + " as " + std::to_string(nodes) + "x" + std::to_string(per_node);
+        RunPoint p = shuffle_point("cuda", nodes, per_node, levels, o);
+        p.strategy_options["compression"] = compression;
+        expect_matches(cpu, p, what);
       }
-      EXPECT_EQ(gpu.digest.count, cpu.digest.count) << what;
-      EXPECT_EQ(gpu.digest.checksum, cpu.digest.checksum) << what;
-    }
   }
 }
 

@@ -13,6 +13,7 @@
 #include "core/common/error.hpp"
 #include "core/experiment/runner.hpp"
 #include "core/strategies/rank_joins.hpp"
+#include "tests/test_workloads.hpp"
 
 using namespace joinlab;
 
@@ -452,6 +453,33 @@ TEST_F(Strategies, ShuffleLocalJoinsChunksAndLateMaterialization) {
     }
   expect_correct(point("shuffle", late, {{"chunk_rows", "333"}, {"inflight", "3"}, {"seed", "7"}}, {1, 3}));
   expect_correct(point("shuffle", late, {{"output", "direct"}, {"table", "chained"}}, {3, 1}));
+}
+
+// compression = cascaded / auto gives the uncompressed join (count and checksum) on TPC-H keys
+// (what the codec shrinks most), foreign and uniform keys, 4- and 8-byte keys and late
+// materialization (payload columns of both widths), on 1 to 4 ranks with one and two levels; the
+// compressed runs compress (their phases say so) and the uncompressed ones do not.
+TEST_F(Strategies, ShuffleWithCompressionJoinsWhatItJoinsWithout) {
+  std::vector<Workload> workloads = {test::tpch(0.01, 4), test::tpch(0.01, 8), pk_fk(4000, 9000, 8, 0.5, 1.0),
+                                     uniform_both(1500, 1700, 150, 8), pk_fk(3000, 7001, 4, 1.0, 0.0, {4, 8}, {8, 4})};
+  const std::vector<ClusterShape> shapes = {{1, 1}, {1, 2}, {1, 4}, {2, 2}};
+  for (auto shape : shapes)
+    for (std::string levels : {"1", "2"})
+      for (std::string compression : {"off", "cascaded", "auto"})
+        for (auto& w : workloads) {
+          const RunPoint p = point("shuffle", w, {{"levels", levels}, {"compression", compression}}, shape);
+          expect_correct(p);
+          if (shape.size() == 1 || compression == "auto") continue;
+          std::vector<std::string> names;
+          for (auto& ph : run_point(p).phases) names.push_back(ph.name);
+          auto has = [&](const std::string& prefix) {  // a level's phase: "compress" or "compress_node"
+            return std::any_of(names.begin(), names.end(), [&](auto& n) { return n.rfind(prefix, 0) == 0; });
+          };
+          const bool compressed = has("compress") && has("decompress");
+          EXPECT_EQ(compressed, compression == "cascaded") << describe(p);
+          if (compression == "cascaded" && levels == "2" && shape.nodes > 1 && shape.per_node > 1)  // both levels
+            EXPECT_NE(std::find(names.begin(), names.end(), "decompress_node"), names.end()) << describe(p);
+        }
 }
 
 TEST_F(Strategies, PhasesStartWithGenerateAndNameTheSteps) {

@@ -5,6 +5,7 @@
 
 #include "core/common/error.hpp"
 #include "core/workload/keygen.hpp"
+#include "kernels/cpu/codec.hpp"
 
 namespace joinlab {
 
@@ -103,6 +104,29 @@ Event Rank::send_v(Stream s, int peer, const std::vector<BufferRange>& ranges, i
 
 Event Rank::recv_v(Stream s, int peer, const std::vector<BufferRange>& ranges, int tag) {
   return each_range(ranges, [&](const BufferRange& r) { return recv(s, peer, r.buf, r.off, r.bytes, tag); });
+}
+
+std::vector<std::vector<uint64_t>> Rank::codec_sample(Stream s, const Buffer& buf, uint64_t first, uint64_t rows,
+                                                     uint8_t value_bytes) {
+  const auto windows = cpu::codec_sample_windows(rows);
+  uint64_t total = 0;
+  for (const auto& w : windows) total += w.second;
+  std::vector<std::vector<uint64_t>> out;
+  if (!total) return out;
+  const Buffer host = alloc(MemSpace::Pinned, total * value_bytes, "codec.sample");  // a DMA target on GPUs
+  uint64_t at = 0;
+  for (const auto& [w_first, len] : windows) {
+    copy(s, host, at * value_bytes, buf, (first + w_first) * value_bytes, len * value_bytes);
+    at += len;
+  }
+  sync(s);
+  at = 0;
+  for (const auto& w : windows) {
+    out.emplace_back(w.second);
+    for (uint64_t i = 0; i < w.second; ++i, ++at)
+      out.back()[i] = value_bytes == 4 ? data_of<uint32_t>(host)[at] : data_of<uint64_t>(host)[at];
+  }
+  return out;
 }
 
 std::vector<uint64_t> Rank::alltoall(const std::vector<uint64_t>& mine, size_t per_rank) {

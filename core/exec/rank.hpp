@@ -86,6 +86,7 @@ struct RankResult {
   uint64_t count = 0;
   uint64_t checksum = 0;
   bool has_checksum = true;  // false in simulation: no data, no checksum
+  uint64_t sent_bytes = 0;   // sent to other ranks in messages (Rank::count_sent)
 };
 
 class Rank {
@@ -134,6 +135,13 @@ class Rank {
   virtual Event send_v(Stream s, int peer, const std::vector<BufferRange>& ranges, int tag);
   virtual Event recv_v(Stream s, int peer, const std::vector<BufferRange>& ranges, int tag);
 
+  // --- the cascaded codec's selector (kernels/cpu/codec.hpp) ---
+  // Values [first, first + rows) of a column of value_bytes, sampled on the host: the windows
+  // codec_sample_windows names. The default copies them into pinned memory on s and waits; the
+  // simulator samples the column's key content.
+  virtual std::vector<std::vector<uint64_t>> codec_sample(Stream s, const Buffer& buf, uint64_t first, uint64_t rows,
+                                                          uint8_t value_bytes);
+
   // --- one-sided puts into remote slots with completion flags ---
   // Collective: every rank exposes a buffer and `flags` completion words; returns the window id.
   virtual int expose(const Buffer& buf, uint32_t flags) = 0;
@@ -170,7 +178,15 @@ class Rank {
   // A strategy's phase began (begin_phase, after the synchronization and phase()): the simulator
   // charges the host time a phase spends outside its operators; the hardware backends spend it.
   virtual void strategy_phase_began() {}
-  void report(const RankResult& r) { result_ = r; }
+  // Keeps the bytes counted so far (count_sent) and adds r's (a rank rebuilt from its record).
+  void report(const RankResult& r) {
+    const uint64_t sent = result_.sent_bytes;
+    result_ = r;
+    result_.sent_bytes += sent;
+  }
+  // Bytes a strategy sent to other ranks in messages (the results' sent_bytes; strategies that
+  // count them: shuffle, whose compressed exchange sends the compressed bytes).
+  void count_sent(uint64_t bytes) { result_.sent_bytes += bytes; }
 
   const RankResult& result() const { return result_; }
   const std::vector<PhaseRecord>& phases() const { return phases_; }

@@ -152,7 +152,7 @@ std::string csv_text(const std::vector<ResultRow>& rows) {
   for (const char* h : {"seed", "strategy_options", "repeat"}) header.push_back(h);
   for (auto& n : phase_names) header.push_back(phase_column(n));
   for (const char* h : {"total_s", "repeat_total_s", "throughput_tuples_per_s", "bound_s", "bound_resource",
-                        "fraction_of_bound", "busiest_per_phase", "count", "checksum", "verified", "trace_file", "date", "git_commit"})
+                        "fraction_of_bound", "sent_bytes", "busiest_per_phase", "count", "checksum", "verified", "trace_file", "date", "git_commit"})
     header.push_back(h);
 
   std::ostringstream out;
@@ -197,7 +197,8 @@ std::string csv_text(const std::vector<ResultRow>& rows) {
     bool has_bound = o.bound.seconds > 0;
     for (const std::string& cell :
          {number(o.total_seconds), repeats, number(o.throughput()), has_bound ? number(o.bound.seconds) : "",
-          o.bound.resource, has_bound ? number(o.bound_fraction()) : "", format_phase_limits(o.limits),
+          o.bound.resource, has_bound ? number(o.bound_fraction()) : "",
+          o.sent_bytes ? std::to_string(o.sent_bytes) : "", format_phase_limits(o.limits),
           std::to_string(o.digest.count),
           o.has_checksum ? hex64(o.digest.checksum) : "", o.verified, row.trace_file, row.date, row.git_commit})
       f.push_back(cell);

@@ -68,6 +68,7 @@ namespace {
 struct SingleRun {
   JoinDigest digest;
   bool has_checksum = true;
+  uint64_t sent_bytes = 0;
   double total = 0;
   std::vector<PhaseTime> phases;
   std::vector<TraceSpan> trace;
@@ -99,6 +100,7 @@ SingleRun run_once(const RunPoint& p, const JoinJob& job, Backend& backend) {
         out.digest.count += r.count;
         out.digest.checksum += r.checksum;
         out.has_checksum = out.has_checksum && r.has_checksum;
+        out.sent_bytes += r.sent_bytes;
         for (auto& ph : rank.phases()) {
           if (timed_phase(ph.name)) {
             first = std::min(first, ph.begin);
@@ -174,6 +176,7 @@ RunOutcome run_point(const RunPoint& p, const RepeatCallback& on_repeat) {
   SingleRun& med = runs[idx[idx.size() / 2]];
   o.digest = med.digest;
   o.has_checksum = med.has_checksum;
+  o.sent_bytes = med.sent_bytes;
   o.threads_per_rank = backend->threads_per_rank(p.cluster);
   o.total_seconds = med.total;
   for (auto& r : runs) o.repeat_seconds.push_back(r.total);

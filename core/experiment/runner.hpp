@@ -35,6 +35,7 @@ struct RunOutcome {
   RunPoint point;
   JoinDigest digest;        // summed over ranks
   bool has_checksum = true;
+  uint64_t sent_bytes = 0;  // summed over ranks: RankResult::sent_bytes
   std::string verified;     // what was checked and against what ("count (no data to checksum): closed form ..."), or why not
   std::string checked = "no";  // the same in a word for the table: yes (count and checksum), count, estimated (sim, not PK-FK), no
   int threads_per_rank = 0; // worker threads each rank used (Backend::threads_per_rank); 0 = none

@@ -12,19 +12,33 @@
 // index; before each exchange the payload columns are gathered into partition order and shipped
 // beside the keys (gao2021 ships every column), and on arrival the value becomes the row's
 // index in what was received, so the output's values index the received payload columns.
+//
+// compression (gao2021 section 4): cascaded compresses, before each level's exchange, every 4- or
+// 8-byte column (keys, values, payload columns) per destination with the layers the selector
+// (codec_select) picks on a sample of the column: one CompressOp per column width for all
+// destinations, the compressed sizes exchanged like the row counts, the compressed bytes sent
+// instead of the rows and one DecompressOp per width for everything received. auto does the same
+// for the columns whose sampled ratio pays for the level's link (compression_pays), and sends
+// the others as they are; each sender decides for its own columns, and says so with the sizes.
 #include <algorithm>
 #include <array>
 #include <deque>
+#include <memory>
+#include <optional>
 
 #include "core/common/error.hpp"
 #include "core/strategies/rank_joins.hpp"
+#include "kernels/cpu/codec.hpp"
 
 namespace joinlab {
 
 namespace {
 
+enum class Compression { Off, Cascaded, Auto };
+
 struct ShuffleConfig {
   int levels = 1;
+  Compression compression = Compression::Off;
   bool local_phj = false;
   HashJoinConfig join;  // the npj local join (and table kind / output of a phj one)
   uint64_t chunk_rows = 1 << 20;
@@ -43,13 +57,18 @@ void add_shuffle_options(po::options_description& d) {
       "inflight", int_option("inflight", 8, 1, 1 << 16),
       "messages a rank keeps posted and unfinished (sends and receives); beyond it, it waits for the oldest")(
       "seed", int_option("seed", 0x5eed, 0, int64_t(1) << 62),
-      "hash seed; level 1, level 2 and the local join each use their own seed derived from it");
+      "hash seed; level 1, level 2 and the local join each use their own seed derived from it")(
+      "compression", choice_option("compression", {"off", "cascaded", "auto"}, "off"),
+      "columns sent in each exchange: off (as they are), cascaded (compressed, the selector's layers per column), "
+      "auto (compressed where the sampled ratio pays for the link, docs/design.md)");
   add_hash_join_options(d, "count_then_write");  // gao2021 3.3: probe to count, then to write
 }
 
 ShuffleConfig shuffle_config(const po::variables_map& vm) {
   ShuffleConfig c;
   c.levels = int(vm["levels"].as<int64_t>());
+  const std::string comp = vm["compression"].as<std::string>();
+  c.compression = comp == "cascaded" ? Compression::Cascaded : comp == "auto" ? Compression::Auto : Compression::Off;
   c.local_phj = vm["local_join"].as<std::string>() == "phj";
   c.join = hash_join_config(vm);
   c.chunk_rows = uint64_t(vm["chunk_rows"].as<int64_t>());
@@ -136,17 +155,37 @@ struct Column {
   uint32_t bytes = 4;
 };
 
+// What one buffer sends to and receives from each member: byte offsets and sizes, in messages of
+// at most chunk_bytes each.
+struct Lane {
+  Buffer send, recv;
+  std::vector<uint64_t> send_off, send_bytes, recv_off, recv_bytes;
+  uint64_t chunk_bytes = 1;
+};
+
+// A column's lane: its relation's rows at the column's width, in chunks of chunk_rows rows.
+Lane column_lane(const Column& x, const Traffic& t, uint64_t chunk_rows) {
+  Lane l{x.send, x.recv, {}, {}, {}, {}, chunk_rows * x.bytes};
+  for (size_t j = 0; j < t.send_rows.size(); ++j) {
+    l.send_off.push_back(t.send_first[j] * x.bytes);
+    l.send_bytes.push_back(t.send_rows[j] * x.bytes);
+    l.recv_off.push_back(t.recv_first[j] * x.bytes);
+    l.recv_bytes.push_back(t.recv_rows[j] * x.bytes);
+  }
+  return l;
+}
+
 // The all-to-all of one level: in round k this rank sends to member me+k and receives from
 // member me-k (round 0 is a local copy, on the otherwise idle compute stream so that it overlaps
-// the sends of round 1), each partition in chunks of chunk_rows. A chunk's columns of R and S
-// (keys, values, payload columns) travel as one vectored message (Rank::send_v): the receiver
-// expects the same ranges, since it knows the sender's row counts (the alltoall). At most
-// `inflight` buffers' worth of messages are posted and unfinished (a vectored message counts
-// its ranges, so the bound means the same operations on backends that issue one per range).
-// Posting in (round, chunk) order, with sends and receives on streams of their own, cannot
-// deadlock: the oldest message anyone waits for has its peer's matching message posted already.
-void exchange(Rank& rank, const Group& g, int level, const std::vector<Traffic>& traffic,
-              const std::vector<std::vector<Column>>& columns, const ShuffleConfig& cfg) {
+// the sends of round 1), each lane's bytes in chunks of its chunk_bytes. A chunk's ranges of every
+// lane (keys, values, payload columns of R and S, or their compressed bytes) travel as one
+// vectored message (Rank::send_v): the receiver expects the same ranges, since it knows the
+// sender's sizes (the alltoall). At most `inflight` buffers' worth of messages are posted and
+// unfinished (a vectored message counts its ranges, so the bound means the same operations on
+// backends that issue one per range). Posting in (round, chunk) order, with sends and receives on
+// streams of their own, cannot deadlock: the oldest message anyone waits for has its peer's
+// matching message posted already.
+void exchange(Rank& rank, const Group& g, int level, const std::vector<Lane>& lanes, const ShuffleConfig& cfg) {
   const Stream copy_stream{0}, send_stream{1}, recv_stream{2};
   std::deque<std::pair<Event, size_t>> posted;  // and the ranges each one moves
   size_t in_flight = 0;
@@ -159,36 +198,31 @@ void exchange(Rank& rank, const Group& g, int level, const std::vector<Traffic>&
       posted.pop_front();
     }
   };
-  const uint64_t cr = cfg.chunk_rows;
   const int tag = level;
   std::vector<BufferRange> sends, recvs;
   std::vector<Event> local;  // round 0's copies: nothing to pace, so outside the window (they overlap round 1)
   for (int k = 0; k < g.size(); ++k) {
-    const int to = (g.me + k) % g.size(), from = (g.me - k + g.size()) % g.size();
+    const size_t to = size_t((g.me + k) % g.size()), from = size_t((g.me - k + g.size()) % g.size());
     uint64_t chunks = 0;
-    for (const Traffic& t : traffic)
-      chunks = std::max(chunks, (std::max(t.send_rows[size_t(to)], t.recv_rows[size_t(from)]) + cr - 1) / cr);
+    for (const Lane& l : lanes)
+      chunks = std::max(chunks, (std::max(l.send_bytes[to], l.recv_bytes[from]) + l.chunk_bytes - 1) / l.chunk_bytes);
     for (uint64_t c = 0; c < chunks; ++c) {
-      const uint64_t off = c * cr;
       sends.clear();
       recvs.clear();
-      for (size_t rel = 0; rel < traffic.size(); ++rel) {
-        const Traffic& t = traffic[rel];
-        const uint64_t n_send = t.send_rows[size_t(to)], n_recv = t.recv_rows[size_t(from)];
-        const uint64_t recv_n = off < n_recv ? std::min(cr, n_recv - off) : 0;
-        const uint64_t send_n = off < n_send ? std::min(cr, n_send - off) : 0;
-        for (const Column& x : columns[rel]) {
-          if (recv_n) recvs.push_back({x.recv, (t.recv_first[size_t(from)] + off) * x.bytes, recv_n * x.bytes});
-          if (send_n) sends.push_back({x.send, (t.send_first[size_t(to)] + off) * x.bytes, send_n * x.bytes});
-        }
+      for (const Lane& l : lanes) {
+        const uint64_t off = c * l.chunk_bytes, n_send = l.send_bytes[to], n_recv = l.recv_bytes[from];
+        if (off < n_recv) recvs.push_back({l.recv, l.recv_off[from] + off, std::min(l.chunk_bytes, n_recv - off)});
+        if (off < n_send) sends.push_back({l.send, l.send_off[to] + off, std::min(l.chunk_bytes, n_send - off)});
       }
       if (k == 0) {  // to == from == me: the "receive" ranges are where the sent ones go
         for (size_t i = 0; i < sends.size(); ++i)
           local.push_back(rank.copy(copy_stream, recvs[i].buf, recvs[i].off, sends[i].buf, sends[i].off, sends[i].bytes));
         continue;
       }
-      if (!recvs.empty()) post(rank.recv_v(recv_stream, g.ranks[size_t(from)], recvs, tag), recvs.size());
-      if (!sends.empty()) post(rank.send_v(send_stream, g.ranks[size_t(to)], sends, tag), sends.size());
+      if (!recvs.empty()) post(rank.recv_v(recv_stream, g.ranks[from], recvs, tag), recvs.size());
+      if (sends.empty()) continue;
+      for (const BufferRange& r : sends) rank.count_sent(r.bytes);
+      post(rank.send_v(send_stream, g.ranks[to], sends, tag), sends.size());
     }
   }
   for (auto& e : posted) e.first.wait();
@@ -211,6 +245,157 @@ Buffer row_indexes(Rank& rank, Stream st, uint64_t n, uint8_t bytes, MemSpace sp
   rank.launch(st, gen);
   return gen.out.vals;
 }
+
+// Whether compressing a column pays for the level's link (compression = auto): the link time of
+// the bytes it saves, (1 - 1/ratio) / link per byte, exceeds the codec's time, 1 / (mem / 16) to
+// compress plus 1 / (mem / 8) to decompress per byte (the cascaded codec's rates on an H200 are
+// about those fractions of its memory copy rate, docs/design.md). With no link or memory rate
+// known: a sampled ratio of at least 1.5.
+bool compression_pays(double ratio, double link, double mem) {
+  if (link <= 0 || mem <= 0) return ratio >= 1.5;
+  return (1.0 - 1.0 / ratio) / link > 24.0 / mem;
+}
+
+// The link a level's bytes mostly cross: the network for the one-level exchange of a multi-node
+// cluster and the first level of the two-level one, else NVLink (the peer rate).
+double level_link(const Bandwidths& bw, const ClusterShape& shape, int levels, int level) {
+  const bool net = levels == 1 ? shape.nodes > 1 : level == 0;
+  return net ? bw.net : bw.p2p;
+}
+
+// One level's compressed exchange. Each 4- or 8-byte column this rank compresses (cascaded: all;
+// auto: those compression_pays) is compressed per destination, one CompressOp per width with the
+// buffers destination-major, so one destination's streams are one byte range (a lane per width).
+// Every column keeps its lane of rows, empty where its sender compressed it: a sender tells in the
+// sizes' alltoall, per destination and column, the compressed bytes (0: sent as rows).
+class CompressedExchange {
+ public:
+  std::vector<Lane> lanes;
+
+  CompressedExchange(Rank& rank, const Group& g, int level, const ShuffleConfig& cfg, MemSpace space,
+                     const std::vector<Traffic>& traffic, const std::vector<std::vector<Column>>& columns)
+      : members_(size_t(g.size())) {
+    const Stream compute{0};
+    const Bandwidths bw = rank.bandwidths();
+    const double link = level_link(bw, rank.shape(), cfg.levels, level);
+    for (size_t i = 0; i < 2; ++i)
+      for (size_t c = 0; c < columns[i].size(); ++c) cols_.push_back({i, c});
+    std::vector<codec::Config> config(cols_.size());
+    std::vector<bool> mine(cols_.size(), false);
+    for (size_t k = 0; k < cols_.size(); ++k) {
+      const Column& x = column(columns, k);
+      if (x.bytes != 4 && x.bytes != 8) continue;  // the codec's widths
+      const uint64_t rows = traffic[cols_[k].first].send_first.back() + traffic[cols_[k].first].send_rows.back();
+      double ratio = 1;
+      config[k] = cpu::codec_select_windows(rank.codec_sample(compute, x.send, 0, rows, uint8_t(x.bytes)), x.bytes, &ratio);
+      mine[k] = cfg.compression == Compression::Cascaded || compression_pays(ratio, link, bw.mem);
+    }
+    // One CompressOp per width, buffers destination-major; both run before either's sizes are read.
+    std::array<std::vector<size_t>, 2> which;  // the columns of each width this rank compresses
+    std::array<std::optional<Launched>, 2> compressed;
+    for (uint32_t w : {4u, 8u}) {
+      for (size_t k = 0; k < cols_.size(); ++k)
+        if (mine[k] && column(columns, k).bytes == w) which[w == 8].push_back(k);
+      if (which[w == 8].empty()) continue;
+      CompressOp op;
+      op.value_bytes = uint8_t(w);
+      for (size_t j = 0; j < members_; ++j)
+        for (size_t k : which[w == 8]) {
+          const Traffic& t = traffic[cols_[k].first];
+          op.in.push_back({column(columns, k).send, t.send_first[j], t.send_rows[j]});
+          op.configs.push_back(config[k]);
+        }
+      op.out = rank.alloc(space, compress_bound(op), "shuffle.send.compressed");
+      coded_lanes_[w == 8] = Lane{op.out, nullptr, {}, {}, {}, {}, cfg.chunk_rows * w};
+      compressed[w == 8] = rank.launch(compute, op);
+    }
+    std::vector<uint64_t> sizes(size_t(rank.size()) * cols_.size(), 0);  // the alltoall's words
+    for (size_t wi = 0; wi < 2; ++wi) {
+      if (!compressed[wi]) continue;
+      const std::vector<uint64_t> off = compressed[wi]->get().values;
+      const size_t n = which[wi].size();
+      Lane& l = coded_lanes_[wi];
+      for (size_t j = 0; j < members_; ++j) {
+        l.send_off.push_back(off[j * n]);
+        l.send_bytes.push_back(off[(j + 1) * n] - off[j * n]);
+        for (size_t c = 0; c < n; ++c)
+          sizes[size_t(g.ranks[j]) * cols_.size() + which[wi][c]] = off[j * n + c + 1] - off[j * n + c];
+      }
+    }
+    got_ = rank.alltoall(sizes, cols_.size());
+    for (size_t k = 0; k < cols_.size(); ++k) {  // the columns sent as rows
+      const Column& x = column(columns, k);
+      Lane l = column_lane(x, traffic[cols_[k].first], cfg.chunk_rows);
+      for (size_t j = 0; j < members_; ++j) {
+        if (mine[k]) l.send_bytes[j] = 0;
+        if (word(g, j, k)) l.recv_bytes[j] = 0;
+      }
+      lanes.push_back(std::move(l));
+    }
+    for (uint32_t w : {4u, 8u}) {  // the compressed bytes, received from-major
+      Lane& l = coded_lanes_[w == 8];
+      if (l.send_off.empty()) l = Lane{nullptr, nullptr, std::vector<uint64_t>(members_, 0),
+                                       std::vector<uint64_t>(members_, 0), {}, {}, cfg.chunk_rows * w};
+      Decompress& d = decompress_[w == 8];
+      d.op.value_bytes = uint8_t(w);
+      d.op.offsets.push_back(0);
+      for (size_t j = 0; j < members_; ++j) {
+        l.recv_off.push_back(d.op.offsets.back());
+        for (size_t k = 0; k < cols_.size(); ++k)
+          if (word(g, j, k) && column(columns, k).bytes == w) {
+            d.op.offsets.push_back(d.op.offsets.back() + word(g, j, k));
+            d.from.push_back({j, k});
+          }
+        l.recv_bytes.push_back(d.op.offsets.back() - l.recv_off.back());
+      }
+      if (d.op.offsets.back()) l.recv = d.op.in = rank.alloc(space, d.op.offsets.back(), "shuffle.recv.compressed");
+      lanes.push_back(l);
+    }
+    g_ranks_ = g.ranks;
+  }
+
+  // One DecompressOp per width for everything received, into the columns' receive buffers; the
+  // rows each buffer held must be the rows its sender announced.
+  void decompress(Rank& rank, const std::vector<Traffic>& traffic, const std::vector<std::vector<Column>>& columns) {
+    std::vector<Launched> launched;
+    for (Decompress& d : decompress_) {
+      if (d.from.empty()) continue;
+      for (const auto& [j, k] : d.from) {
+        const Traffic& t = traffic[cols_[k].first];
+        d.op.out.push_back({column(columns, k).recv, t.recv_first[j], t.recv_rows[j]});
+      }
+      launched.push_back(rank.launch(Stream{0}, d.op));
+    }
+    size_t n = 0;
+    for (Decompress& d : decompress_) {
+      if (d.from.empty()) continue;
+      const std::vector<uint64_t> rows = launched[n++].get().values;
+      for (size_t b = 0; b < rows.size(); ++b)
+        if (rows[b] != d.op.out[b].rows)
+          throw RuntimeError("shuffle: a compressed column from rank " + std::to_string(g_ranks_[d.from[b].first]) +
+                             " holds " + std::to_string(rows[b]) + " rows, " + std::to_string(d.op.out[b].rows) +
+                             " were announced");
+    }
+  }
+
+ private:
+  struct Decompress {
+    DecompressOp op;
+    std::vector<std::pair<size_t, size_t>> from;  // (member, column) of each buffer
+  };
+  size_t members_;
+  std::vector<std::pair<size_t, size_t>> cols_;  // (relation, column) of every column, in order
+  std::vector<uint64_t> got_;
+  std::vector<int> g_ranks_;
+  std::array<Lane, 2> coded_lanes_;     // 4- and 8-byte widths
+  std::array<Decompress, 2> decompress_;
+
+  const Column& column(const std::vector<std::vector<Column>>& columns, size_t k) const {
+    return columns[cols_[k].first][cols_[k].second];
+  }
+  // Compressed bytes member j sends here of column k (0: sent as rows).
+  uint64_t word(const Group& g, size_t j, size_t k) const { return got_[size_t(g.ranks[j]) * cols_.size() + k]; }
+};
 
 // One level: partition R and S by the level's hash into the group's members, learn what every
 // member sends here, exchange. Replaces each relation's data with what this rank received.
@@ -289,13 +474,30 @@ void shuffle_level(Rank& rank, const Group& g, int level, const ShuffleConfig& c
   }
   for (auto* rel : rels) rel->tuples = Tuples{};  // the unpartitioned input is no longer needed
 
+  std::vector<Lane> lanes;
+  std::unique_ptr<CompressedExchange> coded;
+  if (cfg.compression == Compression::Off) {
+    for (size_t i = 0; i < 2; ++i)
+      for (const Column& x : columns[i]) lanes.push_back(column_lane(x, traffic[i], cfg.chunk_rows));
+  } else {
+    rank.sync_all();
+    rank.barrier();
+    begin_phase(rank, "compress" + suffix);
+    coded = std::make_unique<CompressedExchange>(rank, g, level, cfg, space, traffic, columns);
+    lanes = coded->lanes;
+  }
+
   // Every rank partitioned and allocated before anyone exchanges: the exchange phase times the
   // all-to-all alone, not the wait for the slowest partition, and no allocation (which waits for
   // the GPU's earlier work) meets a receive a peer parked already (cuda_fabric.hpp, Gates).
   rank.sync_all();
   rank.barrier();
   begin_phase(rank, "shuffle" + suffix);
-  exchange(rank, g, level, traffic, columns, cfg);
+  exchange(rank, g, level, lanes, cfg);
+  if (coded) {
+    begin_phase(rank, "decompress" + suffix);
+    coded->decompress(rank, traffic, columns);
+  }
 
   for (size_t i = 0; i < 2; ++i) {
     RelationData& rel = *rels[i];
@@ -339,7 +541,10 @@ void run_shuffle(Rank& rank, const JoinJob& job) {
 //    leaving the node over bw.net and the (per_node - 1)/n part inside it over bw.p2p, which
 //    run at once (the larger counts); levels=2: (nodes - 1)/nodes over bw.net, then
 //    (per_node - 1)/per_node over bw.p2p, one after the other (they add).
-// Bound = max(memory, links); a link whose bandwidth is unknown (0) is left out.
+// Bound = max(memory, links); a link whose bandwidth is unknown (0) is left out. With compression
+// on, the links' bytes depend on the data's ratio (known only once sampled): the bound is the
+// memory term alone, still a lower bound (the compressed run partitions and joins all the same),
+// and the bytes a run sent are in its results (sent_bytes).
 Bound shuffle_bound(const JoinJob& job, const ClusterShape& shape, const Bandwidths& bw) {
   const Workload& w = job.workload;
   const ShuffleConfig cfg = shuffle_config(job.options);
@@ -366,7 +571,7 @@ Bound shuffle_bound(const JoinJob& job, const ClusterShape& shape, const Bandwid
     p2p = link_time(shipped * (per_node - 1) / per_node, bw.p2p);
     links = net + p2p;
   }
-  if (links > best.seconds)
+  if (cfg.compression == Compression::Off && links > best.seconds)
     best = {links, "network " + rate_text(bw.net) + " / peer " + rate_text(bw.p2p) + ": " +
                        (cfg.levels == 1 ? "all-to-all" : "two-level all-to-all") + " of R and S"};
   return best;

@@ -322,12 +322,18 @@ codec::Config codec_select_windows(const std::vector<std::vector<uint64_t>>& win
   return best;
 }
 
-codec::Config codec_select(const void* data, uint64_t rows, uint32_t value_bytes, double* ratio) {
+std::vector<std::pair<uint64_t, uint64_t>> codec_sample_windows(uint64_t rows) {
   constexpr uint64_t kWindows = 4, kWindow = 1024;
-  std::vector<std::vector<uint64_t>> windows;
+  std::vector<std::pair<uint64_t, uint64_t>> out;
   const uint64_t k = rows <= kWindows * kWindow ? 1 : kWindows;
-  for (uint64_t w = 0; w < k; ++w) {
-    const uint64_t len = k == 1 ? rows : kWindow, first = k == 1 ? 0 : w * (rows - kWindow) / (k - 1);
+  for (uint64_t w = 0; w < k; ++w)
+    out.push_back({k == 1 ? 0 : w * (rows - kWindow) / (k - 1), k == 1 ? rows : kWindow});
+  return out;
+}
+
+codec::Config codec_select(const void* data, uint64_t rows, uint32_t value_bytes, double* ratio) {
+  std::vector<std::vector<uint64_t>> windows;
+  for (const auto& [first, len] : codec_sample_windows(rows)) {
     windows.emplace_back();
     for (uint64_t i = 0; i < len; ++i) windows.back().push_back(load(data, value_bytes, first + i));
   }

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/exec/codec.hpp"
@@ -38,6 +39,8 @@ std::string codec_error_message(uint32_t code, uint64_t buffer, uint64_t chunk, 
 // no longer), each compressed as a chunk of its own (runs and steps are local: windows joined
 // into one chunk would add a jump at every seam). Ties go to fewer layers. *ratio, if given,
 // receives the sample's uncompressed / compressed bytes under the chosen configuration.
+// The windows codec_select samples from a column of `rows` values: (first row, rows) each.
+std::vector<std::pair<uint64_t, uint64_t>> codec_sample_windows(uint64_t rows);
 codec::Config codec_select(const void* data, uint64_t rows, uint32_t value_bytes, double* ratio = nullptr);
 // The same on windows of values already sampled (e.g. the simulator's sample of a content).
 codec::Config codec_select_windows(const std::vector<std::vector<uint64_t>>& windows, uint32_t value_bytes,

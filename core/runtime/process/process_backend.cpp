@@ -93,6 +93,7 @@ std::string encode(const Rank& rank) {
   w.u64(r.count);
   w.u64(r.checksum);
   w.u64(r.has_checksum);
+  w.u64(r.sent_bytes);
   w.u64(rank.phases().size());
   for (const auto& p : rank.phases()) {
     w.str(p.name);
@@ -111,6 +112,7 @@ RankRecord decode_record(const std::string& bytes) {
   rec.result.count = r.u64();
   rec.result.checksum = r.u64();
   rec.result.has_checksum = r.u64() != 0;
+  rec.result.sent_bytes = r.u64();
   const uint64_t phases = r.u64();
   for (uint64_t i = 0; i < phases; ++i) {
     PhaseRecord p;
