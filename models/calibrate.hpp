@@ -61,6 +61,7 @@ struct CalibrationOptions {
   // CPUs' operators), "peer" (the peer link), "messages". A profile fitted from fewer steps keeps
   // the rest from --base.
   std::vector<std::string> only;
+  std::string formats = "all";  // tuple formats of the operator sweep: "all" (4+4 and 8+8) or "widest" (8+8)
   bool runs(const std::string& step) const;
 };
 // The steps of calibrate, in the order it runs them.
@@ -104,11 +105,16 @@ void fit_zero_copy(const Calibration& c, Profile& p);
 extern const char* const kSingleCore;
 // Prefix of the models of the same operators on every core at once ("cpuall.histogram").
 extern const char* const kAllCores;
+// Prefix of the same with every core busy in teams of N threads ("cputeam16.histogram").
+extern const char* const kTeamCores;
 // Per-core rate of each [cpu] operator kind (bytes of sample_bytes per second on one core, the
 // median over its single-core samples), with how it was found; kinds without samples are absent.
 std::map<std::string, std::pair<double, std::string>> cpu_rates(const Calibration& c);
 // The same per core with every core busy (the all-core samples' bytes per second / threads).
 std::map<std::string, std::pair<double, std::string>> loaded_cpu_rates(const Calibration& c);
+// The same with every core busy in teams of fewer threads: team threads -> kind -> rate (the
+// samples "cputeam<threads>.<model>", bytes per second per thread of a team).
+std::map<int, std::map<std::string, std::pair<double, std::string>>> team_loaded_cpu_rates(const Calibration& c);
 // The messages' samples: links "msg.<transport>.<kind>" (x = {1, bytes}), one-way, 2 ranks on one host.
 // Fits each to latency + bytes x slope and returns the software cost beyond the path the simulator
 // already charges (`path`: the peer link between the 2 ranks), clamped at 0.
