@@ -564,6 +564,15 @@ TEST(CalibrationSamples, CpuRatesPerCoreAloneAndUnderFullLoad) {
   EXPECT_TRUE(loaded_cpu_rates(c).empty());
 }
 
+// The profile a GPU calibration fits from `c` over the synthetic test machine.
+static Profile fit_on_synthetic_machine(const Calibration& c) {
+  CalibrationOptions opt;
+  opt.backend = "cuda";
+  opt.name = "fitted";
+  std::istringstream in(test::synthetic_machine("base"));
+  return fit_profile(c, parse_profile(in, "base.ini"), opt);
+}
+
 // Every core busy in teams: the samples "cputeam<threads>.<model>" become [cpu] loaded.<kind>.<threads>
 // (per thread of a team), the profile writes them and reads them back, and an operator's loaded
 // rate follows its team size in log2(threads) between them and the one team of every core.
@@ -586,14 +595,7 @@ TEST(CalibrationSamples, LoadedRatesFollowTheOperatorsTeamSize) {
   EXPECT_NEAR(teams.at(32).at("partition").first, gib / 1.2, 1e3);
   EXPECT_NE(teams.at(16).at("partition").second.find("all-core (4 teams of 16 threads at once)"), std::string::npos)
       << teams.at(16).at("partition").second;
-  CalibrationOptions opt;
-  opt.backend = "cuda";
-  opt.name = "fitted";
-  Profile base = [] {
-    std::istringstream in(test::synthetic_machine("base"));
-    return parse_profile(in, "base.ini");
-  }();
-  const Profile p = fit_profile(c, base, opt);
+  const Profile p = fit_on_synthetic_machine(c);
   ASSERT_EQ(p.cpu.team_loaded.at("partition").size(), 2u);
   const double one = gib, full = gib / 1.6, team = gib / 1.2;
   EXPECT_NEAR(p.cpu.per_thread_rate("partition", 1, 64, 16), one, 1e3);  // alone: the core's own rate
@@ -654,14 +656,7 @@ TEST(CalibrationSamples, CopyRatesByThreadsCopyingAtOnceFitIntoTheCpuSection) {
   for (auto [n, total] : {std::pair{1, 6e9}, {4, 16e9}, {8, 20e9}})
     runs.push_back({"cal link.copy_threads " + std::to_string(n) + " 1 " + std::to_string(uint64_t(bytes)), bytes / total, 0, 0});
   add_runs(c, runs);
-  CalibrationOptions opt;
-  opt.backend = "cuda";
-  opt.name = "fitted";
-  Profile base = [] {
-    std::istringstream in(test::synthetic_machine("base"));
-    return parse_profile(in, "base.ini");
-  }();
-  const Profile p = fit_profile(c, base, opt);
+  const Profile p = fit_on_synthetic_machine(c);
   ASSERT_EQ(p.cpu.copy_rate.size(), 3u);
   EXPECT_NEAR(p.cpu.copy_rate.at(1), 6e9, 1e3);
   EXPECT_NEAR(p.cpu.copy_rate.at(4), 4e9, 1e3);
