@@ -31,16 +31,6 @@
 
 namespace joinlab {
 
-RelationSpec one_column_relation(const char* name, uint64_t rows, KeyDist dist, uint8_t key_bytes, uint8_t val_bytes) {
-  RelationSpec r;
-  r.name = name;
-  r.rows = rows;
-  r.dist = dist;
-  r.key_bytes = key_bytes;
-  r.payload_bytes = {val_bytes};
-  return r;
-}
-
 const char* const kCalibrationSteps[5] = {"operators", "links", "cpu", "peer", "messages"};
 
 bool CalibrationOptions::runs(const std::string& step) const {

@@ -145,8 +145,6 @@ int calibrate_main(const std::vector<std::string>& args);
 // `joinlab validate FILE ...` (validate.cpp).
 int validate_main(const std::vector<std::string>& args);
 // Registers both with the experiment CLI.
-// A relation of one payload column (calibrate's and bench-codec's inputs).
-RelationSpec one_column_relation(const char* name, uint64_t rows, KeyDist dist, uint8_t key_bytes, uint8_t val_bytes);
 void register_model_commands();
 // joinlab bench-codec (models/bench_codec.cpp): the compression operators' ratio and GB/s.
 void register_codec_bench();
