@@ -6,12 +6,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <functional>
 #include <iomanip>
 #include <iostream>
-#include <cstring>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -175,7 +175,7 @@ class Bench {
   template <class Progress>
   void operator_sweep(const Progress& progress) {
     const std::vector<TupleFormat> formats =
-        opt_.formats == "widest" ? std::vector<TupleFormat>{{8, 8}} : std::vector<TupleFormat>{{4, 4}, {8, 8}};
+        opt_.widest_tuples_only ? std::vector<TupleFormat>{{8, 8}} : std::vector<TupleFormat>{{4, 4}, {8, 8}};
     for (TupleFormat fmt : formats)
       for (uint64_t n : sizes_) {
         data(n, fmt);
@@ -1105,10 +1105,10 @@ void measure_cpu(Calibration& c, const CalibrationOptions& opt, uint64_t rows) {
   const uint64_t rows_all = std::max<uint64_t>(
       rows, std::min<uint64_t>({rows * uint64_t(all), uint64_t(1) << 26, available_memory() / 8 / 128}));
   std::mutex mu;
-  auto pass = [&](int teams, int threads, uint64_t pass_rows, const std::string& prefix, const char* formats) {
+  auto pass = [&](int teams, int threads, uint64_t pass_rows, const std::string& prefix, bool widest_only) {
     cfg.shape = {1, teams};
     cfg.threads_per_rank = threads;
-    one.formats = formats;
+    one.widest_tuples_only = widest_only;
     std::cerr << "calibrate: CPU operators on " << teams * threads << " core(s)"
               << (teams > 1 ? " in " + std::to_string(teams) + " teams of " + std::to_string(threads) : std::string())
               << ", " << pass_rows << " rows" << (teams > 1 ? " each" : "") << "\n";
@@ -1120,13 +1120,13 @@ void measure_cpu(Calibration& c, const CalibrationOptions& opt, uint64_t rows) {
                add_runs(c, runs);
              });
   };
-  pass(1, 1, rows, kSingleCore, "all");
-  if (all >= 2) pass(1, all, rows_all, kAllCores, "all");
+  pass(1, 1, rows, kSingleCore, false);
+  if (all >= 2) pass(1, all, rows_all, kAllCores, false);
   // Every core busy in 2 and 4 teams (the ranks of a multi-GPU host each run their operators on
   // their share of its cores), as many rows per thread, the widest tuples only (the rates are
   // taken from the largest input): "cputeam<threads>.<model>", team_loaded_cpu_rates.
   for (int teams = 2; teams <= 4 && all / teams >= 2; teams *= 2)
-    pass(teams, all / teams, rows_all / uint64_t(teams), kTeamCores + std::to_string(all / teams) + ".", "widest");
+    pass(teams, all / teams, rows_all / uint64_t(teams), kTeamCores + std::to_string(all / teams) + ".", true);
   measure_copy_threads(c, opt, all);
   c.cpu_threads_all = all;
   c.cpu_sockets = host_sockets();

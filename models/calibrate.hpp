@@ -61,7 +61,7 @@ struct CalibrationOptions {
   // CPUs' operators), "peer" (the peer link), "messages". A profile fitted from fewer steps keeps
   // the rest from --base.
   std::vector<std::string> only;
-  std::string formats = "all";  // tuple formats of the operator sweep: "all" (4+4 and 8+8) or "widest" (8+8)
+  bool widest_tuples_only = false;  // the operator sweep on 8+8-byte tuples only (not 4+4 as well)
   bool runs(const std::string& step) const;
 };
 // The steps of calibrate, in the order it runs them.
