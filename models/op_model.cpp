@@ -438,7 +438,7 @@ OpSample op_sample(const Op& op, const OpResult& result, const KeyAccess* access
           // Counted in segments or not, the same pass over the keys: the whole input's counts.
           std::vector<uint64_t> counts(o.fn.fanout(), 0);
           for (size_t i = 0; i < result.values.size(); ++i) counts[i % counts.size()] += result.values[i];
-          return make("histogram", {double(o.in.rows) * o.in.fmt.key_bytes, double(o.fn.fanout()), skew_rows(counts)},
+          return make("histogram", {double(histogram_rows(o)) * o.in.fmt.key_bytes, double(o.fn.fanout()), skew_rows(counts)},
                       o.fn.fanout());
         } else if constexpr (std::is_same_v<T, PartitionOp>) {
           const double segments = o.in_segments.size() > 1 ? double(o.in_segments.size() - 1) : 1.0;

@@ -202,6 +202,13 @@ PieceRef RegionMap::read_piece(uint64_t first_byte, uint64_t end_byte, uint32_t*
   return p;
 }
 
+std::shared_ptr<const SplitLayout> RegionMap::split_at(uint64_t first_byte, uint64_t end_byte, uint32_t* key_bytes) const {
+  auto it = regions_.find(first_byte);
+  if (it == regions_.end() || !it->second.split || it->second.end != end_byte) return nullptr;
+  if (key_bytes) *key_bytes = it->second.key_bytes;
+  return it->second.split;
+}
+
 std::vector<RegionMap::Span> RegionMap::spans(uint64_t first_byte, uint64_t end_byte) const {
   std::vector<Span> out;
   if (regions_.empty() || end_byte <= first_byte) return out;

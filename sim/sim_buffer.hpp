@@ -58,6 +58,10 @@ class RegionMap {
   // read(first_byte, end_byte) unbuilt, when the bytes are exactly one piece of a partition
   // operator's output (else null).
   PieceRef read_piece(uint64_t first_byte, uint64_t end_byte, uint32_t* key_bytes) const;
+  // The layout of a partition operator's output that bytes [first, end) are exactly (else null):
+  // a copy of it keeps its partitions where they were (triton's spilled chunks, partitioned in
+  // device memory and copied to host memory whole).
+  std::shared_ptr<const SplitLayout> split_at(uint64_t first_byte, uint64_t end_byte, uint32_t* key_bytes) const;
   // The annotated ranges of bytes [first, end), each cut to the range, in order: what a put of
   // those bytes carries, so that the receiver sees each chunk image's keys where they were (one
   // content for the whole range would put every chunk's keys at the first one's slot).

@@ -919,12 +919,23 @@ void evaluate(const Op& op, OpResult& r) {
           write_keys(o.out, generated_content(o.spec, o.referenced, o.first_row, o.out.rows));
         } else if constexpr (std::is_same_v<T, HistogramOp>) {
           check_histogram_counts(o);
-          if (o.in_segments.empty()) {
+          const std::vector<RowRange> ranges = histogram_ranges(o);
+          if (o.in_segments.empty() && o.in_ranges.empty()) {
             r.values = split_counts(*content_or_unknown(o.in), o.fn);
-          } else {  // slices of one batch, segment-major, adding up to the batch's split
-            SlicedSplit split = split_slices(o.in, o.fn, histogram_segments(o), false);
+          } else if (ranges_adjacent(ranges)) {  // slices of one batch, segment-major, adding up to the batch's split
+            std::vector<uint64_t> bounds{ranges.front().begin};
+            for (const RowRange& g : ranges) bounds.push_back(g.end);
+            SlicedSplit split = split_slices(o.in, o.fn, bounds, false);
             // counts_out keeps the counts in the buffer (no contents to hold): the totals return.
             r.values = std::move(o.counts_out ? split.totals : split.counts);
+          } else {  // ranges apart: each one's split, segment-major (or their totals with counts_out)
+            const size_t F = o.fn.fanout();
+            r.values.assign(o.counts_out ? F : ranges.size() * F, 0);
+            for (size_t g = 0; g < ranges.size(); ++g) {
+              if (!ranges[g].size()) continue;
+              const std::vector<uint64_t> c = split_counts(*content_or_unknown(o.in.slice(ranges[g].begin, ranges[g].size())), o.fn);
+              for (size_t p = 0; p < F; ++p) r.values[(o.counts_out ? 0 : g * F) + p] += c[p];
+            }
           }
         } else if constexpr (std::is_same_v<T, PartitionOp>) {
           if (o.out.capacity < o.in.rows)
@@ -1117,13 +1128,13 @@ LinkBytes link_bytes(const Op& op, const LinkSpec& h2d, const LinkSpec& d2h) {
   const double sequential_read = slowdown(h2d, kLinkSequentialGranule);
   LinkBytes l;
   if (auto* h = std::get_if<HistogramOp>(&op); h && h->placement == HistogramOp::Placement::Device && in_host_memory(h->in.keys))
-    l.read = double(h->in.rows) * h->in.fmt.key_bytes * sequential_read;
+    l.read = double(histogram_rows(*h)) * h->in.fmt.key_bytes * sequential_read;
   if (auto* c = std::get_if<ChunkPartitionOp>(&op)) {
     const double write = slowdown(d2h, link_write_granule(*c));
     for (size_t i = 0; i < c->chunks.size(); ++i) {
       const double bytes = double(c->chunks[i].rows) * c->chunks[i].fmt.tuple_bytes();
       if (in_host_memory(c->chunks[i].keys)) l.read += bytes * sequential_read;
-      if (i >= c->cached_chunks && in_host_memory(c->spill.keys)) l.written += bytes * write;
+      if (in_host_memory(i < c->cached_chunks ? c->cache.keys : c->spill.keys)) l.written += bytes * write;
     }
   }
   // A hash table in host memory: each insert writes, each lookup reads, a slot's key and value
@@ -1776,7 +1787,11 @@ void SimRank::finish(SimStream& st, int index) {
       break;
     case Item::Copy: {
       const Piece& m = st.outgoing.front()->pieces.front();
-      if (m.content) sim_buffer(it.buf).regions.write(it.off, m.key_bytes, m.content);
+      uint32_t kb = 0;
+      if (auto layout = sim_buffer(it.other).regions.split_at(it.other_off, it.other_off + it.bytes, &kb))
+        sim_buffer(it.buf).regions.write_split(it.off, kb, std::move(layout));
+      else if (m.content)
+        sim_buffer(it.buf).regions.write(it.off, m.key_bytes, m.content);
       land_compressed(m, sim_buffer(it.buf), it.off);
       if (trace) {
         OpParams p;

@@ -358,6 +358,57 @@ TEST(CpuHistogram, SegmentsCountLikeAHistogramOfEachSegmentsSlice) {
   }
 }
 
+// With in_ranges (segments apart, out of order, overlapping, empty): the counts of a HistogramOp
+// of each range's slice, segment-major; with counts_out, partition-major in the buffer and each
+// partition's total returned.
+TEST(CpuHistogram, RangesCountLikeAHistogramOfEachRangesSlice) {
+  for (int threads : {1, 3}) {
+    CpuOps ops(threads);
+    const uint64_t n = 300007;
+    const PartitionFn fn{PartitionFn::Radix, 7, 2, 0};
+    auto keys = random_keys(n, 0, 8, 11);
+    Tuples in = ops.tuples(keys, keys, TupleFormat{8, 8});
+    const std::vector<RowRange> ranges = {{n / 2, n / 2 + 5000}, {10, 70000}, {n - 9, n}, {300, 300}, {60000, 90000}};
+    HistogramOp h{in, fn};
+    h.in_ranges = ranges;
+    const std::vector<uint64_t> counts = ops.run(h).values;
+    std::vector<uint64_t> want;
+    for (const RowRange& r : ranges) {
+      const std::vector<uint64_t> c = ops.run(HistogramOp{in.slice(r.begin, r.size()), fn}).values;
+      want.insert(want.end(), c.begin(), c.end());
+    }
+    ASSERT_EQ(counts, want) << "threads " << threads;
+    Buffer out = ops.rank().alloc(MemSpace::Device, fn.fanout() * ranges.size() * 8, "counts");
+    h.counts_out = out;
+    const std::vector<uint64_t> totals = ops.run(h).values;
+    const uint64_t* words = data_of<uint64_t>(out);
+    for (uint32_t p = 0; p < fn.fanout(); ++p) {
+      uint64_t sum = 0;
+      for (size_t g = 0; g < ranges.size(); ++g) {
+        ASSERT_EQ(words[p * ranges.size() + g], want[g * fn.fanout() + p]) << "partition " << p << " range " << g;
+        sum += want[g * fn.fanout() + p];
+      }
+      ASSERT_EQ(totals[p], sum) << "partition " << p;
+    }
+  }
+  CpuOps ops;
+  Tuples t = ops.empty_tuples(100, {4, 4});
+  for (auto [segs, ranges, what] :
+       {std::tuple<std::vector<uint64_t>, std::vector<RowRange>, std::string>{
+            {}, {{0, 10}, {90, 101}}, "in_ranges[1] = [90, 101) is not a range of the input's 100 rows"},
+        {{}, {{20, 10}}, "in_ranges[0] = [20, 10)"},
+        {{0, 10}, {{0, 10}}, "both in_segments (2 offsets) and in_ranges (1 ranges)"}}) {
+    HistogramOp bad{t, PartitionFn{}, segs};
+    bad.in_ranges = ranges;
+    try {
+      ops.run(bad);
+      ADD_FAILURE() << "accepted: " << what;
+    } catch (const RuntimeError& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(CpuHistogram, BadSegmentsAreErrorsNamingThem) {
   CpuOps ops;
   Tuples t = ops.empty_tuples(100, {4, 4});

@@ -140,6 +140,36 @@ TEST(CudaOps, HistogramMatchesCpu) {
           "histogram bits " + std::to_string(fn.bits));
 }
 
+// With in_ranges (apart, out of order, one empty), in device and in pinned memory: the counts of a
+// HistogramOp of each range's slice, as on the CPU backend.
+TEST(CudaOps, HistogramInRangesMatchesCpuAndPerRangeHistograms) {
+  JL_REQUIRE_GPU();
+  for (uint64_t n : kSizes)
+    for (MemSpace space : {MemSpace::Device, MemSpace::Pinned}) {
+      const PartitionFn fn{PartitionFn::Radix, 11, 1, 0};
+      const std::vector<RowRange> ranges = {{n / 2, n - n / 4}, {0, n / 3}, {n / 5, n / 5}, {n - n / 9, n}};
+      same_on_both(
+          [&](Rank& rank) {
+            Tuples t = rank.alloc_tuples(space, n, {8, 8}, "R");
+            GenerateOp g;
+            g.spec = spec("R", n, KeyDist::Zipf, 8, 8, 3);
+            g.out = t;
+            rank.launch(Stream{0}, g).get();
+            HistogramOp h{t, fn};
+            h.in_ranges = ranges;
+            const Obs counts = rank.launch(Stream{0}, h).get().values;
+            Obs per_range;
+            for (const RowRange& r : ranges) {
+              const Obs c = rank.launch(Stream{0}, HistogramOp{t.slice(r.begin, r.size()), fn}).get().values;
+              per_range.insert(per_range.end(), c.begin(), c.end());
+            }
+            EXPECT_EQ(counts, per_range) << rank.backend() << " in " << to_string(space);
+            return counts;
+          },
+          "histogram in ranges, n " + std::to_string(n) + " in " + to_string(space));
+    }
+}
+
 // With in_segments, in device memory (one launch for all segments) and in host memory (the CPU kernel on
 // the rank's host lane, as gpj's senders count their batches): k * fanout counts, segment-major,
 // those of a HistogramOp of each segment's slice.

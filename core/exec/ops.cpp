@@ -133,7 +133,7 @@ ChunkOffsets chunk_offsets(const ChunkPartitionOp& o, const uint64_t* words) {
 
 void check_histogram_counts(const HistogramOp& o) {
   if (!o.counts_out) return;
-  const uint64_t k = histogram_segments(o).size() - 1, F = o.fn.fanout();
+  const uint64_t k = histogram_ranges(o).size(), F = o.fn.fanout();
   const uint64_t stride = o.counts_stride ? o.counts_stride : k;
   const std::string buffer = "counts_out (buffer '" + o.counts_out->tag + "')";
   if (o.counts_first + k > stride)
@@ -243,8 +243,19 @@ uint64_t hash_table_bytes(TableKind kind, TupleFormat fmt, uint64_t rows, double
   return slots * 4 + (rows ? rows : 1) * (4 + fmt.tuple_bytes());
 }
 
-std::vector<uint64_t> histogram_segments(const HistogramOp& o) {
-  if (o.in_segments.empty()) return {0, o.in.rows};
+std::vector<RowRange> histogram_ranges(const HistogramOp& o) {
+  if (!o.in_ranges.empty()) {
+    if (!o.in_segments.empty())
+      throw RuntimeError("histogram: both in_segments (" + std::to_string(o.in_segments.size()) + " offsets) and in_ranges (" +
+                         std::to_string(o.in_ranges.size()) + " ranges): give one or the other");
+    for (size_t i = 0; i < o.in_ranges.size(); ++i)
+      if (o.in_ranges[i].begin > o.in_ranges[i].end || o.in_ranges[i].end > o.in.rows)
+        throw RuntimeError("histogram: in_ranges[" + std::to_string(i) + "] = [" + std::to_string(o.in_ranges[i].begin) +
+                           ", " + std::to_string(o.in_ranges[i].end) + ") is not a range of the input's " +
+                           std::to_string(o.in.rows) + " rows");
+    return o.in_ranges;
+  }
+  if (o.in_segments.empty()) return {RowRange{0, o.in.rows}};
   if (o.in_segments.size() == 1)
     throw RuntimeError("histogram: in_segments holds the single offset " + std::to_string(o.in_segments[0]) +
                        ": a segment needs two (none: the whole input)");
@@ -252,7 +263,23 @@ std::vector<uint64_t> histogram_segments(const HistogramOp& o) {
   if (o.in_segments.back() > o.in.rows)
     throw RuntimeError("histogram: in_segments end at row " + std::to_string(o.in_segments.back()) +
                        ", past the input's " + std::to_string(o.in.rows) + " rows");
-  return o.in_segments;
+  std::vector<RowRange> r;
+  for (size_t i = 0; i + 1 < o.in_segments.size(); ++i) r.push_back({o.in_segments[i], o.in_segments[i + 1]});
+  return r;
+}
+
+uint64_t histogram_rows(const HistogramOp& o) {
+  if (o.in_ranges.empty())
+    return o.in_segments.size() > 1 ? o.in_segments.back() - o.in_segments.front() : o.in_segments.empty() ? o.in.rows : 0;
+  uint64_t n = 0;
+  for (const RowRange& r : o.in_ranges) n += r.size();
+  return n;
+}
+
+bool ranges_adjacent(const std::vector<RowRange>& r) {
+  for (size_t i = 1; i < r.size(); ++i)
+    if (r[i].begin != r[i - 1].end) return false;
+  return true;
 }
 
 void check_pack_plan(const PackChunksOp& op) {
@@ -308,7 +335,9 @@ OpParams params_of(const Op& op) {
           p.key_bytes = o.in.fmt.key_bytes;
           p.val_bytes = o.in.fmt.val_bytes;
           p.fanout = o.fn.fanout();
+          p.rows_in = histogram_rows(o);
           if (!o.in_segments.empty()) p.detail = "segments " + std::to_string(o.in_segments.size() - 1);
+          if (!o.in_ranges.empty()) p.detail = "ranges " + std::to_string(o.in_ranges.size());
           if (o.placement != HistogramOp::Placement::Auto)
             p.detail += std::string(p.detail.empty() ? "" : ", ") +
                         (o.placement == HistogramOp::Placement::Host ? "on the host" : "on the device");

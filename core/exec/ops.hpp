@@ -109,6 +109,10 @@ struct HistogramOp {  // result.values[p] = rows of `in` in partition p
   // own, result.values = k * fanout counts, segment-major (segment s's partition p at
   // s * fanout + p). One operator for many slices (gpj's histogram pass), not one per slice.
   std::vector<uint64_t> in_segments{};
+  // Or (instead of in_segments): row ranges of `in` that need not be adjacent, each a segment as
+  // above (triton's second pass counts a first-pass partition's runs, one in each chunk of a
+  // chunk-major output, in one operator).
+  std::vector<RowRange> in_ranges{};
   // Where it counts (triton's prefix_sum = cpu | gpu). Auto: where its input is (host memory: the
   // host's CPUs). Host: the host's CPU threads (the CUDA backend's host lane). Device: the device,
   // reading an input in pinned host memory over the link. The cpu backend runs it on its CPUs.
@@ -344,10 +348,15 @@ uint64_t compress_bound(const CompressOp& op);
 void check_compress(const CompressOp& op);
 void check_decompress(const DecompressOp& op);
 
-// The row offsets a HistogramOp counts: its in_segments, or {0, in.rows} without them. A
-// RuntimeError names offsets that descend, end past `in`'s rows, or are a single offset (no
-// segment). Every backend checks a histogram's segments here.
-std::vector<uint64_t> histogram_segments(const HistogramOp& o);
+// The row ranges a HistogramOp counts, one per segment: its in_ranges, the segments between its
+// in_segments, or all of `in` without either. A RuntimeError names offsets that descend, a range
+// past `in`'s rows, a single offset (no segment), or both fields given. Every backend checks a
+// histogram's segments here; histogram_rows is the rows they hold together.
+std::vector<RowRange> histogram_ranges(const HistogramOp& o);
+uint64_t histogram_rows(const HistogramOp& o);
+// Whether the ranges are adjacent (in_segments or the whole input): then {ranges[0].begin,
+// ranges[i].end...} are segment bounds.
+bool ranges_adjacent(const std::vector<RowRange>& r);
 
 using Op = std::variant<GenerateOp, GeneratePayloadOp, HistogramOp, PartitionOp, BuildOp, ProbeOp,
                         PartitionedJoinOp, SortOp, MergeJoinOp, GatherOp, ChecksumOp, ScanOp, ChunkPartitionOp,

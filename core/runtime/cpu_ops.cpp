@@ -143,15 +143,16 @@ struct Executor {
 
   void operator()(const HistogramOp& o) {
     check_span("histogram", "in keys", o.in.keys, o.in.offset, o.in.rows, o.in.fmt.key_bytes);
-    const std::vector<uint64_t> segments = histogram_segments(o);
+    std::vector<std::pair<uint64_t, uint64_t>> ranges;
+    for (const RowRange& r : histogram_ranges(o)) ranges.push_back({r.begin, r.end});
     check_histogram_counts(o);
     with_width(o.in.fmt.key_bytes, "histogram: key", [&](auto k) {
       using K = decltype(k);
-      result.values = cpu::histogram<K>(o.in.key_ptr<K>(), segments, o.fn, threads);
+      result.values = cpu::histogram<K>(o.in.key_ptr<K>(), ranges, o.fn, threads);
     });
     if (!o.counts_out) return;
     // The counts stay in the buffer, partition-major; the result keeps each partition's total.
-    const uint64_t k = segments.size() - 1, F = o.fn.fanout();
+    const uint64_t k = ranges.size(), F = o.fn.fanout();
     const uint64_t stride = o.counts_stride ? o.counts_stride : k;
     check_span("histogram", "counts_out", o.counts_out, 0, F * stride, 8);
     uint64_t* out = data_of<uint64_t>(o.counts_out);

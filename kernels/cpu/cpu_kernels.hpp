@@ -6,6 +6,7 @@
 // inside a parallel region: arguments are checked first (std::invalid_argument / length_error).
 #pragma once
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "core/common/hashing.hpp"
@@ -32,6 +33,10 @@ std::vector<uint64_t> histogram(const K* keys, uint64_t rows, PartitionFn fn, in
 // offsets): k * fanout counts, segment-major.
 template <class K>
 std::vector<uint64_t> histogram(const K* keys, const std::vector<uint64_t>& segments, PartitionFn fn, int threads);
+// The same for segments that need not be adjacent: rows [first, second) of each pair.
+template <class K>
+std::vector<uint64_t> histogram(const K* keys, const std::vector<std::pair<uint64_t, uint64_t>>& ranges, PartitionFn fn,
+                                int threads);
 
 // Scatters rows [segments[0], segments.back()) of (in_keys, in_vals) by fn, each segment on its
 // own, into out (starting at out row 0). Returns the exclusive offset of every (segment,

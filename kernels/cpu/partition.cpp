@@ -331,9 +331,22 @@ uint32_t max_one_pass_bits(uint32_t key_bytes, uint32_t val_bytes) {
 template <class K>
 std::vector<uint64_t> histogram(const K* keys, const std::vector<uint64_t>& segments, PartitionFn fn, int threads) {
   check_segments(segments, "histogram: segments");
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  for (size_t s = 0; s + 1 < segments.size(); ++s) ranges.push_back({segments[s], segments[s + 1]});
+  return histogram(keys, ranges, fn, threads);
+}
+
+template <class K>
+std::vector<uint64_t> histogram(const K* keys, const std::vector<std::pair<uint64_t, uint64_t>>& ranges, PartitionFn fn,
+                                int threads) {
   check_partition_fn(fn);
   const uint32_t F = fn.fanout();
-  const uint64_t k = segments.size() - 1, total = segments.back() - segments.front();
+  const uint64_t k = ranges.size();
+  uint64_t total = 0;
+  for (const auto& [b, e] : ranges) {
+    if (e < b) throw std::invalid_argument("histogram: range [" + std::to_string(b) + ", " + std::to_string(e) + ") ends before it begins");
+    total += e - b;
+  }
   std::vector<uint64_t> counts(k * F, 0);
   // One region; its threads take work items dynamically: whole segments, and the segments larger
   // than a thread's share cut into pieces of that share (their counts summed after the region),
@@ -347,7 +360,7 @@ std::vector<uint64_t> histogram(const K* keys, const std::vector<uint64_t>& segm
   std::vector<Item> items;
   uint64_t pieces = 0;
   for (uint64_t s = 0; s < k; ++s) {
-    const uint64_t b = segments[s], e = segments[s + 1];
+    const auto [b, e] = ranges[s];
     if (e - b <= share) {
       items.push_back({s, b, e, false});
       continue;
@@ -708,5 +721,9 @@ template std::vector<uint64_t> histogram<uint32_t>(const uint32_t*, uint64_t, Pa
 template std::vector<uint64_t> histogram<uint64_t>(const uint64_t*, uint64_t, PartitionFn, int);
 template std::vector<uint64_t> histogram<uint32_t>(const uint32_t*, const std::vector<uint64_t>&, PartitionFn, int);
 template std::vector<uint64_t> histogram<uint64_t>(const uint64_t*, const std::vector<uint64_t>&, PartitionFn, int);
+template std::vector<uint64_t> histogram<uint32_t>(const uint32_t*, const std::vector<std::pair<uint64_t, uint64_t>>&,
+                                                   PartitionFn, int);
+template std::vector<uint64_t> histogram<uint64_t>(const uint64_t*, const std::vector<std::pair<uint64_t, uint64_t>>&,
+                                                   PartitionFn, int);
 
 }  // namespace joinlab::cpu

@@ -129,9 +129,10 @@ void queue(KernelContext& ctx, const GeneratePayloadOp& o, uint64_t*) {
 
 void queue(KernelContext& ctx, const HistogramOp& o, uint64_t* d_words) {
   need(o.in.keys, o.in.offset, o.in.rows, o.in.fmt.key_bytes, "histogram", "input keys");
-  const std::vector<uint64_t> seg = histogram_segments(o);
+  std::vector<std::pair<uint64_t, uint64_t>> seg;
+  for (const RowRange& r : histogram_ranges(o)) seg.push_back({r.begin, r.end});
   check_histogram_counts(o);
-  const uint64_t k = seg.size() - 1, F = o.fn.fanout();
+  const uint64_t k = seg.size(), F = o.fn.fanout();
   const uint64_t stride = o.counts_stride ? o.counts_stride : k;
   if (o.counts_out) need(o.counts_out, 0, F * stride, 8, "histogram", "counts_out");
   // Segment s counts into its own words, every segment in one launch: the result words, or with
@@ -145,7 +146,7 @@ void queue(KernelContext& ctx, const HistogramOp& o, uint64_t* d_words) {
     histogram<uint32_t>(ctx, o.in.key_ptr<uint32_t>(), seg, o.fn, counts);
   else
     histogram<uint64_t>(ctx, o.in.key_ptr<uint64_t>(), seg, o.fn, counts);
-  ctx.mark(o.in_segments.empty() ? "histogram" : "segmented histogram");
+  ctx.mark(o.in_segments.empty() && o.in_ranges.empty() ? "histogram" : "segmented histogram");
   if (o.counts_out)
     spread_counts(ctx, counts, k, uint32_t(F), data_of<uint64_t>(o.counts_out), o.counts_first, stride,
                   d_words + kFirstValueWord);
@@ -420,7 +421,8 @@ void queue(KernelContext& ctx, const ScanOp& o, uint64_t*) {
 size_t result_value_count(const Op& op) {
   if (auto* h = std::get_if<HistogramOp>(&op)) {  // per segment (a single offset is an error queue() raises)
     if (h->counts_out) return h->fn.fanout();     // the totals: the counts stay in the buffer
-    return (h->in_segments.empty() ? 1 : h->in_segments.size() - 1) * h->fn.fanout();
+    const size_t segments = !h->in_ranges.empty() ? h->in_ranges.size() : h->in_segments.empty() ? 1 : h->in_segments.size() - 1;
+    return segments * h->fn.fanout();
   }
   if (auto* c = std::get_if<ChunkPartitionOp>(&op); c && c->offsets_on_device) return size_t(c->fn.fanout()) + 1;
   if (auto* p = std::get_if<PartitionOp>(&op)) {

@@ -103,11 +103,11 @@ void generate_payload(KernelContext& ctx, uint64_t rel_seed, int column, uint64_
                       uint64_t rows, V* out);
 
 // --- partitioning ---------------------------------------------------------------------------
-// counts[s * fanout + p] (device, segments.size() - 1 histograms, zeroed by the caller) += rows of
-// partition p among keys [segments[s], segments[s + 1]) (ascending offsets), in one launch.
+// counts[s * fanout + p] (device, ranges.size() histograms, zeroed by the caller) += rows of
+// partition p among keys [ranges[s].first, ranges[s].second), in one launch.
 template <class K>
-void histogram(KernelContext& ctx, const K* keys, const std::vector<uint64_t>& segments, PartitionFn fn,
-               uint64_t* d_counts);
+void histogram(KernelContext& ctx, const K* keys, const std::vector<std::pair<uint64_t, uint64_t>>& ranges,
+               PartitionFn fn, uint64_t* d_counts);
 // HistogramOp::counts_out: counts[s * fanout + p] (`segments` histograms) copied partition-major
 // to out[p * stride + first + s], and each partition's total over the segments to totals[p].
 void spread_counts(KernelContext& ctx, const uint64_t* counts, uint64_t segments, uint32_t fanout, uint64_t* out,

@@ -322,19 +322,20 @@ __global__ void partition_offsets_kernel(const uint64_t* scanned, const uint32_t
   }
 }
 
-// Segment s of the input is rows [seg[s], seg[s + 1]); blocks_per_seg blocks count it together
-// into counts[s * fanout ...]: one launch for every segment (a launch per segment left most of
-// the GPU idle for triton's 128 small chunks of each partition, and cost the host a launch each).
+// Segment s of the input is rows [begin[s], end[s]) (adjacent segments: end = begin + 1 over
+// their bounds); blocks_per_seg blocks count it together into counts[s * fanout ...]: one launch
+// for every segment (a launch per segment left most of the GPU idle for triton's 128 small chunks
+// of each partition, and cost the host a launch each).
 template <class K>
-__global__ void histogram_shared_kernel(const K* keys, const uint64_t* seg, uint32_t blocks_per_seg, PartitionFn fn,
-                                        uint64_t* d_counts) {
+__global__ void histogram_shared_kernel(const K* keys, const uint64_t* begin, const uint64_t* end_of,
+                                        uint32_t blocks_per_seg, PartitionFn fn, uint64_t* d_counts) {
   extern __shared__ uint32_t counts[];
   const uint32_t fanout = fn.fanout();
   const uint64_t s = blockIdx.x / blocks_per_seg, part = blockIdx.x % blocks_per_seg;
   for (uint32_t p = threadIdx.x; p < fanout; p += blockDim.x) counts[p] = 0;
   __syncthreads();
-  const uint64_t end = seg[s + 1], step = uint64_t(blocks_per_seg) * blockDim.x;
-  for (uint64_t i = seg[s] + part * blockDim.x + threadIdx.x; i < end; i += step)
+  const uint64_t end = end_of[s], step = uint64_t(blocks_per_seg) * blockDim.x;
+  for (uint64_t i = begin[s] + part * blockDim.x + threadIdx.x; i < end; i += step)
     atomicAdd(&counts[fn(uint64_t(keys[i]))], 1u);
   __syncthreads();
   uint64_t* out = d_counts + s * fanout;
@@ -343,12 +344,12 @@ __global__ void histogram_shared_kernel(const K* keys, const uint64_t* seg, uint
 }
 
 template <class K>
-__global__ void histogram_global_kernel(const K* keys, const uint64_t* seg, uint32_t blocks_per_seg, PartitionFn fn,
-                                        uint64_t* d_counts) {
+__global__ void histogram_global_kernel(const K* keys, const uint64_t* begin, const uint64_t* end_of,
+                                        uint32_t blocks_per_seg, PartitionFn fn, uint64_t* d_counts) {
   const uint64_t s = blockIdx.x / blocks_per_seg, part = blockIdx.x % blocks_per_seg;
-  const uint64_t end = seg[s + 1], step = uint64_t(blocks_per_seg) * blockDim.x;
+  const uint64_t end = end_of[s], step = uint64_t(blocks_per_seg) * blockDim.x;
   uint64_t* out = d_counts + s * fn.fanout();
-  for (uint64_t i = seg[s] + part * blockDim.x + threadIdx.x; i < end; i += step)
+  for (uint64_t i = begin[s] + part * blockDim.x + threadIdx.x; i < end; i += step)
     atomic_add(&out[fn(uint64_t(keys[i]))], 1);
 }
 
@@ -732,12 +733,16 @@ uint32_t max_one_pass_bits(const DeviceInfo& info, uint32_t key_bytes, uint32_t 
 }
 
 template <class K>
-void histogram(KernelContext& ctx, const K* keys, const std::vector<uint64_t>& segments, PartitionFn fn,
-               uint64_t* d_counts) {
-  if (segments.size() < 2 || segments.back() == segments.front()) return;
-  const uint64_t nseg = segments.size() - 1;
+void histogram(KernelContext& ctx, const K* keys, const std::vector<std::pair<uint64_t, uint64_t>>& ranges,
+               PartitionFn fn, uint64_t* d_counts) {
+  const uint64_t nseg = ranges.size();
   uint64_t longest = 0;
-  for (uint64_t s = 0; s < nseg; ++s) longest = std::max(longest, segments[s + 1] - segments[s]);
+  bool adjacent = true;
+  for (uint64_t s = 0; s < nseg; ++s) {
+    longest = std::max(longest, ranges[s].second - ranges[s].first);
+    if (s > 0 && ranges[s].first != ranges[s - 1].second) adjacent = false;
+  }
+  if (longest == 0) return;
   const uint32_t fanout = fn.fanout();
   const size_t smem = size_t(fanout) * sizeof(uint32_t);
   const bool shared = smem <= 64 * 1024;
@@ -751,13 +756,21 @@ void histogram(KernelContext& ctx, const K* keys, const std::vector<uint64_t>& s
   if (nseg * blocks_per_seg > uint64_t(INT32_MAX))
     throw RuntimeError("histogram: " + std::to_string(nseg) + " segments exceed one launch");
   const unsigned grid = unsigned(nseg * blocks_per_seg);
-  const uint64_t* d_seg = ctx.upload(segments);
+  // Adjacent segments go up as their k + 1 bounds (ends are the next begins), others as k begins
+  // then k ends.
+  std::vector<uint64_t> words;
+  for (const auto& r : ranges) words.push_back(r.first);
+  if (adjacent) words.push_back(ranges.back().second);
+  else
+    for (const auto& r : ranges) words.push_back(r.second);
+  const uint64_t* d_begin = ctx.upload(words);
+  const uint64_t* d_end = d_begin + (adjacent ? 1 : nseg);
   if (shared) {
     allow_shared_memory(histogram_shared_kernel<K>, smem);
-    histogram_shared_kernel<K><<<grid, threads, smem, ctx.stream()>>>(keys, d_seg, blocks_per_seg, fn, d_counts);
+    histogram_shared_kernel<K><<<grid, threads, smem, ctx.stream()>>>(keys, d_begin, d_end, blocks_per_seg, fn, d_counts);
     JL_CUDA_LAUNCHED("histogram_shared_kernel");
   } else {
-    histogram_global_kernel<K><<<grid, threads, 0, ctx.stream()>>>(keys, d_seg, blocks_per_seg, fn, d_counts);
+    histogram_global_kernel<K><<<grid, threads, 0, ctx.stream()>>>(keys, d_begin, d_end, blocks_per_seg, fn, d_counts);
     JL_CUDA_LAUNCHED("histogram_global_kernel");
   }
 }
@@ -816,7 +829,9 @@ JL_PARTITION(uint32_t, uint32_t)
 JL_PARTITION(uint32_t, uint64_t)
 JL_PARTITION(uint64_t, uint32_t)
 JL_PARTITION(uint64_t, uint64_t)
-template void histogram<uint32_t>(KernelContext&, const uint32_t*, const std::vector<uint64_t>&, PartitionFn, uint64_t*);
-template void histogram<uint64_t>(KernelContext&, const uint64_t*, const std::vector<uint64_t>&, PartitionFn, uint64_t*);
+template void histogram<uint32_t>(KernelContext&, const uint32_t*, const std::vector<std::pair<uint64_t, uint64_t>>&,
+                                  PartitionFn, uint64_t*);
+template void histogram<uint64_t>(KernelContext&, const uint64_t*, const std::vector<std::pair<uint64_t, uint64_t>>&,
+                                  PartitionFn, uint64_t*);
 
 }  // namespace joinlab::cuda
