@@ -80,6 +80,16 @@ std::vector<StagingBlock>& staging_blocks() {
 }
 }  // namespace
 
+// Small uploads (a launch's descriptors, segment bounds) are read by a kernel straight from the
+// mapped pinned block: a cudaMemcpyAsync would queue behind the bulk copies other streams keep
+// on the host-to-device copy engine (triton's staged first pass: a 16 KB upload waited 1.5 ms
+// behind three 16 MB chunk copies, and its kernel with it).
+constexpr size_t kKernelUploadBytes = 256 * 1024;
+__global__ void upload_kernel(const uint32_t* __restrict__ src, uint32_t* __restrict__ dst, size_t words) {
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < words; i += size_t(gridDim.x) * blockDim.x)
+    dst[i] = src[i];
+}
+
 void KernelContext::upload_bytes(void* d, const void* h, size_t bytes) {
   if (!bytes) return;
   int device = 0;
@@ -99,7 +109,14 @@ void KernelContext::upload_bytes(void* d, const void* h, size_t bytes) {
     b = &blocks.back();
   }
   std::memcpy(b->ptr, h, bytes);
-  JL_CUDA_CHECK(cudaMemcpyAsync(d, b->ptr, bytes, cudaMemcpyHostToDevice, stream_));
+  if (bytes <= kKernelUploadBytes && bytes % 4 == 0 && reinterpret_cast<uintptr_t>(d) % 4 == 0) {
+    const size_t words = bytes / 4;
+    upload_kernel<<<unsigned(std::min<size_t>(64, (words + 255) / 256)), 256, 0, stream_>>>(
+        static_cast<const uint32_t*>(b->ptr), static_cast<uint32_t*>(d), words);
+    JL_CUDA_LAUNCHED("upload_kernel");
+  } else {
+    JL_CUDA_CHECK(cudaMemcpyAsync(d, b->ptr, bytes, cudaMemcpyHostToDevice, stream_));
+  }
   JL_CUDA_CHECK(cudaEventRecord(b->copied, stream_));
 }
 
