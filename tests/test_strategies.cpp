@@ -257,6 +257,13 @@ TEST_F(Strategies, TritonSpillsPastDeviceMemoryWithEveryOption) {
   for (double z : {0.5, 1.0, 1.5}) ws.push_back(pk_fk(100000, 400000, 4, 1.0, z));
   for (const Workload& w : ws)
     expect_correct(spilled(w, 8 << 20, {{"in_gpu", "off"}, {"cache_bytes", "300000"}, {"chunks", "7"}}));
+  // Skew with the default cache: the join's lanes hold partitions of uniform size with a quarter
+  // to spare, so a hot key's partition (a third of S at Zipf 1.5) is joined slice by slice.
+  for (double z : {1.0, 1.5})
+    for (const char* prefix : {"gpu", "cpu"})
+      for (const char* read : {"kernel", "copy"})
+        expect_correct(spilled(pk_fk(100000, 400000, 4, 1.0, z), 1 << 20,
+                               {{"in_gpu", "off"}, {"prefix_sum", prefix}, {"spill_read", read}}));
   // Every output policy and space: one pinned segment sized for a primary-key join, more once a
   // many-to-many join's rows overflow it; in device memory, a partition's at a time.
   for (const char* output : {"direct", "count_then_write", "count_only"})
@@ -272,13 +279,19 @@ TEST_F(Strategies, TritonSpillsPastDeviceMemoryWithEveryOption) {
       }
 }
 
+// The GPU's prefix sum counts each chunk where it is partitioned (no phase of its own); the CPUs'
+// counts R's chunks before the first pass starts.
 TEST_F(Strategies, TritonPhases) {
   using V = std::vector<std::string>;
-  RunPoint p = point("triton", pk_fk(20000, 80000), {{"in_gpu", "off"}});
-  p.cluster.device_memory = 1 << 20;
-  std::vector<std::string> names;
-  for (const auto& r : run_point(p).phases) names.push_back(r.name);
-  EXPECT_EQ(names, (V{"generate", "prefix_sum", "partition", "join", "verify"}));
+  for (const char* prefix : {"gpu", "cpu"}) {
+    RunPoint p = point("triton", pk_fk(20000, 80000), {{"in_gpu", "off"}, {"prefix_sum", prefix}});
+    p.cluster.device_memory = 1 << 20;
+    std::vector<std::string> names;
+    for (const auto& r : run_point(p).phases) names.push_back(r.name);
+    const V want = std::string(prefix) == "gpu" ? V{"generate", "partition", "join", "verify"}
+                                                : V{"generate", "prefix_sum", "partition", "join", "verify"};
+    EXPECT_EQ(names, want);
+  }
 }
 
 TEST_F(Strategies, NpjWithItsTableOrItsDataInPinnedMemory) {

@@ -29,6 +29,7 @@ struct TritonConfig {
   bool prefix_on_host = false;
   Partitioner partitioner = Partitioner::Hierarchical;
   bool spill_by_copy = false;  // spill_read = copy
+  bool spill_written_by_copy = true;  // spill_write = copy
   int64_t cache_bytes = -1;    // -1 = what is free after the working buffers
   uint32_t flush_bytes = 4096;
   MemSpace output_space = MemSpace::Pinned;
@@ -46,10 +47,14 @@ void add_triton_options(po::options_description& d) {
       "where the first pass's chunked histograms are counted: on the GPU (reading the inputs over the link) or on "
       "the host's CPU threads")(
       "partitioner", choice_option("partitioner", {"shared", "hierarchical"}, "hierarchical"),
-      "first-pass writes: shared (aligned 128-byte flushes from shared memory) or hierarchical (a device-memory "
-      "buffer per partition flushed in flush_bytes writes)")(
+      "how the first pass's partitioner writes to pinned memory (spill_write = kernel): shared (aligned 128-byte "
+      "flushes from shared memory) or hierarchical (a device-memory buffer per partition flushed in flush_bytes "
+      "writes); into device memory it writes from shared memory")(
       "flush_bytes", int_option("flush_bytes", 4096, 128, 1 << 20),
       "bytes of the hierarchical partitioner's device-memory buffer per (block, partition)")(
+      "spill_write", choice_option("spill_write", {"copy", "kernel"}, "copy"),
+      "how the first pass writes the chunks the cache does not hold: partitioned in device memory, then copied "
+      "(cudaMemcpyAsync) to pinned memory in one run each (copy), or by the partitioner over the link (kernel)")(
       "spill_read", choice_option("spill_read", {"kernel", "copy"}, "kernel"),
       "how the second pass reads spilled chunks: the partition kernel reads host memory (kernel), or copies "
       "(cudaMemcpyAsync) bring them to device memory first (copy)")(
@@ -71,6 +76,7 @@ TritonConfig triton_config(const po::variables_map& vm) {
   c.partitioner = vm["partitioner"].as<std::string>() == "shared" ? Partitioner::Shared : Partitioner::Hierarchical;
   c.flush_bytes = uint32_t(vm["flush_bytes"].as<int64_t>());
   c.spill_by_copy = vm["spill_read"].as<std::string>() == "copy";
+  c.spill_written_by_copy = vm["spill_write"].as<std::string>() == "copy";
   c.cache_bytes = vm["cache_bytes"].as<int64_t>();
   c.output_space = mem_space(vm["output_space"].as<std::string>());
   c.in_gpu = vm["in_gpu"].as<std::string>() == "auto";
@@ -103,161 +109,342 @@ RadixPlan triton_plan(uint64_t r_rows, uint64_t s_rows, TupleFormat rf, TupleFor
   return p;
 }
 
-// The second pass of a partition cuts its cached and its spilled part each into chunks of
-// kSecondPassChunkRows (a ChunkPartitionOp runs a thread block per chunk: the two parts whole kept
-// two blocks busy, 11 ms for a 2Mi-row partition on an H100).
-constexpr uint64_t kSecondPassChunkRows = 1 << 15;
-// Chunks of a partition of `rows` rows at most, however they split between cache and spill.
-uint64_t second_pass_chunks(uint64_t rows) {
-  return (rows + kSecondPassChunkRows - 1) / kSecondPassChunkRows + 1;
-}
-// Words of a relation's second-pass layout buffer (its chunks' counts, scanned in place into
-// their offsets) for partitions of up to max_rows rows.
-uint64_t layout_words(uint64_t max_rows, uint32_t fanout2) { return second_pass_chunks(max_rows) * fanout2; }
-
-// Device memory the first pass's cache takes: cache_bytes, or by default what is left of
-// `device` after the join phase's working buffers (per stream the second pass's outputs of the
-// largest partitions, max_r and max_s rows, their staged spilled parts and their layout buffers;
-// the output segments when they are in device memory) and some headroom for the partitioners'
-// buffers and the join's scratch.
-uint64_t cache_bytes_of(const TritonConfig& cfg, uint64_t device, uint64_t max_r, uint64_t max_s, TupleFormat rf,
-                        TupleFormat sf, uint32_t fanout2) {
-  if (cfg.cache_bytes >= 0) return uint64_t(cfg.cache_bytes);
-  const uint64_t lane_bytes = (max_r * rf.tuple_bytes() + max_s * sf.tuple_bytes()) * (cfg.spill_by_copy ? 2 : 1) +
-                              (layout_words(max_r, fanout2) + layout_words(max_s, fanout2)) * sizeof(uint64_t);
-  const uint64_t row_bytes = uint64_t(rf.key_bytes) + rf.val_bytes + sf.val_bytes;
-  const uint64_t working =
-      2 * lane_bytes + (cfg.output_space == MemSpace::Device ? 2 * std::max<uint64_t>(max_s, 1) * row_bytes : 0);
-  const uint64_t reserve = working + working / 8 + (uint64_t(64) << 20);
-  return device > reserve ? device - reserve : 0;
+// Pieces of a ChunkPartitionOp: it runs a thread block per piece. The second pass and a first
+// pass writing over the link cut what they partition into pieces of at most kPieceRows rows
+// (whole runs kept two blocks busy, 11 ms for a 2Mi-row partition on an H100; a hierarchical
+// partitioner flushes its buffers at a piece's end, so smaller pieces write smaller runs). A
+// first pass into device memory cuts pieces of kDevicePieceRows: a staged 2Mi-row chunk in 64
+// pieces took 0.33-0.83 ms on an H200, more than its copy over the link.
+constexpr uint64_t kPieceRows = 1 << 15, kDevicePieceRows = 1 << 12;
+uint64_t pieces_of(uint64_t rows, uint64_t piece = kPieceRows) { return (rows + piece - 1) / piece; }
+// Bounds of the pieces of `rows` rows: none empty (no bounds but {0, 0} for no rows).
+std::vector<uint64_t> piece_bounds(uint64_t rows, uint64_t piece) {
+  std::vector<uint64_t> b = chunk_bounds(rows, uint32_t(std::max<uint64_t>(1, pieces_of(rows, piece))));
+  b.erase(std::unique(b.begin(), b.end()), b.end());
+  if (b.size() < 2) b = {0, rows};
+  return b;
 }
 
-// R's share of the cache (the rest is S's): split by their sizes.
-uint64_t cache_share_r(uint64_t cache, double r_bytes, double s_bytes) {
-  return r_bytes + s_bytes > 0 ? uint64_t(double(cache) * r_bytes / (r_bytes + s_bytes)) : 0;
+// The first pass works on its chunks in a ring of slots in device memory, one per stream (up to 4;
+// below, Ring).
+uint32_t ring_slots(const Rank& rank) { return uint32_t(std::min(rank.streams(), 4)); }
+// Bytes of the ring's buffers (also what plan_memory keeps free for them).
+uint64_t ring_bytes(uint32_t slots, uint64_t rows, uint32_t tuple_bytes, uint32_t fanout, bool staged, bool spill_copy) {
+  return slots * (rows * tuple_bytes * ((staged ? 1 : 0) + (spill_copy ? 1 : 0)) + pieces_of(rows, kDevicePieceRows) * fanout * 8);
 }
-
-// Rows of a relation of `rows` rows cut into `chunks` chunks that a cache of `cache_bytes` holds:
-// its first whole chunks (partition_first's rule).
-uint64_t cached_rows(uint64_t rows, uint32_t chunks, uint32_t tuple_bytes, uint64_t cache_bytes) {
-  const std::vector<uint64_t> bounds = chunk_bounds(rows, chunks);
-  uint32_t k = 0;
-  while (k + 1 < bounds.size() && bounds[k + 1] * tuple_bytes <= cache_bytes) ++k;
-  return bounds[k];
-}
-
-// One relation's first pass: chunk bounds, the layout from the chunk histograms, and its outputs.
+// The first pass's layout is chunk-major (lutz2022 4.3): chunk c of a relation, rows [bounds[c],
+// bounds[c + 1]) of the input, is partitioned into a region of its own size, its partitions in
+// order, so that laying it out takes only its own histogram. Regions of the first chunks that
+// the cache holds are in device memory (the cache, at bounds[c]); the others in pinned host
+// memory (the spill, at bounds[c] - the cached rows). A first-pass partition p is then one run
+// per chunk, (c, p).
 struct FirstPass {
-  std::vector<uint64_t> bounds;  // chunk row offsets of the input
-  ChunkLayout layout;
+  std::vector<uint64_t> bounds;
   uint32_t cached_chunks = 0;
   Tuples cache, spill;
-  uint64_t max_rows = 0;  // rows of its largest partition
-  Tuples part_cache(uint32_t p) const {
-    return cache.slice(layout.cache_starts[p], layout.cache_starts[p + 1] - layout.cache_starts[p]);
+  std::vector<uint64_t> hist;  // chunks x fanout, chunk-major: each chunk's histogram
+  uint32_t fanout = 0;
+  uint32_t chunks() const { return uint32_t(bounds.size() - 1); }
+  uint64_t cached_rows() const { return bounds[cached_chunks]; }
+  Tuples region(uint32_t c) const {
+    const uint64_t n = bounds[c + 1] - bounds[c];
+    return c < cached_chunks ? cache.slice(bounds[c], n) : spill.slice(bounds[c] - cached_rows(), n);
   }
-  Tuples part_spill(uint32_t p) const {
-    return spill.slice(layout.spill_starts[p], layout.spill_starts[p + 1] - layout.spill_starts[p]);
+  uint64_t rows(uint32_t p) const {
+    uint64_t n = 0;
+    for (uint32_t c = 0; c < chunks(); ++c) n += hist[size_t(c) * fanout + p];
+    return n;
   }
 };
 
-Launched count_chunks(Rank& rank, Stream st, const Tuples& in, const std::vector<uint64_t>& bounds, PartitionFn fn,
-                      bool on_host) {
-  HistogramOp h{in, fn, bounds};
-  h.placement = on_host ? HistogramOp::Placement::Host : HistogramOp::Placement::Device;
-  return rank.launch(st, h);
+// Cuts the runs of first-pass partition p into slices of at most `most` rows each (a partition
+// larger than a lane's buffers is joined slice by slice), each slice as row ranges of the cache
+// and of the spill, in chunk order.
+struct Slice {
+  std::vector<RowRange> cached, spilled;
+  uint64_t rows = 0;
+};
+std::vector<Slice> slices_of(const FirstPass& fp, uint32_t p, uint64_t most) {
+  std::vector<Slice> out(1);
+  for (uint32_t c = 0; c < fp.chunks(); ++c) {
+    const uint64_t* h = fp.hist.data() + size_t(c) * fp.fanout;
+    uint64_t at = 0;
+    for (uint32_t q = 0; q < p; ++q) at += h[q];
+    if (c >= fp.cached_chunks) at += fp.bounds[c] - fp.cached_rows();
+    else at += fp.bounds[c];
+    for (uint64_t left = h[p]; left > 0;) {
+      if (out.back().rows == most) out.emplace_back();
+      const uint64_t n = std::min(left, most - out.back().rows);
+      (c < fp.cached_chunks ? out.back().cached : out.back().spilled).push_back({at, at + n});
+      out.back().rows += n;
+      at += n;
+      left -= n;
+    }
+  }
+  if (out.back().rows == 0) out.pop_back();
+  return out;
 }
 
-// The first pass of one relation, once its histograms are in: the cache takes as many whole
-// chunks as `cache_bytes` holds.
-Launched partition_first(Rank& rank, Stream st, const Tuples& in, FirstPass& fp, const std::vector<uint64_t>& hist,
-                         PartitionFn fn, uint64_t cache_bytes, const TritonConfig& cfg, const std::string& tag) {
-  const uint32_t k = uint32_t(fp.bounds.size() - 1);
-  const uint64_t cached_to = cached_rows(in.rows, k, in.fmt.tuple_bytes(), cache_bytes);
-  while (fp.bounds[fp.cached_chunks] < cached_to) ++fp.cached_chunks;
-  fp.layout = chunked_layout(hist, fn.fanout(), fp.cached_chunks);
-  for (uint32_t p = 0; p < fn.fanout(); ++p) fp.max_rows = std::max(fp.max_rows, fp.layout.rows(p));
-  const uint64_t cached = fp.bounds[fp.cached_chunks], spilled = in.rows - cached;
+// Ranges cut into pieces of at most kPieceRows rows.
+std::vector<RowRange> cut(const std::vector<RowRange>& ranges) {
+  std::vector<RowRange> out;
+  for (const RowRange& r : ranges)
+    for (uint64_t b = r.begin; b < r.end; b += kPieceRows) out.push_back({b, std::min(r.end, b + kPieceRows)});
+  return out;
+}
+
+// Rows of the lanes' buffers (the second pass's output of a slice): partitions of uniform size
+// with a quarter to spare; a larger partition (skew) is joined in slices of this size.
+uint64_t lane_rows(uint64_t rows, uint32_t fanout) { return (rows + fanout - 1) / fanout * 5 / 4 + 1; }
+// Words of a lane's second-pass layout buffer: the pieces of a slice of `rows` rows in runs from
+// `chunks` chunks (a run per chunk, one more where a slice boundary cuts one; each run's last
+// piece short), times the second pass's fanout.
+uint64_t layout_words(uint64_t rows, uint32_t chunks, uint32_t fanout2) { return (pieces_of(rows) + chunks + 2) * fanout2; }
+
+// How the device memory is spent: per relation the rows each lane's buffers hold, and the cache.
+struct MemoryPlan {
+  uint64_t lane_r = 0, lane_s = 0, cache_r = 0, cache_s = 0;
+};
+
+// The cache is cache_bytes, or by default what is left of `device` after the working buffers:
+// during the first pass the staged chunks (two per relation, prefix_sum = gpu), during the join
+// two lanes (the second pass's outputs of a slice of R and of S, their staged spilled parts with
+// spill_read = copy, their layout buffers; the output segments when they are in device memory),
+// and some headroom for the partitioners' buffers and the join's scratch. Split between R and S
+// by their sizes.
+MemoryPlan plan_memory(const TritonConfig& cfg, uint64_t device, uint64_t r_rows, uint64_t s_rows, TupleFormat rf,
+                       TupleFormat sf, const RadixPlan& plan, uint32_t slots) {
+  MemoryPlan m;
+  const uint32_t F = 1u << plan.pass1_bits, F2 = 1u << plan.pass2_bits;
+  m.lane_r = lane_rows(r_rows, F);
+  m.lane_s = lane_rows(s_rows, F);
+  const double rb = double(r_rows) * rf.tuple_bytes(), sb = double(s_rows) * sf.tuple_bytes();
+  uint64_t cache = 0;
+  if (cfg.cache_bytes >= 0) {
+    cache = uint64_t(cfg.cache_bytes);
+  } else {
+    const uint64_t lane_bytes = (m.lane_r * rf.tuple_bytes() + m.lane_s * sf.tuple_bytes()) * (cfg.spill_by_copy ? 2 : 1) +
+                                (layout_words(m.lane_r, cfg.chunks, F2) + layout_words(m.lane_s, cfg.chunks, F2)) * 8;
+    const uint64_t row_bytes = uint64_t(rf.key_bytes) + rf.val_bytes + sf.val_bytes;
+    const uint64_t join = 2 * lane_bytes + (cfg.output_space == MemSpace::Device ? 2 * m.lane_s * row_bytes : 0);
+    const uint64_t chunk = (std::max(r_rows, s_rows) + cfg.chunks - 1) / cfg.chunks;
+    const uint64_t staging = ring_bytes(slots, chunk, std::max(rf.tuple_bytes(), sf.tuple_bytes()), F,
+                                        !cfg.prefix_on_host, cfg.spill_written_by_copy);
+    const uint64_t working = std::max(join, staging);
+    const uint64_t reserve = working + working / 8 + (uint64_t(64) << 20);
+    cache = device > reserve ? device - reserve : 0;
+  }
+  m.cache_r = rb + sb > 0 ? uint64_t(double(cache) * rb / (rb + sb)) : 0;
+  m.cache_s = cache - m.cache_r;
+  return m;
+}
+
+// Chunks of a relation of `rows` rows cut into `chunks` chunks that a cache of `cache_bytes`
+// holds: its first whole chunks.
+uint32_t cached_chunks(const std::vector<uint64_t>& bounds, uint32_t tuple_bytes, uint64_t cache_bytes) {
+  uint32_t k = 0;
+  while (k + 1 < bounds.size() && bounds[k + 1] * tuple_bytes <= cache_bytes) ++k;
+  return k;
+}
+
+// A relation's first-pass buffers: the cache in device memory; the spill pinned before the join
+// is timed, as the inputs are (pinning runs at a few GB/s: 17 GiB took 8 s on an H200 host; a
+// database pays it once for its buffer pool, not per join).
+FirstPass allocate_first(Rank& rank, const Tuples& in, uint32_t chunks, uint32_t fanout, uint64_t cache_bytes,
+                         const std::string& tag) {
+  FirstPass fp;
+  fp.bounds = chunk_bounds(in.rows, chunks);
+  fp.fanout = fanout;
+  fp.cached_chunks = cached_chunks(fp.bounds, in.fmt.tuple_bytes(), cache_bytes);
+  const uint64_t cached = fp.cached_rows(), spilled = in.rows - cached;
   if (cached) fp.cache = rank.alloc_tuples(MemSpace::Device, cached, in.fmt, tag + ".cache");
-  // The spill pinned before the join began (reserve_spill) takes it, unless skew left the cache
-  // smaller than uniform partitions would: then the rest is pinned now, on the clock.
-  if (spilled > fp.spill.capacity) fp.spill = rank.alloc_tuples(MemSpace::Pinned, spilled, in.fmt, tag + ".spill");
-  fp.spill = spilled ? fp.spill.slice(0, spilled) : Tuples{};
-  ChunkPartitionOp op;
-  for (uint32_t c = 0; c < k; ++c) op.chunks.push_back(in.slice(fp.bounds[c], fp.bounds[c + 1] - fp.bounds[c]));
-  op.fn = fn;
-  op.offsets = fp.layout.offsets;
-  op.cached_chunks = fp.cached_chunks;
-  op.cache = fp.cache;
-  op.spill = fp.spill;
-  op.partitioner = cfg.partitioner;
-  op.flush_bytes = cfg.flush_bytes;
-  return rank.launch(st, op);
+  if (spilled) fp.spill = rank.alloc_tuples(MemSpace::Pinned, spilled, in.fmt, tag + ".spill");
+  return fp;
 }
 
-// Pins each relation's spill before the join is timed: pinning host memory runs at a few GB/s
-// (cudaHostAlloc of 17 GiB took 8 s on an H200 host), a setup cost as the inputs' own, which a
-// database pays once for its buffer pool, not per join. Sized for uniform partitions (the largest
-// cache, the fewest spilled rows); partition_first pins more if skew spills more.
-void reserve_spill(Rank& rank, const Tuples& r, const Tuples& s, uint64_t device, const RadixPlan& plan,
-                   const TritonConfig& cfg, FirstPass& fr, FirstPass& fs) {
-  const uint32_t F = 1u << plan.pass1_bits;
-  const uint64_t cache = cache_bytes_of(cfg, device, (r.rows + F - 1) / F, (s.rows + F - 1) / F, r.fmt, s.fmt,
-                                        1u << plan.pass2_bits);
-  const uint64_t cache_r = cache_share_r(cache, double(r.bytes()), double(s.bytes()));
-  for (auto [in, fp, share, tag] : {std::tuple{&r, &fr, cache_r, "triton.R"}, std::tuple{&s, &fs, cache - cache_r, "triton.S"}}) {
-    const uint64_t spilled = in->rows - cached_rows(in->rows, cfg.chunks, in->fmt.tuple_bytes(), share);
-    if (spilled) fp->spill = rank.alloc_tuples(MemSpace::Pinned, spilled, in->fmt, std::string(tag) + ".spill");
+// Where the first pass's chunks are worked on: a ring of slots, one per stream (up to 4), so that
+// a chunk's copies overlap the other slots' work. A slot holds a staged input chunk (prefix_sum =
+// gpu), its partitioned output on its way to the spill (spill_write = copy) and its pieces'
+// offsets; R's and S's chunks take the slots in turn, views of one set of buffers.
+struct Ring {
+  uint32_t slots = 1;
+  uint64_t rows = 0;  // the largest chunk's
+  std::vector<Buffer> in_keys, in_vals, out_keys, out_vals, layout;
+  Tuples view(const std::vector<Buffer>& k, const std::vector<Buffer>& v, uint32_t slot, uint64_t n, TupleFormat f) const {
+    Tuples t;
+    t.keys = k[slot];
+    t.vals = v[slot];
+    t.rows = t.capacity = n;
+    t.fmt = f;
+    return t;
+  }
+};
+Ring make_ring(Rank& rank, uint64_t rows, TupleFormat widest, uint32_t fanout, bool staged, bool spill_copy) {
+  Ring g;
+  g.slots = ring_slots(rank);
+  g.rows = std::max<uint64_t>(rows, 1);
+  for (uint32_t i = 0; i < g.slots; ++i) {
+    const std::string t = "triton.ring" + std::to_string(i);
+    if (staged) {
+      g.in_keys.push_back(rank.alloc(MemSpace::Device, g.rows * widest.key_bytes, t + ".in.keys"));
+      g.in_vals.push_back(rank.alloc(MemSpace::Device, g.rows * widest.val_bytes, t + ".in.vals"));
+    }
+    if (spill_copy) {
+      g.out_keys.push_back(rank.alloc(MemSpace::Device, g.rows * widest.key_bytes, t + ".out.keys"));
+      g.out_vals.push_back(rank.alloc(MemSpace::Device, g.rows * widest.val_bytes, t + ".out.vals"));
+    }
+    g.layout.push_back(rank.alloc(MemSpace::Device, pieces_of(g.rows, kDevicePieceRows) * fanout * 8, t + ".layout"));
+  }
+  return g;
+}
+
+// Whether chunk c's region is written by the partitioner over the link (then in pieces of
+// kPieceRows, its flushes as large as they can be).
+bool written_over_link(const FirstPass& fp, uint32_t c, const TritonConfig& cfg) {
+  return c >= fp.cached_chunks && !cfg.spill_written_by_copy;
+}
+uint64_t first_piece_rows(const FirstPass& fp, uint32_t c, const TritonConfig& cfg) {
+  return written_over_link(fp, c, cfg) ? kPieceRows : kDevicePieceRows;
+}
+
+// Partitions chunk c (its rows in `chunk`, in pinned memory or staged) into its region, laid out
+// partition-major over its pieces by `offsets` (host, chunk-major) or by offsets on the device
+// (`layout`, scanned). A spilled region is written by the partitioner over the link
+// (spill_write = kernel: cfg.partitioner), or partitioned into the ring slot's output and copied
+// to pinned memory in one run per column (copy); a cached region from shared memory.
+void partition_chunk(Rank& rank, Stream st, const FirstPass& fp, uint32_t c, const Tuples& chunk, PartitionFn fn,
+                     std::vector<uint64_t> offsets, const Buffer& layout, const Ring& ring, uint32_t slot,
+                     const TritonConfig& cfg) {
+  ChunkPartitionOp op;
+  const std::vector<uint64_t> b = piece_bounds(chunk.rows, first_piece_rows(fp, c, cfg));
+  for (size_t i = 0; i + 1 < b.size(); ++i) op.chunks.push_back(chunk.slice(b[i], b[i + 1] - b[i]));
+  op.fn = fn;
+  op.offsets = std::move(offsets);
+  if (layout) op.offsets_on_device = layout;
+  op.cached_chunks = uint32_t(op.chunks.size());
+  const Tuples region = fp.region(c);
+  const bool spilled = c >= fp.cached_chunks;
+  op.cache = spilled && cfg.spill_written_by_copy ? ring.view(ring.out_keys, ring.out_vals, slot, region.rows, region.fmt) : region;
+  op.partitioner = written_over_link(fp, c, cfg) ? cfg.partitioner : Partitioner::Shared;
+  op.flush_bytes = cfg.flush_bytes;
+  rank.launch(st, op);
+  if (spilled && cfg.spill_written_by_copy) {
+    const TupleFormat f = region.fmt;
+    rank.copy(st, region.keys, region.offset * f.key_bytes, op.cache.keys, 0, region.rows * f.key_bytes);
+    rank.copy(st, region.vals, region.offset * f.val_bytes, op.cache.vals, 0, region.rows * f.val_bytes);
   }
 }
 
-// Device buffers one stream's partitions go through: the second pass's output, (spill_read =
-// copy) the spilled part brought over, and the second pass's layout (its chunks' counts, scanned
-// into their offsets in place).
+// The first pass with prefix_sum = gpu: each chunk crosses the link once, copied into its ring
+// slot in device memory; its pieces' histogram, their scan and the partitioner then read it
+// there, the offsets staying on the device. Returns each chunk's histogram (fanout totals), which
+// the host reads once the pass is queued, for the join's layout.
+std::vector<std::pair<uint32_t, Launched>> first_pass_staged(Rank& rank, const Tuples& in, const FirstPass& fp,
+                                                             PartitionFn fn, const Ring& ring, uint32_t& turn,
+                                                             const TritonConfig& cfg) {
+  std::vector<std::pair<uint32_t, Launched>> hist;
+  const TupleFormat f = in.fmt;
+  for (uint32_t c = 0; c < fp.chunks(); ++c) {
+    const uint64_t first = fp.bounds[c], rows = fp.bounds[c + 1] - first;
+    if (rows == 0) continue;
+    const uint32_t slot = turn++ % ring.slots;
+    const Stream st{int(slot)};
+    const Tuples chunk = ring.view(ring.in_keys, ring.in_vals, slot, rows, f);
+    rank.copy(st, chunk.keys, 0, in.keys, (in.offset + first) * f.key_bytes, rows * f.key_bytes);
+    rank.copy(st, chunk.vals, 0, in.vals, (in.offset + first) * f.val_bytes, rows * f.val_bytes);
+    HistogramOp h{chunk, fn, piece_bounds(rows, first_piece_rows(fp, c, cfg))};
+    if (h.in_segments.size() == 2) h.in_segments.clear();
+    h.counts_out = ring.layout[slot];
+    hist.push_back({c, rank.launch(st, h)});
+    rank.launch(st, ScanOp{ring.layout[slot], ring.layout[slot], (piece_bounds(rows, first_piece_rows(fp, c, cfg)).size() - 1) * fn.fanout()});
+    partition_chunk(rank, st, fp, c, chunk, fn, {}, ring.layout[slot], ring, slot, cfg);
+  }
+  return hist;
+}
+
+// The first pass with prefix_sum = cpu: the host's CPUs count every chunk's pieces in host memory
+// (no link traffic), then each chunk's partitioner reads it over the link with host offsets.
+Launched count_on_host(Rank& rank, Stream st, const Tuples& in, const FirstPass& fp, PartitionFn fn,
+                       const TritonConfig& cfg) {
+  HistogramOp h{in, fn};
+  for (uint32_t c = 0; c < fp.chunks(); ++c)
+    for (uint64_t b : piece_bounds(fp.bounds[c + 1] - fp.bounds[c], first_piece_rows(fp, c, cfg)))
+      if (h.in_segments.empty() || h.in_segments.back() != fp.bounds[c] + b) h.in_segments.push_back(fp.bounds[c] + b);
+  if (h.in_segments.size() < 2) h.in_segments.clear();
+  h.placement = HistogramOp::Placement::Host;
+  return rank.launch(st, h);
+}
+void first_pass_from_host(Rank& rank, const Tuples& in, FirstPass& fp, const std::vector<uint64_t>& piece_counts,
+                          PartitionFn fn, const Ring& ring, uint32_t& turn, const TritonConfig& cfg) {
+  const uint32_t F = fn.fanout();
+  fp.hist.assign(size_t(fp.chunks()) * F, 0);
+  size_t piece = 0;
+  for (uint32_t c = 0; c < fp.chunks(); ++c) {
+    const uint64_t rows = fp.bounds[c + 1] - fp.bounds[c];
+    if (rows == 0) continue;
+    const size_t pieces = piece_bounds(rows, first_piece_rows(fp, c, cfg)).size() - 1;
+    const std::vector<uint64_t> counts(piece_counts.begin() + long(piece * F), piece_counts.begin() + long((piece + pieces) * F));
+    piece += pieces;
+    for (size_t i = 0; i < counts.size(); ++i) fp.hist[size_t(c) * F + i % F] += counts[i];
+    const uint32_t slot = turn++ % ring.slots;
+    partition_chunk(rank, Stream{int(slot)}, fp, c, in.slice(fp.bounds[c], rows), fn,
+                    chunked_layout(counts, F, uint32_t(pieces)).offsets, Buffer{}, ring, slot, cfg);
+  }
+}
+
+// Device buffers one stream's slices go through: the second pass's outputs, (spill_read = copy)
+// the spilled runs brought over, and the second pass's layout (its pieces' counts, scanned into
+// their offsets in place).
 struct Lane {
   Tuples r_out, s_out, r_staged, s_staged;
   Buffer r_layout, s_layout;
 };
 
-// The second pass of partition p of one relation into `out`: its cached and its spilled part, cut
-// into chunks, are the chunks of a ChunkPartitionOp whose output is all device memory. It is laid
-// out on the device: each part's segmented histogram leaves its chunks' counts in `layout`,
-// partition-major (chunk c of partition q at word q * chunks + c), a scan turns them into the
-// chunks' offsets in place, and the partitioner reads them there. The host only adds up each
-// partition's totals (the histograms' results, fanout words) into the partitions' starts for the
-// join: laying out 128 chunks x 2048 partitions on the host and uploading them took ~3.5 ms per
-// relation and partition while the GPU waited.
+// The second pass of one slice of a first-pass partition into `out`: its runs, cut into pieces,
+// are the chunks of a ChunkPartitionOp whose output is all device memory. It is laid out on the
+// device: the runs' histograms (one operator for the cached runs, one for the spilled) leave their
+// pieces' counts in `layout`, partition-major (piece i of partition q at word q * pieces + i), a
+// scan turns them into offsets in place, and the partitioner reads them there. The host only adds
+// up each partition's totals (the histograms' results) into the partitions' starts for the join.
 struct SecondPass {
-  std::vector<Tuples> pieces;    // the chunks
-  std::vector<Launched> counts;  // per part: its chunks' histogram, whose result is the totals
+  std::vector<Tuples> pieces;
+  std::vector<Launched> counts;  // per histogram: its result is the totals
   Buffer layout;
 };
-SecondPass start_second(Rank& rank, Stream st, const FirstPass& fp, uint32_t p, const Tuples& staged,
+SecondPass start_second(Rank& rank, Stream st, const FirstPass& fp, const Slice& slice, const Tuples& staged,
                         const Buffer& layout, PartitionFn fn, bool by_copy) {
   SecondPass sp;
   sp.layout = layout;
-  const Tuples cached = fp.part_cache(p);
-  Tuples spilled = fp.spill.keys ? fp.part_spill(p) : Tuples{};
-  if (spilled.rows && by_copy) {
-    const TupleFormat f = spilled.fmt;
-    rank.copy(st, staged.keys, 0, spilled.keys, spilled.offset * f.key_bytes, spilled.rows * f.key_bytes);
-    rank.copy(st, staged.vals, 0, spilled.vals, spilled.offset * f.val_bytes, spilled.rows * f.val_bytes);
-    spilled = staged.slice(0, spilled.rows);
+  struct Part {
+    Tuples in;
+    std::vector<RowRange> ranges;
+  };
+  std::vector<Part> parts;
+  if (!slice.cached.empty()) parts.push_back({fp.cache, cut(slice.cached)});
+  if (!slice.spilled.empty()) {
+    if (by_copy) {  // the spilled runs copied one after another into device memory
+      const TupleFormat f = fp.spill.fmt;
+      uint64_t at = 0;
+      for (const RowRange& r : slice.spilled) {
+        rank.copy(st, staged.keys, at * f.key_bytes, fp.spill.keys, (fp.spill.offset + r.begin) * f.key_bytes, r.size() * f.key_bytes);
+        rank.copy(st, staged.vals, at * f.val_bytes, fp.spill.vals, (fp.spill.offset + r.begin) * f.val_bytes, r.size() * f.val_bytes);
+        at += r.size();
+      }
+      parts.push_back({staged.slice(0, at), cut({RowRange{0, at}})});
+    } else {
+      parts.push_back({fp.spill, cut(slice.spilled)});
+    }
   }
-  std::vector<std::pair<Tuples, std::vector<uint64_t>>> parts;
-  uint64_t chunks = 0;
-  for (const Tuples& part : {cached, spilled}) {
-    if (!part.rows) continue;
-    parts.push_back({part, chunk_bounds(part.rows, uint32_t((part.rows + kSecondPassChunkRows - 1) / kSecondPassChunkRows))});
-    chunks += parts.back().second.size() - 1;
-  }
-  for (const auto& [part, bounds] : parts) {
-    HistogramOp h{part, fn, {}};
-    if (bounds.size() > 2) h.in_segments = bounds;
+  uint64_t pieces = 0;
+  for (const Part& p : parts) pieces += p.ranges.size();
+  for (const Part& p : parts) {
+    HistogramOp h{p.in, fn};
+    h.in_ranges = p.ranges;
+    h.placement = HistogramOp::Placement::Device;  // spilled runs too: the GPU reads them over the link
     h.counts_out = layout;
     h.counts_first = sp.pieces.size();
-    h.counts_stride = chunks;
-    for (size_t c = 0; c + 1 < bounds.size(); ++c) sp.pieces.push_back(part.slice(bounds[c], bounds[c + 1] - bounds[c]));
+    h.counts_stride = pieces;
+    for (const RowRange& r : p.ranges) sp.pieces.push_back(p.in.slice(r.begin, r.size()));
     sp.counts.push_back(rank.launch(st, h));
   }
   return sp;
@@ -280,6 +467,28 @@ Partitioned finish_second(Rank& rank, Stream st, SecondPass& sp, const Tuples& o
   op.cache = out;
   rank.launch(st, op);  // in device memory: shared-memory buffers flushed in 128-byte windows
   return Partitioned{out.slice(0, starts.back()), SharedOffsets(std::move(starts))};
+}
+
+// One join of the join phase: slice `r` of first-pass partition p's R rows with slice `s` of its
+// S rows. Every R slice meets every S slice, so a partition cut into slices is joined exactly
+// once; the slices of one R slice share a lane, which partitions R once for all of them.
+struct Unit {
+  Slice r, s;
+  bool new_r = true;  // the first unit of its R slice: R's second pass runs
+  int lane = 0;
+};
+std::vector<Unit> join_units(const FirstPass& fr, const FirstPass& fs, uint64_t lane_r, uint64_t lane_s) {
+  std::vector<Unit> units;
+  int group = 0;
+  for (uint32_t p = 0; p < fr.fanout; ++p) {
+    if (fr.rows(p) == 0 || fs.rows(p) == 0) continue;
+    const std::vector<Slice> ss = slices_of(fs, p, lane_s);
+    for (const Slice& r : slices_of(fr, p, lane_r)) {
+      for (size_t j = 0; j < ss.size(); ++j) units.push_back(Unit{r, ss[j], j == 0, group % 2});
+      ++group;
+    }
+  }
+  return units;
 }
 
 void run_triton(Rank& rank, const JoinJob& job) {
@@ -309,114 +518,116 @@ void run_triton(Rank& rank, const JoinJob& job) {
   const RadixPlan plan = triton_plan(r.rows, s.rows, r.fmt, s.fmt, device, cfg);
   const PartitionFn fn1{PartitionFn::Radix, plan.pass1_bits, 0, 0};
   const PartitionFn fn2{PartitionFn::Radix, plan.pass2_bits, plan.pass1_bits, 0};
-  const uint32_t F = fn1.fanout();
-
-  FirstPass fr, fs;
-  reserve_spill(rank, r, s, device, plan, cfg, fr, fs);
-
-  // R's histograms first: R's first pass starts as soon as they are in, while S's are counted
-  // (on the host's CPUs with prefix_sum = cpu, beside R's partitioning on the GPU).
-  begin_phase(rank, "prefix_sum");
-  fr.bounds = chunk_bounds(r.rows, cfg.chunks);
-  fs.bounds = chunk_bounds(s.rows, cfg.chunks);
-  Launched hr = count_chunks(rank, Stream{0}, r, fr.bounds, fn1, cfg.prefix_on_host);
-  Launched hs = count_chunks(rank, Stream{1}, s, fs.bounds, fn1, cfg.prefix_on_host);
-  const std::vector<uint64_t> hist_r = hr.get().values;
-
-  begin_phase(rank, "partition");
-  // Working buffers: per stream the second pass's outputs of the largest partitions (and their
-  // staged spilled parts), plus the output segment when it is in device memory. R's cache is
-  // sized before S's histograms are in, with S's partitions taken as uniform; S's cache is what
-  // is left once its largest partition is known (less when S is skewed).
-  auto largest = [&](const std::vector<uint64_t>& h) {
-    uint64_t m = 0;
-    for (uint32_t p = 0; p < F; ++p) {
-      uint64_t n = 0;
-      for (size_t c = 0; c * F < h.size(); ++c) n += h[c * F + p];
-      m = std::max(m, n);
+  const MemoryPlan mem = plan_memory(cfg, device, r.rows, s.rows, r.fmt, s.fmt, plan, ring_slots(rank));
+  FirstPass fr = allocate_first(rank, r, cfg.chunks, fn1.fanout(), mem.cache_r, "triton.R");
+  FirstPass fs = allocate_first(rank, s, cfg.chunks, fn1.fanout(), mem.cache_s, "triton.S");
+  {
+    const bool spills = fr.cached_chunks < fr.chunks() || fs.cached_chunks < fs.chunks();
+    const TupleFormat widest{std::max(r.fmt.key_bytes, s.fmt.key_bytes), std::max(r.fmt.val_bytes, s.fmt.val_bytes)};
+    const Ring ring = make_ring(rank, std::max(fr.bounds[1], fs.bounds[1]), widest, fn1.fanout(), !cfg.prefix_on_host,
+                               spills && cfg.spill_written_by_copy);
+    uint32_t turn = 0;  // R's chunks, then S's, take the ring's slots in turn
+    if (cfg.prefix_on_host) {
+      // R's histograms first: R's first pass starts once they are in, while S's are counted.
+      begin_phase(rank, "prefix_sum");
+      Launched hr = count_on_host(rank, Stream{0}, r, fr, fn1, cfg);
+      Launched hs = count_on_host(rank, Stream{1}, s, fs, fn1, cfg);
+      const std::vector<uint64_t> counts_r = hr.get().values;
+      begin_phase(rank, "partition");
+      first_pass_from_host(rank, r, fr, counts_r, fn1, ring, turn, cfg);
+      first_pass_from_host(rank, s, fs, hs.get().values, fn1, ring, turn, cfg);
+    } else {
+      begin_phase(rank, "partition");
+      auto hist_r = first_pass_staged(rank, r, fr, fn1, ring, turn, cfg);
+      auto hist_s = first_pass_staged(rank, s, fs, fn1, ring, turn, cfg);
+      for (auto [hist, fp] : {std::pair{&hist_r, &fr}, std::pair{&hist_s, &fs}}) {
+        fp->hist.assign(size_t(fp->chunks()) * fn1.fanout(), 0);
+        for (const auto& [c, l] : *hist) {
+          const std::vector<uint64_t>& h = l.get().values;
+          std::copy(h.begin(), h.end(), fp->hist.begin() + long(size_t(c) * fn1.fanout()));
+        }
+      }
     }
-    return m;
-  };
-  const uint64_t max_r = largest(hist_r);
-  const uint64_t cache_r = cache_share_r(cache_bytes_of(cfg, device, max_r, (s.rows + F - 1) / F, r.fmt, s.fmt, fn2.fanout()),
-                                         double(r.bytes()), double(s.bytes()));
-  Launched pr = partition_first(rank, Stream{0}, r, fr, hist_r, fn1, cache_r, cfg, "triton.R");
-  const std::vector<uint64_t> hist_s = hs.get().values;
-  const uint64_t max_s = largest(hist_s);
-  const uint64_t out_rows = std::max<uint64_t>(max_s, 1);  // a partition's output in a primary-key join
-  const uint64_t cache = cache_bytes_of(cfg, device, max_r, max_s, r.fmt, s.fmt, fn2.fanout());
-  Launched ps = partition_first(rank, Stream{1}, s, fs, hist_s, fn1, cache > cache_r ? cache - cache_r : 0, cfg, "triton.S");
-  pr.get();
-  ps.get();
+    rank.sync_all();
+  }  // the ring's buffers go before the join's lanes take their room
 
   begin_phase(rank, "join");
+  const std::vector<Unit> units = join_units(fr, fs, mem.lane_r, mem.lane_s);
+  uint64_t most_r = 1, most_s = 1;
+  for (const Unit& u : units) most_r = std::max(most_r, u.r.rows), most_s = std::max(most_s, u.s.rows);
   Lane lanes[2];
   for (int i = 0; i < 2; ++i) {
     const std::string t = "triton.lane" + std::to_string(i);
-    lanes[i].r_out = rank.alloc_tuples(MemSpace::Device, std::max<uint64_t>(max_r, 1), r.fmt, t + ".R");
-    lanes[i].s_out = rank.alloc_tuples(MemSpace::Device, std::max<uint64_t>(max_s, 1), s.fmt, t + ".S");
+    lanes[i].r_out = rank.alloc_tuples(MemSpace::Device, most_r, r.fmt, t + ".R");
+    lanes[i].s_out = rank.alloc_tuples(MemSpace::Device, most_s, s.fmt, t + ".S");
     if (cfg.spill_by_copy) {
-      lanes[i].r_staged = rank.alloc_tuples(MemSpace::Device, std::max<uint64_t>(max_r, 1), r.fmt, t + ".R.staged");
-      lanes[i].s_staged = rank.alloc_tuples(MemSpace::Device, std::max<uint64_t>(max_s, 1), s.fmt, t + ".S.staged");
+      lanes[i].r_staged = rank.alloc_tuples(MemSpace::Device, most_r, r.fmt, t + ".R.staged");
+      lanes[i].s_staged = rank.alloc_tuples(MemSpace::Device, most_s, s.fmt, t + ".S.staged");
     }
-    lanes[i].r_layout = rank.alloc(MemSpace::Device, layout_words(max_r, fn2.fanout()) * sizeof(uint64_t), t + ".R.layout");
-    lanes[i].s_layout = rank.alloc(MemSpace::Device, layout_words(max_s, fn2.fanout()) * sizeof(uint64_t), t + ".S.layout");
+    lanes[i].r_layout = rank.alloc(MemSpace::Device, layout_words(most_r, cfg.chunks, fn2.fanout()) * 8, t + ".R.layout");
+    lanes[i].s_layout = rank.alloc(MemSpace::Device, layout_words(most_s, cfg.chunks, fn2.fanout()) * 8, t + ".S.layout");
   }
   const TableKind table = cfg.phj.table == TableKind::HashRowId ? TableKind::LinearProbing : cfg.phj.table;
   OutputSink sink(rank, cfg.output_space, r.fmt, s.fmt, "triton.out");
   // Output segments: in pinned memory, one for the whole join's rows (one per S row, a
-  // primary-key join's output), not one per partition: a fresh pinned segment per partition cost
-  // a cudaHostAlloc of its ~100 MB (40 ms on an H100 host) while the GPU waited, and Direct
-  // output overflowed the previous partition's leftover and ran twice. In device memory,
-  // segments of the largest partition's rows, as the cache's sizing left room for.
+  // primary-key join's output), not one per slice: a fresh pinned segment per partition cost a
+  // cudaHostAlloc of its ~100 MB (40 ms on an H100 host) while the GPU waited, and Direct output
+  // overflowed the previous partition's leftover and ran twice. In device memory, segments of
+  // the largest S slice's rows, as the cache's sizing left room for.
   const uint64_t segment_rows = cfg.output_space == MemSpace::Device
-                                    ? out_rows
-                                    : output_segment_rows(rank, cfg.output_space, r.fmt, s.fmt, s.rows, out_rows);
+                                    ? most_s
+                                    : output_segment_rows(rank, cfg.output_space, r.fmt, s.fmt, s.rows, most_s);
   const OutputSizing sizing{segment_rows, segment_rows};
-  // Everything of partition p runs on stream p % 2, so a lane's buffers are reused in stream
-  // order. The host never waits for the GPU mid-pipeline: partition p's second-pass histograms
-  // are queued two partitions ahead (behind partition p - 2's second pass, whose lane buffers
-  // their staged copies reuse), and partition p + 1's second pass is laid out and queued while
-  // partition p joins.
-  std::vector<SecondPass> counted_r(F), counted_s(F);
-  auto count = [&](uint32_t p) {
-    if (p >= F) return;
-    const int l = int(p % 2);
-    counted_r[p] = start_second(rank, Stream{l}, fr, p, lanes[l].r_staged, lanes[l].r_layout, fn2, cfg.spill_by_copy);
-    counted_s[p] = start_second(rank, Stream{l}, fs, p, lanes[l].s_staged, lanes[l].s_layout, fn2, cfg.spill_by_copy);
+  // Everything of a unit runs on its lane's stream, so a lane's buffers are reused in stream
+  // order. The host never waits for the GPU mid-pipeline: a unit's second-pass histograms are
+  // queued behind the previous second pass of its lane (whose buffers their staged copies reuse),
+  // and the next unit's second pass is laid out and queued while this one joins.
+  const size_t N = units.size();
+  std::vector<size_t> next_on_lane(N, N);
+  size_t first_on_lane[2] = {N, N}, last[2] = {N, N};
+  for (size_t u = 0; u < N; ++u) {
+    const int l = units[u].lane;
+    (last[l] < N ? next_on_lane[last[l]] : first_on_lane[l]) = u;
+    last[l] = u;
+  }
+  std::vector<SecondPass> counted_r(N), counted_s(N);
+  auto count = [&](size_t u) {
+    if (u >= N) return;
+    const Unit& x = units[u];
+    const Lane& lane = lanes[x.lane];
+    if (x.new_r) counted_r[u] = start_second(rank, Stream{x.lane}, fr, x.r, lane.r_staged, lane.r_layout, fn2, cfg.spill_by_copy);
+    counted_s[u] = start_second(rank, Stream{x.lane}, fs, x.s, lane.s_staged, lane.s_layout, fn2, cfg.spill_by_copy);
   };
+  Partitioned lane_r2[2];  // the R slice each lane holds partitioned
   struct Ready {
     Partitioned r, s;
   };
-  std::vector<Ready> ready(F);
-  auto prepare = [&](uint32_t p) {
-    if (p >= F) return;
-    const int l = int(p % 2);
-    ready[p].r = finish_second(rank, Stream{l}, counted_r[p], lanes[l].r_out, fn2);
-    ready[p].s = finish_second(rank, Stream{l}, counted_s[p], lanes[l].s_out, fn2);
-    counted_r[p] = counted_s[p] = SecondPass{};
-    count(p + 2);  // same lane, behind this second pass
+  std::vector<Ready> ready(N);
+  auto prepare = [&](size_t u) {
+    if (u >= N) return;
+    const Unit& x = units[u];
+    const Lane& lane = lanes[x.lane];
+    if (x.new_r) lane_r2[x.lane] = finish_second(rank, Stream{x.lane}, counted_r[u], lane.r_out, fn2);
+    ready[u].r = lane_r2[x.lane];
+    ready[u].s = finish_second(rank, Stream{x.lane}, counted_s[u], lane.s_out, fn2);
+    counted_r[u] = counted_s[u] = SecondPass{};
+    count(next_on_lane[u]);  // same lane, behind this second pass
   };
-  count(0);
-  count(1);
+  for (size_t u : first_on_lane) count(u);
   prepare(0);
-  for (uint32_t p = 0; p < F; ++p) {
-    const int l = int(p % 2);
-    const Partitioned r2 = std::move(ready[p].r), s2 = std::move(ready[p].s);
-    ready[p] = Ready{};
-    if (r2.all.rows == 0 || s2.all.rows == 0) {
-      prepare(p + 1);
-      continue;
-    }
-    // Direct output: room for a primary-key join's rows of this partition before it runs, so that
-    // it does not overflow a segment's leftover and run again.
+  for (size_t u = 0; u < N; ++u) {
+    const Stream st{units[u].lane};
+    const Partitioned r2 = std::move(ready[u].r), s2 = std::move(ready[u].s);
+    ready[u] = Ready{};
+    // Direct output: room for a primary-key join's rows of this unit before it runs, so that it
+    // does not overflow a segment's leftover and run again.
     if (cfg.phj.output == OutputMode::Direct) sink.reserve(direct_output_estimate(0, s2.all.rows), segment_rows);
     run_join(
-        rank, Stream{l}, cfg.phj.output, sink, sizing,
+        rank, st, cfg.phj.output, sink, sizing,
         [&](const JoinOutput& out, uint64_t first, OutputMode mode) -> Op {
           return PartitionedJoinOp{r2, s2, out, first, mode, table};
         },
-        [&] { prepare(p + 1); });  // the next partition's second pass overlaps this join
+        [&] { prepare(u + 1); });  // the next unit's second pass overlaps this join
   }
   report_output(rank, Stream{0}, sink, in.r, in.s, MemSpace::Device);
 }
@@ -441,12 +652,12 @@ Bound triton_bound(const JoinJob& job, const ClusterShape&, const Bandwidths& bw
   double spilled = 0;
   if (!in_gpu && (cfg.cache_bytes >= 0 || dev > 0)) {
     const RadixPlan plan = triton_plan(w.r.rows, w.s.rows, rf, sf, dev, cfg);
-    const uint32_t F = 1u << plan.pass1_bits;
-    const uint64_t cache =
-        cache_bytes_of(cfg, dev, (w.r.rows + F - 1) / F, (w.s.rows + F - 1) / F, rf, sf, 1u << plan.pass2_bits);
-    const uint64_t cache_r = cache_share_r(cache, rb, sb);
-    const double cached = double(cached_rows(w.r.rows, cfg.chunks, rf.tuple_bytes(), cache_r)) * rf.tuple_bytes() +
-                          double(cached_rows(w.s.rows, cfg.chunks, sf.tuple_bytes(), cache - cache_r)) * sf.tuple_bytes();
+    const MemoryPlan mem = plan_memory(cfg, dev, w.r.rows, w.s.rows, rf, sf, plan, 4);  // the default 4 streams
+    auto cached_bytes = [&](uint64_t rows, TupleFormat f, uint64_t cache) {
+      const std::vector<uint64_t> bounds = chunk_bounds(rows, cfg.chunks);
+      return double(bounds[cached_chunks(bounds, f.tuple_bytes(), cache)]) * f.tuple_bytes();
+    };
+    const double cached = cached_bytes(w.r.rows, rf, mem.cache_r) + cached_bytes(w.s.rows, sf, mem.cache_s);
     spilled = std::max(0.0, in - cached);
   }
   const bool out_known = !in_gpu && (cfg.cache_bytes >= 0 || dev > 0);

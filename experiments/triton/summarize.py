@@ -14,7 +14,12 @@ def label(row):
     opts = dict(kv.split("=", 1) for kv in row.get("strategy_options", "").split(";") if "=" in kv)
     name = row["strategy"]
     if name == "triton":
-        name += " %s/%s" % (opts.get("partitioner", "hierarchical"), opts.get("spill_read", "kernel"))
+        write = opts.get("spill_write", "copy")
+        if write == "kernel":
+            write += " " + opts.get("partitioner", "hierarchical")
+        name += " write %s, read %s" % (write, opts.get("spill_read", "kernel"))
+        if opts.get("prefix_sum", "gpu") == "cpu":
+            name += ", CPU prefix sum"
     elif name == "npj" and opts.get("table_space") == "pinned":
         name += " (table in host memory)"
     if row.get("backend") == "cpu":
