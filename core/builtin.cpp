@@ -27,6 +27,9 @@ void register_builtin() {
   register_single_gpu_strategies();
   register_distributed_strategies();
   register_model_commands();
+#ifdef JOINLAB_HAVE_NVCOMP
+  register_nvcomp_peer();
+#endif
 }
 
 }  // namespace joinlab

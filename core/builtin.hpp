@@ -14,5 +14,6 @@ void register_sim_backend();       // sim/sim_backend.cpp (JOINLAB_HAVE_SIMGRID)
 void register_single_gpu_strategies();   // core/strategies: npj, phj, smj, chunked
 void register_distributed_strategies();  // core/strategies: shuffle (+ later gpj, crj)
 void register_model_commands();    // models/calibrate.cpp: `joinlab calibrate` and `joinlab validate`
+void register_nvcomp_peer();       // experiments/codec/nvcomp_peer.cpp: bench-codec --peer nvcomp (JOINLAB_HAVE_NVCOMP)
 
 }  // namespace joinlab

@@ -4,6 +4,9 @@
 #
 # The CUDA toolkit is not a Debian package: install it from NVIDIA (the build finds nvcc in
 # /usr/local/cuda/bin; without it joinlab builds without the CUDA backend).
+# nvcomp, the optional peer of `joinlab bench-codec --peer nvcomp`, is not installed here: it is
+# NVIDIA's SDK under its own licence, from PyPI (pip install nvidia-libnvcomp-cu13); the build
+# finds it when present (docs/benchmarks.md, "Cascaded compression").
 set -euo pipefail
 
 packages=(

@@ -109,4 +109,27 @@ inline std::vector<codec::Config> all_codec_configs() {
   return c;
 }
 
+struct CodecBatch {
+  std::vector<uint8_t> raw;  // the columns back to back, in the batch's width
+  std::vector<uint64_t> rows;
+  std::vector<codec::Config> configs;
+};
+// Every column kind at sizes around the chunk edges (and many small buffers), every configuration.
+inline CodecBatch codec_batch(uint8_t vb) {
+  CodecBatch b;
+  const auto cfgs = all_codec_configs();
+  size_t i = 0;
+  for (const auto& kind : codec_column_kinds())
+    for (uint64_t n : {uint64_t(0), uint64_t(1), uint64_t(3), uint64_t(4095), uint64_t(4096), uint64_t(4097),
+                       uint64_t(50000)})
+      for (size_t c = 0; c < cfgs.size(); ++c, ++i) {
+        const std::vector<uint64_t> v = kind.make(n + i % 5, vb);
+        const std::vector<uint8_t> bytes = narrow(v, vb);
+        b.raw.insert(b.raw.end(), bytes.begin(), bytes.end());
+        b.rows.push_back(v.size());
+        b.configs.push_back(cfgs[c]);
+      }
+  return b;
+}
+
 }  // namespace joinlab::test

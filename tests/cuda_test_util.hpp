@@ -1,10 +1,11 @@
-// Helpers of the GPU tests: skipping visibly without a GPU, running one body on a backend, and
-// reading results back through the Rank interface only (so the same body runs on cpu and cuda).
+// Helpers of the GPU tests: skipping visibly without a GPU, running one body on a backend, moving
+// bytes in and results back through the Rank interface only (so the same body runs on cpu and cuda).
 #pragma once
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <vector>
 
@@ -61,6 +62,17 @@ inline std::vector<uint64_t> read_back(Rank& rank, const Buffer& b, uint64_t ele
   for (uint64_t i = 0; i < elems; ++i)
     v[i] = width == 4 ? static_cast<const uint32_t*>(h->ptr)[i] : static_cast<const uint64_t*>(h->ptr)[i];
   return v;
+}
+
+// Bytes into a buffer of the rank's device memory (through pinned memory).
+inline Buffer upload_bytes(Rank& rank, const std::vector<uint8_t>& bytes, const std::string& tag) {
+  const uint64_t n = std::max<uint64_t>(bytes.size(), 8);
+  Buffer h = rank.alloc(MemSpace::Pinned, n, tag + ".host");
+  std::memcpy(h->ptr, bytes.data(), bytes.size());
+  Buffer d = rank.alloc(MemSpace::Device, n, tag);
+  if (!bytes.empty()) rank.copy(Stream{0}, d, 0, h, 0, bytes.size());
+  rank.sync(Stream{0});
+  return d;
 }
 
 }  // namespace joinlab::test

@@ -849,48 +849,14 @@ TEST(CudaOps, GatherRejectsARowIdOutsideTheColumn) {
 
 // --- cascaded compression (core/exec/codec.hpp) ---------------------------------------------------
 
-// Bytes into a buffer of the rank's device memory (through pinned memory).
-Buffer upload_bytes(Rank& rank, const std::vector<uint8_t>& bytes, const std::string& tag) {
-  const uint64_t n = std::max<uint64_t>(bytes.size(), 8);
-  Buffer h = rank.alloc(MemSpace::Pinned, n, tag + ".host");
-  std::memcpy(h->ptr, bytes.data(), bytes.size());
-  Buffer d = rank.alloc(MemSpace::Device, n, tag);
-  if (!bytes.empty()) rank.copy(Stream{0}, d, 0, h, 0, bytes.size());
-  rank.sync(Stream{0});
-  return d;
-}
-
-struct CodecBatch {
-  std::vector<uint8_t> raw;  // the columns back to back, in the batch's width
-  std::vector<uint64_t> rows;
-  std::vector<codec::Config> configs;
-};
-// Every column kind at sizes around the chunk edges (and many small buffers), every configuration.
-CodecBatch codec_batch(uint8_t vb) {
-  CodecBatch b;
-  const auto cfgs = test::all_codec_configs();
-  size_t i = 0;
-  for (const auto& kind : test::codec_column_kinds())
-    for (uint64_t n : {uint64_t(0), uint64_t(1), uint64_t(3), uint64_t(4095), uint64_t(4096), uint64_t(4097),
-                       uint64_t(50000)})
-      for (size_t c = 0; c < cfgs.size(); ++c, ++i) {
-        const std::vector<uint64_t> v = kind.make(n + i % 5, vb);
-        const std::vector<uint8_t> bytes = test::narrow(v, vb);
-        b.raw.insert(b.raw.end(), bytes.begin(), bytes.end());
-        b.rows.push_back(v.size());
-        b.configs.push_back(cfgs[c]);
-      }
-  return b;
-}
-
 // CompressOp on the GPU writes the CPU's bytes: the same offsets and every byte of the batch.
 TEST(CudaOps, CompressIsByteIdenticalToCpu) {
   JL_REQUIRE_GPU();
   for (uint8_t vb : {uint8_t(4), uint8_t(8)}) {
-    const CodecBatch batch = codec_batch(vb);
+    const test::CodecBatch batch = test::codec_batch(vb);
     same_on_both(
         [&](Rank& rank) {
-          Buffer keys = upload_bytes(rank, batch.raw, "keys");
+          Buffer keys = test::upload_bytes(rank, batch.raw, "keys");
           CompressOp c;
           c.value_bytes = vb;
           c.configs = batch.configs;
@@ -913,7 +879,7 @@ TEST(CudaOps, CompressIsByteIdenticalToCpu) {
 TEST(CudaOps, DecompressesCpuCompressedBatches) {
   JL_REQUIRE_GPU();
   for (uint8_t vb : {uint8_t(4), uint8_t(8)}) {
-    const CodecBatch batch = codec_batch(vb);
+    const test::CodecBatch batch = test::codec_batch(vb);
     std::vector<cpu::CodecIn> in;
     uint64_t first = 0;
     for (size_t i = 0; i < batch.rows.size(); ++i)
@@ -923,7 +889,7 @@ TEST(CudaOps, DecompressesCpuCompressedBatches) {
     cpu::codec_compress(in, vb, 12, packed.data(), packed.size(), 2);
     auto run = [&](Rank& rank, const std::vector<uint8_t>& bytes, const std::vector<uint64_t>& offsets) {
       DecompressOp d;
-      d.in = upload_bytes(rank, bytes, "packed");
+      d.in = test::upload_bytes(rank, bytes, "packed");
       d.offsets = offsets;
       d.value_bytes = vb;
       Buffer out = rank.alloc(MemSpace::Device, std::max<uint64_t>(batch.raw.size(), 8), "out");
