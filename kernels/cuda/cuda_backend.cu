@@ -80,9 +80,11 @@ class CudaBackend : public Backend {
 
   // This machine's available memory over the ranks it hosts: every rank as threads of this
   // process, or under mpirun a node's (the launch matches the shape, as the cpu backend's does).
+  // The pinned blocks this process keeps for reuse count as available: a miss gives them back
+  // (a sweep's earlier, smaller points left 48 GiB of them behind triton at 2^30 rows).
   uint64_t host_memory_per_rank(const BackendConfig& cfg) override {
     const int here = launched_by_mpi() ? cfg.shape.per_node : cfg.shape.size();
-    return available_memory() / uint64_t(std::max(1, here));
+    return (available_memory() + pinned_block_cached()) / uint64_t(std::max(1, here));
   }
 
   void check(const BackendConfig& cfg) override { setup_of(cfg); }

@@ -77,6 +77,8 @@ uint64_t device_block_cached(int device) {
   return c.cached[device];
 }
 
+uint64_t pinned_block_cached() { return device_block_cached(kPinnedKey); }
+
 void* pinned_block_get(uint64_t bytes) {
   if (void* p = take(kPinnedKey, bytes)) return p;
   void* p = nullptr;

@@ -119,5 +119,6 @@ uint64_t device_block_round(uint64_t bytes);
 // Pinned (page-locked, mapped, portable) host blocks, cached the same way.
 void* pinned_block_get(uint64_t bytes);
 void pinned_block_put(void* p, uint64_t bytes);
+uint64_t pinned_block_cached();  // bytes of pinned blocks kept for reuse
 
 }  // namespace joinlab::cuda
