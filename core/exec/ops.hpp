@@ -3,6 +3,7 @@
 // implements every operator: kernels/cpu and kernels/cuda execute it, sim/ charges its modeled
 // cost, models/ fits that cost from calibration runs. Adding an operator means adding all four.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -232,9 +233,19 @@ struct ChunkOffsets {
 // The strides of `o`'s offsets over `words` (its offsets' copy where the kernel runs, or the
 // memory of its offsets_on_device).
 ChunkOffsets chunk_offsets(const ChunkPartitionOp& o, const uint64_t* words);
-// Bytes of one write to the spill buffer: what the link sees of the partitioner's flushes.
+// Bytes of one write to the spill buffer: what the link sees of the partitioner's flushes. A
+// hierarchical buffer of flush_bytes is written out when full and at each chunk's end, one
+// column at a time: a chunk of n rows fills a partition's buffer with n / fanout rows on
+// average, so its flushes are at most that many rows of a column (at 2^30 rows, 32Ki-row chunks
+// over 256 partitions: 1 KiB of keys, then 1 KiB of values, not 4 KiB).
 inline uint32_t link_write_granule(const ChunkPartitionOp& o) {
-  return o.partitioner == Partitioner::Shared ? 128u : o.flush_bytes;
+  if (o.partitioner == Partitioner::Shared || o.chunks.empty()) return 128u;
+  const TupleFormat f = o.chunks[0].fmt;
+  uint64_t rows = 0;
+  for (const Tuples& c : o.chunks) rows += c.rows;
+  const double per_partition = double(rows) / double(o.chunks.size()) / double(o.fn.fanout());
+  const double flush_rows = std::min(double(o.flush_bytes) / f.tuple_bytes(), std::max(1.0, per_partition));
+  return uint32_t(std::max(16.0, flush_rows * f.tuple_bytes() / 2));
 }
 // Output layout of a ChunkPartitionOp from the chunk-major histograms of its chunks (hist[c *
 // fanout + p], a segmented HistogramOp's values): each output's partitions in order, and inside
