@@ -463,7 +463,7 @@ namespace {
 // Adds y's light rows (y's constraints: cs) to `into` when into is one component of light rows
 // over the same keys and constraints.
 bool absorb_rows(ContentPtr& into, const Component& y, const std::vector<Constraint>& cs) {
-  if (into->parts.size() != 1) return false;
+  if (into->order || into->parts.size() != 1) return false;  // sorted rows stay as they are
   const Component& x = into->parts.front();
   if (!x.heavy.empty() || !y.heavy.empty() || x.light_zipf != y.light_zipf || !same_universe(*x.universe, *y.universe) ||
       x.constraints.size() != cs.size() ||
@@ -581,12 +581,145 @@ std::vector<uint64_t> dhondt(const std::vector<uint64_t>& w, uint64_t x) {
   return a;
 }
 
+namespace {
+
+// Sorted rows [first, end): the pieces they cover, the ones at the ends sliced.
+ContentPtr slice_sorted(const KeyOrder& o, uint64_t first, uint64_t end) {
+  auto order = std::make_shared<KeyOrder>();
+  order->fn = o.fn;
+  order->first.push_back(0);
+  auto out = std::make_shared<KeyContent>();
+  for (size_t i = size_t(std::upper_bound(o.first.begin(), o.first.end(), first) - o.first.begin()) - 1;
+       i < o.pieces.size() && o.first[i] < end; ++i) {
+    const uint64_t lo = std::max(first, o.first[i]), hi = std::min(end, o.first[i + 1]);
+    if (hi <= lo) continue;
+    ContentPtr piece = slice_content(o.pieces[i], lo - o.first[i], hi - o.first[i]);
+    out->parts.insert(out->parts.end(), piece->parts.begin(), piece->parts.end());  // distinct partitions: no merging
+    order->part.push_back(o.part[i]);
+    order->pieces.push_back(std::move(piece));
+    order->first.push_back(order->first.back() + (hi - lo));
+  }
+  out->order = std::move(order);
+  return out;
+}
+
+// The largest key c's rows may hold.
+uint64_t largest_key(const KeyContent& c) {
+  uint64_t k = 0;
+  for (const Component& comp : c.parts) {
+    if (comp.light) k = std::max(k, comp.universe->hi);
+    if (!comp.heavy.empty()) k = std::max(k, comp.heavy.back().first);
+  }
+  return k;
+}
+
+}  // namespace
+
+PartitionFn order_fn(const KeyContent& c) {
+  constexpr uint32_t kBits = 12, kMinShift = 6;
+  uint32_t top = 0;
+  for (const uint64_t k = largest_key(c); top < 64 && (k >> top) != 0;) ++top;
+  return PartitionFn{PartitionFn::Radix, kBits, std::max(top, kBits + kMinShift) - kBits, 0};
+}
+
+namespace {
+
+// The finest radix function every component of c is a partition of whose partitions are in key
+// order (its bits reach above c's keys, or it clamps them: none, bits = 0).
+PartitionFn common_radix(const KeyContent& c) {
+  PartitionFn best{PartitionFn::Radix, 0, 0, 0};
+  if (c.parts.empty()) return best;
+  const uint64_t top = largest_key(c);
+  auto ordered = [&](const PartitionFn& fn) {
+    return fn.kind == PartitionFn::Radix && (fn.shift + fn.bits >= 64 || (std::min(top, fn.key_limit) >> (fn.shift + fn.bits)) == 0);
+  };
+  for (const Constraint& x : c.parts.front().constraints) {
+    const bool everywhere = std::all_of(c.parts.begin(), c.parts.end(), [&](const Component& comp) {
+      return std::any_of(comp.constraints.begin(), comp.constraints.end(),
+                         [&](const Constraint& y) { return same_fn(x.fn, y.fn); });
+    });
+    if (ordered(x.fn) && everywhere && x.fn.bits > best.bits) best = x.fn;
+  }
+  return best;
+}
+
+uint32_t part_of(const Component& comp, const PartitionFn& fn) {
+  for (const Constraint& x : comp.constraints)
+    if (same_fn(x.fn, fn)) return x.part;
+  return 0;
+}
+
+}  // namespace
+
+ContentPtr sorted_content(const ContentPtr& c) {
+  if (c->order) return c;
+  auto order = std::make_shared<KeyOrder>();
+  order->first.push_back(0);
+  auto add = [&](uint32_t p, ContentPtr piece) {
+    order->part.push_back(p);
+    order->first.push_back(order->first.back() + piece->rows());
+    order->pieces.push_back(std::move(piece));
+  };
+  order->fn = common_radix(*c);
+  if (order->fn.bits) {  // rows of a radix partitioning (a scatter by top bits, then sorted): its partitions in order
+    std::map<uint32_t, std::vector<ContentPtr>> by_part;
+    for (const Component& comp : c->parts) {
+      auto piece = std::make_shared<KeyContent>();
+      piece->parts.push_back(comp);
+      by_part[part_of(comp, order->fn)].push_back(std::move(piece));
+    }
+    for (auto& [p, pieces] : by_part) add(p, merge_contents(pieces));
+  } else {
+    order->fn = order_fn(*c);
+    const ContentSplit split(*c, order->fn);
+    for (uint32_t p = 0; p < split.fanout(); ++p)
+      if (split.rows(p)) add(p, split.piece(p));
+  }
+  auto out = std::make_shared<KeyContent>();
+  out->parts = c->parts;
+  out->order = std::move(order);
+  return out;
+}
+
+ContentPtr merge_sorted(const std::vector<ContentPtr>& runs) {
+  std::vector<ContentPtr> sorted;
+  for (const ContentPtr& r : runs)
+    if (r && r->rows()) sorted.push_back(sorted_content(r));
+  if (sorted.size() < 2) return sorted.empty() ? std::make_shared<KeyContent>() : sorted.front();
+  const PartitionFn fn = sorted.front()->order->fn;
+  if (!std::all_of(sorted.begin(), sorted.end(), [&](const ContentPtr& r) { return same_fn(r->order->fn, fn); }))
+    return sorted_content(merge_contents(sorted));
+  std::map<uint32_t, std::vector<ContentPtr>> by_part;  // the runs' pieces of each partition
+  for (const ContentPtr& r : sorted)
+    for (size_t i = 0; i < r->order->pieces.size(); ++i) by_part[r->order->part[i]].push_back(r->order->pieces[i]);
+  auto order = std::make_shared<KeyOrder>();
+  order->fn = fn;
+  order->first.push_back(0);
+  auto out = std::make_shared<KeyContent>();
+  for (auto& [p, pieces] : by_part) {
+    order->part.push_back(p);
+    order->pieces.push_back(merge_contents(pieces));
+    order->first.push_back(order->first.back() + order->pieces.back()->rows());
+    const auto& merged = order->pieces.back()->parts;  // pieces of other partitions share no component
+    out->parts.insert(out->parts.end(), merged.begin(), merged.end());
+  }
+  out->order = std::move(order);
+  return out;
+}
+
+uint64_t rows_below_key(const KeyOrder& o, uint64_t x) {
+  const auto below = std::partition_point(o.part.begin(), o.part.end(),
+                                          [&](uint32_t p) { return (uint64_t(p) << o.fn.shift) < x; });
+  return o.first[size_t(below - o.part.begin())];
+}
+
 ContentPtr slice_content(const ContentPtr& c, uint64_t first, uint64_t end) {
   const uint64_t total = c->rows();
   end = std::min(end, total);
   if (first == 0 && end >= total) return c;
   auto out = std::make_shared<KeyContent>();
   if (end <= first) return out;
+  if (c->order) return slice_sorted(*c->order, first, end);
   // Heavy and light rows of each component: 2 weights per component.
   std::vector<uint64_t> w;
   w.reserve(2 * c->parts.size());

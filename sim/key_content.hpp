@@ -69,11 +69,26 @@ struct Component {
   uint64_t rows() const;
 };
 
+struct KeyOrder;
 struct KeyContent {
   std::vector<Component> parts;
+  // Set when the rows are in key order (a sorted buffer): parts stay what they were before the
+  // sort (whole reads count and cost as before), and a row range holds a key range (slice_content).
+  std::shared_ptr<const KeyOrder> order;
   uint64_t rows() const;
 };
 using ContentPtr = std::shared_ptr<const KeyContent>;
+
+// Sorted rows as consecutive pieces: piece i holds the keys of partition part[i] of a radix
+// function over the keys' top bits (order_fn), its rows [first[i], first[i + 1]). Within a piece
+// the keys are a distribution again, so a row range that ends inside a piece takes a share of it.
+struct KeyOrder {
+  PartitionFn fn;
+  std::vector<uint32_t> part;  // ascending
+  std::vector<ContentPtr> pieces;
+  std::vector<uint64_t> first;  // pieces.size() + 1 row offsets
+  uint64_t key_begin(size_t i) const { return uint64_t(part[i]) << fn.shift; }  // piece i's first key
+};
 
 // Rows [first_row, first_row + rows) of a generated relation.
 ContentPtr generated_content(const RelationSpec& spec, const RelationSpec* referenced, uint64_t first_row,
@@ -116,14 +131,29 @@ struct PieceRef {
 };
 // Only the row counts of split_content (the same numbers, without building contents).
 std::vector<uint64_t> split_counts(const KeyContent& c, const PartitionFn& fn);
-// Rows [first, end) of c's rows (end <= c.rows()), every component in proportion, and the rows
+// Rows [first, end) of c's rows (end <= c.rows()). Sorted c: the pieces in the range, the
+// partial ones at its ends sliced as below (a key range, sorted). Otherwise every component in
+// proportion, and the rows
 // of the components (heavy and light rows of each) in consecutive ranges add up to c's exactly:
 // a component's rows among the first x rows are a house-monotone apportionment of x (D'Hondt),
 // so those of [first, end) are the difference of two. Heavy keys share their part by largest
 // remainder.
 ContentPtr slice_content(const ContentPtr& c, uint64_t first, uint64_t end);
-// The union of contents (components over the same keys and constraints are combined).
+// The union of contents (components over the same keys and constraints are combined), in no
+// order.
 ContentPtr merge_contents(const std::vector<ContentPtr>& parts);
+// The radix function a sorted content's pieces follow: 2^12 partitions over the top bits of the
+// largest key c may hold (at least 64 keys a partition, so pieces are rarely empty by rounding).
+PartitionFn order_fn(const KeyContent& c);
+// c's rows in key order (a sort): c itself when sorted, else c's split by order_fn, its pieces in
+// key order.
+ContentPtr sorted_content(const ContentPtr& c);
+// The sorted union of runs (a merge of sorted runs): piece by piece where the runs follow one
+// order function, else their union sorted.
+ContentPtr merge_sorted(const std::vector<ContentPtr>& runs);
+// Rows of sorted c below key x, where x is the first key of a partition of c's order function (or
+// above every key): c's pieces lie wholly on one side of it.
+uint64_t rows_below_key(const KeyOrder& order, uint64_t x);
 // Adds b's rows to `into` when both are light rows only, of one universe under the same
 // constraints (false otherwise, `into` unchanged). Rows of such a content are interchangeable,
 // so any range of the union holds what the same range of the two side by side holds. `into` is

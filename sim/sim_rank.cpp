@@ -452,6 +452,9 @@ class SimRank final : public Rank {
     return rows ? content_sample(c ? *c : *unknown_content(rows), 4, size_t(1) << codec::kDefaultChunkLog2)
                 : std::vector<std::vector<uint64_t>>{};
   }
+  // Cut at the key boundaries of R's and S's sorted contents (no keys to read).
+  std::vector<JoinPiece> merge_path_parts(const Tuples& r, const Tuples& s, uint64_t min_parts,
+                                          uint64_t max_rows) override;
   void barrier() override { allgather({}); }
 
   double now() const override { return sg4::Engine::get_clock(); }
@@ -960,10 +963,9 @@ void evaluate(const Op& op, OpResult& r) {
           join_result(r, expected_matches(*content_or_unknown(whole(o.r)), *content_or_unknown(whole(o.s))), o.out,
                       o.out_first, o.mode);
         } else if constexpr (std::is_same_v<T, SortOp>) {
-          ContentPtr c = content_or_unknown(o.in);
           Tuples out = o.out;
           out.rows = o.in.rows;
-          write_keys(out, c);
+          write_keys(out, sorted_content(content_or_unknown(o.in)));
         } else if constexpr (std::is_same_v<T, MergeJoinOp>) {
           join_result(r, expected_matches(*content_or_unknown(o.r), *content_or_unknown(o.s)), o.out, o.out_first, o.mode);
         } else if constexpr (std::is_same_v<T, ChecksumOp>) {
@@ -1005,12 +1007,12 @@ void evaluate(const Op& op, OpResult& r) {
           if (out.capacity < out.rows)
             throw RuntimeError("multiway merge: out holds " + std::to_string(out.capacity) + " rows, the runs have " +
                                std::to_string(out.rows));
-          if (!parts.empty()) write_keys(out, merge_contents(parts));
+          if (!parts.empty()) write_keys(out, merge_sorted(parts));
           r.count = out.rows;
         } else if constexpr (std::is_same_v<T, MergeOp>) {
           Tuples out = o.out;
           out.rows = o.a.rows + o.b.rows;
-          write_keys(out, merge_contents({content_or_unknown(o.a), content_or_unknown(o.b)}));
+          write_keys(out, merge_sorted({content_or_unknown(o.a), content_or_unknown(o.b)}));
           r.count = out.rows;
         } else if constexpr (std::is_same_v<T, CompressOp>) {
           check_compress(o);
@@ -2300,6 +2302,36 @@ int SimRank::collective(const std::vector<uint64_t>& mine) {
         "a collective (allgather or barrier) that another rank has not reached");
   }
   return call;
+}
+
+// The key boundaries sorted R and S share: the first keys of the coarser order's partitions
+// (orders are radix functions over top bits, so those start partitions of the finer one too), as
+// cuts of R's and S's rows.
+std::vector<CoRank> shared_key_cuts(const KeyContent& r, const KeyContent& s) {
+  KeyOrder none;  // an input without rows
+  none.first = {0};
+  for (const KeyContent* c : {&r, &s})
+    if (c->rows() && !c->order)
+      throw RuntimeError("merge-path parts: the simulator knows no key order of an input that was not sorted");
+  const KeyOrder& ro = r.rows() ? *r.order : none;
+  const KeyOrder& so = s.rows() ? *s.order : none;
+  const uint32_t shift = std::max(ro.fn.shift, so.fn.shift);
+  std::vector<uint64_t> keys{0};
+  for (const KeyOrder* o : {&ro, &so})
+    for (size_t i = 0; i < o->pieces.size(); ++i) keys.push_back(o->key_begin(i) >> shift << shift);
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  std::vector<CoRank> cuts;
+  for (uint64_t x : keys) cuts.push_back({rows_below_key(ro, x), rows_below_key(so, x)});
+  cuts.push_back({r.rows(), s.rows()});
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  return cuts;
+}
+
+std::vector<JoinPiece> SimRank::merge_path_parts(const Tuples& r, const Tuples& s, uint64_t min_parts,
+                                                 uint64_t max_rows) {
+  return joinlab::merge_path_parts(shared_key_cuts(*content_or_unknown(r), *content_or_unknown(s)), min_parts,
+                                   max_rows);
 }
 
 Bandwidths SimRank::bandwidths() const {
