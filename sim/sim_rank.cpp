@@ -825,13 +825,15 @@ ContentPtr content_or_unknown(const Tuples& t) {
   return c ? c : unknown_content(t.rows);
 }
 
-// Consecutive slices of one batch split by fn (the exchange's sliced histogram and the pack that
-// follows it). Each annotated range of the batch is split once, and its partitions' rows are
-// shared over the slices it overlaps by a house-monotone apportionment (dhondt) of its rows before
-// each bound: the slices add up to the batch's split exactly, as they do on hardware. Splitting
-// every slice on its own rounds each apart, and where the slices do not divide evenly among the
-// partitions their sums missed the batch's by a few rows (gpj-h, whose materialized partitions are
-// a partition of the whole batch, stopped on it).
+// Consecutive slices of one batch split by fn (the exchange's and mgsmj's sliced histograms, the
+// pack that follows them). Each slice counts what a partition of that slice's rows gives
+// (split_counts of its slice_content, whose rows keep their place in the range's: Component::at),
+// and these add up to the range's split exactly, as they do on hardware. (Sharing the range's
+// split over the slices instead agreed with the sum but not with a partition of one slice: mgsmj's
+// chunks were scattered at offsets a row away from their histograms' and sent rows of a bucket to
+// the GPU of the next. Splitting each slice on its own, without positions, missed the batch's sum
+// by a few rows, and gpj-h, whose materialized partitions are a partition of the whole batch,
+// stopped on it.)
 struct SlicedSplit {
   std::vector<uint64_t> counts;   // slice-major: slice s's rows of partition p at s * fanout + p
   std::vector<uint64_t> totals;   // each partition's rows of the batch
@@ -875,8 +877,9 @@ SlicedSplit split_slices(const Tuples& t, const PartitionFn& fn, const std::vect
     for (size_t sl = 0; sl < k; ++sl) {
       const uint64_t lo = std::max(bounds[sl] - b0, r0), hi = std::min(bounds[sl + 1] - b0, r1);
       if (hi <= lo) continue;
-      const std::vector<uint64_t> a = dhondt(w, lo - r0), b = dhondt(w, hi - r0);
-      for (size_t p = 0; p < F; ++p) out.counts[sl * F + p] += b[p] - a[p];
+      const std::vector<uint64_t> n =
+          lo == r0 && hi == r1 ? w : split_counts(*slice_content(content, lo - r0, hi - r0), fn);
+      for (size_t p = 0; p < F; ++p) out.counts[sl * F + p] += n[p];
     }
   }
   return out;

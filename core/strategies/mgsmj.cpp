@@ -425,14 +425,10 @@ void run_mgsmj(Rank& rank, const JoinJob& job) {
   check_mgsmj(job);
   check_merge_sort_ranks(job, rank.size());
   // The merge stages' pivot search writes probe row ids on the host, which the simulator has no
-  // memory for. Across GPUs the received pieces of a bucket do not yet add up to the whole
-  // relation's share of its keys in every run, so the simulated count would be off.
+  // memory for.
   if (!rank.has_data() && job.options["sort"].as<std::string>() == "merge")
     throw InputError("mgsmj: sort = merge is not simulated (its merge stages' pivot search gathers keys at row ids the "
                      "host writes, and the simulator holds no data); use sort = radix, or the cpu or cuda backend");
-  if (!rank.has_data() && rank.size() > 1)
-    throw InputError("mgsmj: simulated on one GPU only for now (across GPUs its simulated count is not yet exact); "
-                     "use 1 GPU, or the cpu or cuda backend");
   const MgsmjConfig cfg = mgsmj_config(job.options);
   if (rank.streams() < 4)
     throw RuntimeError("mgsmj: the " + rank.backend() + " backend gives a rank " + std::to_string(rank.streams()) +
