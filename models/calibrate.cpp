@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <functional>
@@ -29,16 +30,6 @@
 #include "kernels/cpu/host_memory.hpp"
 
 namespace joinlab {
-
-RelationSpec one_column_relation(const char* name, uint64_t rows, KeyDist dist, uint8_t key_bytes, uint8_t val_bytes) {
-  RelationSpec r;
-  r.name = name;
-  r.rows = rows;
-  r.dist = dist;
-  r.key_bytes = key_bytes;
-  r.payload_bytes = {val_bytes};
-  return r;
-}
 
 const char* const kCalibrationSteps[5] = {"operators", "links", "cpu", "peer", "messages"};
 
@@ -183,7 +174,9 @@ class Bench {
 
   template <class Progress>
   void operator_sweep(const Progress& progress) {
-    for (TupleFormat fmt : {TupleFormat{4, 4}, TupleFormat{8, 8}})
+    const std::vector<TupleFormat> formats =
+        opt_.widest_tuples_only ? std::vector<TupleFormat>{{8, 8}} : std::vector<TupleFormat>{{4, 4}, {8, 8}};
+    for (TupleFormat fmt : formats)
       for (uint64_t n : sizes_) {
         data(n, fmt);
         generate_and_scan(n);
@@ -1039,6 +1032,7 @@ Calibration read_samples(std::istream& in, const std::string& file) {
 
 const char* const kSingleCore = "cpu1.";
 const char* const kAllCores = "cpuall.";
+const char* const kTeamCores = "cputeam";
 
 namespace {
 
@@ -1061,7 +1055,7 @@ int host_sockets() {
 void measure_copy_threads(Calibration& c, const CalibrationOptions& opt, int all) {
   constexpr uint64_t kPiece = uint64_t(4) << 20;
   std::vector<CalibrationRun> runs;
-  for (const int n : kCopyThreadCounts) {
+  for (const int n : kThreadCounts) {
     if (n > all) break;
     const int team = std::min(n, 4), streams = n / team;
     // Far above the last-level cache in all (a GiB), at least 16 pieces per stream.
@@ -1096,7 +1090,8 @@ void measure_copy_threads(Calibration& c, const CalibrationOptions& opt, int all
 // size): first on one core, kept as models "cpu1.<model>" (the per-core rates of [cpu],
 // cpu_rates), then on every core at once with as many rows per thread, kept as "cpuall.<model>"
 // (the per-core rates under full load, loaded_cpu_rates: hyper-threads share a core, cores share
-// the caches and the memory system). The roof is host_mem_bw (a parallel copy over every core).
+// the caches and the memory system), then on every core in 2 and 4 teams at once, kept as
+// "cputeam<threads>.<model>". The roof is host_mem_bw (a parallel copy over every core).
 void measure_cpu(Calibration& c, const CalibrationOptions& opt, uint64_t rows) {
   auto cpu = make_backend("cpu");
   BackendConfig cfg;
@@ -1109,22 +1104,29 @@ void measure_cpu(Calibration& c, const CalibrationOptions& opt, uint64_t rows) {
   // Each operator keeps a few arrays of the input's size: an eighth of the free memory at most.
   const uint64_t rows_all = std::max<uint64_t>(
       rows, std::min<uint64_t>({rows * uint64_t(all), uint64_t(1) << 26, available_memory() / 8 / 128}));
-  struct Pass {
-    int threads;
-    uint64_t rows;
-    const char* prefix;
-  };
-  for (const Pass pass : {Pass{1, rows, kSingleCore}, Pass{all, rows_all, kAllCores}}) {
-    if (pass.prefix == kAllCores && pass.threads < 2) continue;  // one core: the first pass was it
-    cfg.threads_per_rank = pass.threads;
-    std::cerr << "calibrate: CPU operators on " << pass.threads << " core(s), " << pass.rows << " rows\n";
-    cpu->run(cfg, [&](Rank& r) { Bench(r, one, {pass.rows}, 0).run_operators(); },
+  std::mutex mu;
+  auto pass = [&](int teams, int threads, uint64_t pass_rows, const std::string& prefix, bool widest_only) {
+    cfg.shape = {1, teams};
+    cfg.threads_per_rank = threads;
+    one.widest_tuples_only = widest_only;
+    std::cerr << "calibrate: CPU operators on " << teams * threads << " core(s)"
+              << (teams > 1 ? " in " + std::to_string(teams) + " teams of " + std::to_string(threads) : std::string())
+              << ", " << pass_rows << " rows" << (teams > 1 ? " each" : "") << "\n";
+    cpu->run(cfg, [&](Rank& r) { Bench(r, one, {pass_rows}, 0).run_operators(); },
              [&](Rank& r) {
                std::vector<CalibrationRun> runs = runs_of(r.phases(), r.trace().spans(), 0);
-               for (auto& run : runs) run.phase.insert(4, pass.prefix);  // "cal X" -> "cal cpu1.X"
+               for (auto& run : runs) run.phase.insert(4, prefix);  // "cal X" -> "cal cpu1.X"
+               std::lock_guard<std::mutex> g(mu);
                add_runs(c, runs);
              });
-  }
+  };
+  pass(1, 1, rows, kSingleCore, false);
+  if (all >= 2) pass(1, all, rows_all, kAllCores, false);
+  // Every core busy in 2 and 4 teams (the ranks of a multi-GPU host each run their operators on
+  // their share of its cores), as many rows per thread, the widest tuples only (the rates are
+  // taken from the largest input): "cputeam<threads>.<model>", team_loaded_cpu_rates.
+  for (int teams = 2; teams <= 4 && all / teams >= 2; teams *= 2)
+    pass(teams, all / teams, rows_all / uint64_t(teams), kTeamCores + std::to_string(all / teams) + ".", true);
   measure_copy_threads(c, opt, all);
   c.cpu_threads_all = all;
   c.cpu_sockets = host_sockets();
@@ -1197,6 +1199,19 @@ std::map<std::string, std::pair<double, std::string>> cpu_rates(const Calibratio
 std::map<std::string, std::pair<double, std::string>> loaded_cpu_rates(const Calibration& c) {
   if (c.cpu_threads_all < 2) return {};
   return rates_of(c, kAllCores, c.cpu_threads_all, "all-core (" + std::to_string(c.cpu_threads_all) + " threads)");
+}
+
+std::map<int, std::map<std::string, std::pair<double, std::string>>> team_loaded_cpu_rates(const Calibration& c) {
+  std::set<int> teams;  // the team sizes the samples hold ("cputeam<threads>.<model>")
+  for (auto& [model, samples] : c.ops)
+    if (model.rfind(kTeamCores, 0) == 0) teams.insert(std::atoi(model.c_str() + std::strlen(kTeamCores)));
+  std::map<int, std::map<std::string, std::pair<double, std::string>>> out;
+  for (const int t : teams)
+    if (t >= 1 && c.cpu_threads_all > t)
+      out[t] = rates_of(c, kTeamCores + std::to_string(t) + ".", t,
+                        "all-core (" + std::to_string(c.cpu_threads_all / t) + " teams of " + std::to_string(t) +
+                            " threads at once)");
+  return out;
 }
 
 std::map<std::string, std::pair<MsgCost, std::string>> msg_costs(const Calibration& c, const LinkSpec& path) {
@@ -1391,6 +1406,11 @@ void fit_cpu(const Calibration& c, const Profile& base, Profile& p, double roof,
     p.cpu.loaded[kind] = r.first;
     p.notes["cpu.loaded." + kind] = r.second;
   }
+  for (auto& [team, rates] : team_loaded_cpu_rates(c))
+    for (auto& [kind, r] : rates) {
+      p.cpu.team_loaded[kind][team] = r.first;
+      p.notes["cpu.loaded." + kind + "." + std::to_string(team)] = r.second;
+    }
   for (auto [n, rate] : median_rates(c, "copy_threads")) {
     p.cpu.copy_rate[int(n)] = rate / n;
     p.notes["cpu.copy_rate." + std::to_string(int(n))] =

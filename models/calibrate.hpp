@@ -61,6 +61,7 @@ struct CalibrationOptions {
   // CPUs' operators), "peer" (the peer link), "messages". A profile fitted from fewer steps keeps
   // the rest from --base.
   std::vector<std::string> only;
+  bool widest_tuples_only = false;  // the operator sweep on 8+8-byte tuples only (not 4+4 as well)
   bool runs(const std::string& step) const;
 };
 // The steps of calibrate, in the order it runs them.
@@ -104,11 +105,16 @@ void fit_zero_copy(const Calibration& c, Profile& p);
 extern const char* const kSingleCore;
 // Prefix of the models of the same operators on every core at once ("cpuall.histogram").
 extern const char* const kAllCores;
+// Prefix of the same with every core busy in teams of N threads ("cputeam16.histogram").
+extern const char* const kTeamCores;
 // Per-core rate of each [cpu] operator kind (bytes of sample_bytes per second on one core, the
 // median over its single-core samples), with how it was found; kinds without samples are absent.
 std::map<std::string, std::pair<double, std::string>> cpu_rates(const Calibration& c);
 // The same per core with every core busy (the all-core samples' bytes per second / threads).
 std::map<std::string, std::pair<double, std::string>> loaded_cpu_rates(const Calibration& c);
+// The same with every core busy in teams of fewer threads: team threads -> kind -> rate (the
+// samples "cputeam<threads>.<model>", bytes per second per thread of a team).
+std::map<int, std::map<std::string, std::pair<double, std::string>>> team_loaded_cpu_rates(const Calibration& c);
 // The messages' samples: links "msg.<transport>.<kind>" (x = {1, bytes}), one-way, 2 ranks on one host.
 // Fits each to latency + bytes x slope and returns the software cost beyond the path the simulator
 // already charges (`path`: the peer link between the 2 ranks), clamped at 0.
@@ -139,8 +145,6 @@ int calibrate_main(const std::vector<std::string>& args);
 // `joinlab validate FILE ...` (validate.cpp).
 int validate_main(const std::vector<std::string>& args);
 // Registers both with the experiment CLI.
-// A relation of one payload column (calibrate's and bench-codec's inputs).
-RelationSpec one_column_relation(const char* name, uint64_t rows, KeyDist dist, uint8_t key_bytes, uint8_t val_bytes);
 void register_model_commands();
 // joinlab bench-codec (models/bench_codec.cpp): the compression operators' ratio and GB/s.
 void register_codec_bench();

@@ -33,14 +33,38 @@ const std::vector<std::string>& cpu_op_kinds() {
 
 std::string cpu_kind_stand_in(const std::string& kind) { return kind == "multiway_merge" ? "merge" : ""; }
 
-// Linear in the busy cores between one core alone (rate) and every core busy (loaded).
-double CpuSpec::per_thread_rate(const std::string& kind, int busy, int cores) const {
-  if (!rate.count(kind) && !cpu_kind_stand_in(kind).empty()) return per_thread_rate(cpu_kind_stand_in(kind), busy, cores);
+namespace {
+// y at log2(x) on the polyline through pts (log2 x, y), ascending; flat beyond its ends.
+double interpolate_log2(const std::vector<std::pair<double, double>>& pts, double x) {
+  const double lx = std::log2(std::max(x, 1.0));
+  if (lx <= pts.front().first) return pts.front().second;
+  for (size_t i = 1; i < pts.size(); ++i)
+    if (lx <= pts[i].first) {
+      const double f = (lx - pts[i - 1].first) / (pts[i].first - pts[i - 1].first);
+      return pts[i - 1].second + (pts[i].second - pts[i - 1].second) * f;
+    }
+  return pts.back().second;
+}
+}  // namespace
+
+// Linear in the busy cores between one core alone (rate) and every core busy (loaded, at the
+// operator's team size where teams were measured).
+double CpuSpec::per_thread_rate(const std::string& kind, int busy, int cores, int team) const {
+  if (!rate.count(kind) && !cpu_kind_stand_in(kind).empty())
+    return per_thread_rate(cpu_kind_stand_in(kind), busy, cores, team);
   const double one = rate.at(kind);
   auto it = loaded.find(kind);
   if (it == loaded.end() || cores < 2) return one;
+  double full = it->second;
+  if (auto t = team_loaded.find(kind); t != team_loaded.end() && team > 0 && team < cores) {
+    std::vector<std::pair<double, double>> pts;
+    for (auto [n, r] : t->second)
+      if (n < cores) pts.emplace_back(std::log2(double(n)), r);
+    pts.emplace_back(std::log2(double(cores)), it->second);
+    full = interpolate_log2(pts, team);
+  }
   const double f = std::clamp(double(busy - 1) / double(cores - 1), 0.0, 1.0);
-  return one + (it->second - one) * f;
+  return one + (full - one) * f;
 }
 
 double CpuSpec::copy_thread_rate(int copying, int cores) const {
@@ -49,14 +73,7 @@ double CpuSpec::copy_thread_rate(int copying, int cores) const {
   for (auto [n, r] : copy_rate) pts.emplace_back(std::log2(double(n)), r);
   if (auto it = loaded.find("copy"); it != loaded.end() && cores > copy_rate.rbegin()->first)
     pts.emplace_back(std::log2(double(cores)), it->second);
-  const double x = std::log2(double(std::max(copying, 1)));
-  if (x <= pts.front().first) return pts.front().second;
-  for (size_t i = 1; i < pts.size(); ++i)
-    if (x <= pts[i].first) {
-      const double f = (x - pts[i - 1].first) / (pts[i].first - pts[i - 1].first);
-      return pts[i - 1].second + (pts[i].second - pts[i - 1].second) * f;
-    }
-  return pts.back().second;
+  return interpolate_log2(pts, copying);
 }
 
 const std::vector<std::string>& msg_transports() {
@@ -272,7 +289,17 @@ const std::vector<Field>& fields() {
                         [op](P& p, const std::string&, double x) { p.cpu.loaded[op] = x; },
                         [op](const P& p) { return num(p.cpu.loaded.count(op) ? p.cpu.loaded.at(op) : 0.0); },
                         [op](const P& p) { return p.cpu.present() && p.cpu.loaded.count(op); }});
-    for (const int n : kCopyThreadCounts) {
+    for (const std::string& op : cpu_op_kinds())
+      for (const int n : kThreadCounts) {
+        auto has = [op, n](const P& p) {
+          auto t = p.cpu.team_loaded.find(op);
+          return p.cpu.present() && t != p.cpu.team_loaded.end() && t->second.count(n);
+        };
+        v.push_back(Field{"cpu.loaded." + op + "." + std::to_string(n), Kind::Positive, false, {},
+                          [op, n](P& p, const std::string&, double x) { p.cpu.team_loaded[op][n] = x; },
+                          [op, n, has](const P& p) { return num(has(p) ? p.cpu.team_loaded.at(op).at(n) : 0.0); }, has});
+      }
+    for (const int n : kThreadCounts) {
       const std::string key = "cpu.copy_rate." + std::to_string(n);
       v.push_back(Field{key, Kind::Positive, false, {},
                         [n](P& p, const std::string&, double x) { p.cpu.copy_rate[n] = x; },

@@ -25,8 +25,9 @@ namespace joinlab {
 // The access sizes of the link microbenchmark (calibrate): zero-copy accesses of a kernel to
 // pinned host memory in granules of these bytes, at random granule positions.
 inline constexpr uint32_t kLinkGranules[] = {16, 32, 64, 128, 256, 512, 1024, 2048, 4096};
-// The thread counts of [cpu] copy_rate.<threads> (calibrate measures those up to the host's threads).
-inline constexpr int kCopyThreadCounts[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
+// The thread counts of [cpu] copy_rate.<threads> and loaded.<kind>.<threads> (calibrate measures
+// those up to the host's threads).
+inline constexpr int kThreadCounts[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
 // At and beyond this granule a kernel's accesses count as sequential.
 inline constexpr double kLinkSequentialGranule = 65536;
 
@@ -113,15 +114,22 @@ struct CpuSpec {
   // and memory make a loaded core slower); the simulator moves from `rate` to it as the ranks of
   // a domain fill its cores.
   std::map<std::string, double> loaded;
+  // The same with every core busy in teams of fewer threads (optional, per kind: threads per team
+  // -> bytes per second of one thread). Ranks that share a host each run their operators on their
+  // share of its cores; on a 64-core host a partition ran 9-16% faster per thread in teams of 32
+  // or 16 than in one team of all 64.
+  std::map<std::string, std::map<int, double>> team_loaded;
   // Copies in host memory, measured by how many threads of the domain copy at once (optional):
   // threads -> bytes per second of each. A host's copy throughput saturates long before its
-  // cores are all busy (a 2x H200 host: 4 copying threads 4.4 GB/s each, 8 or 16 of them 2.5),
-  // and a copy beside CPU work that does not copy runs at the rate of its copying threads.
+  // cores are all busy (a 2x H200 host: 4 copying threads 4.4 GB/s each, 8 or 16 of them 2.5);
+  // the simulator prices a copy at this curve's rate for every thread busy in its domain.
   std::map<int, double> copy_rate;
-  // Bytes per second of one of `threads` threads of an operator of `kind`, when `busy` threads of
-  // the domain's `cores` run at once; a kind the profile has no rate for takes its stand-in's
+  // Bytes per second of one thread of an operator of `kind` run by `team` threads (0: every
+  // core), when `busy` threads of the domain's `cores` run at once: linear in busy from `rate` to
+  // the loaded rate of that team size (team_loaded and, for a team of every core, loaded,
+  // interpolated in log2(threads)); a kind the profile has no rate for takes its stand-in's
   // (cpu_kind_stand_in).
-  double per_thread_rate(const std::string& kind, int busy, int cores) const;
+  double per_thread_rate(const std::string& kind, int busy, int cores, int team = 0) const;
   // Bytes per second of one thread of a copy while `copying` threads of the domain's `cores` copy:
   // copy_rate interpolated in log2(threads), with every core copying at loaded["copy"] beyond its
   // last point; per_thread_rate("copy", copying, cores) where the profile has no copy_rate.

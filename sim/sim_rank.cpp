@@ -357,7 +357,6 @@ struct SimStream {
   EventPtr last;
   const char* track = "";     // link track of the running transfer (a literal: set per transfer)
   int cpu_threads = 0;        // threads of the CPU work it runs (counted in its domain's load)
-  bool cpu_copy = false;      // that work is a copy (counted among its domain's copying threads too)
   // Busy in two steps: once `activity` ends, `next` runs (starts the transfer a message's
   // software cost preceded, or waits for a CPU operator's memory traffic after its compute).
   std::function<void()> next;
@@ -626,7 +625,6 @@ class SimWorld {
   int busy = 0;     // streams with work in flight (an activity or a transfer), and timers
   int waking = 0;   // ranks rung through their bell that have not run yet (they run later at this instant)
   std::vector<int> cpu_threads;  // per CPU domain: threads of the CPU work running there now
-  std::vector<int> copy_threads;  // per CPU domain: those of them copying
   // Every rank still running waits and nothing is in flight: nothing can ever wake them.
   bool deadlocked() const { return busy == 0 && blocked == running; }
   std::string deadlock_report() const;
@@ -1531,19 +1529,17 @@ void SimRank::start_cpu_work(SimStream& st, const std::string& kind, double byte
   // Each thread at the per-core rate for the domain's load: the domain's ranks run their
   // operators at once (they run the same phases), so at least threads x ranks of the domain are
   // busy, and more where other CPU work runs beside it (a put's copy while the senders partition
-  // on every core runs at the loaded rate, not at the rate of its few threads alone).
-  // A copy's rate follows the threads copying beside it where the profile measured that
-  // (CpuSpec::copy_rate), not the cores busy with other work.
+  // on every core runs at the loaded rate, not at the rate of its few threads alone). A copy
+  // takes the copy rate of that many threads (CpuSpec::copy_rate, measured with every thread
+  // copying): on a 64-core host crj's puts ran at a third of their rate alone while the senders
+  // partitioned on every core, and at their own threads' rate once the partitions were done.
   const size_t domain = size_t(pf.cpu_of(id()));
   int& domain_threads = world_.cpu_threads[domain];
   const bool copy = kind == "copy";
-  const int beside = copy && !cpu.copy_rate.empty() ? world_.copy_threads[domain] : domain_threads;
-  const int busy = std::min(cores, std::max(threads * ranks_here, threads + beside));
+  const int busy = std::min(cores, std::max(threads * ranks_here, threads + domain_threads));
   domain_threads += threads;
-  if (copy) world_.copy_threads[domain] += threads;
   st.cpu_threads = threads;
-  st.cpu_copy = copy;
-  const double core_seconds = bytes / (copy ? cpu.copy_thread_rate(busy, cores) : cpu.per_thread_rate(kind, busy, cores));
+  const double core_seconds = bytes / (copy ? cpu.copy_thread_rate(busy, cores) : cpu.per_thread_rate(kind, busy, cores, threads));
   // A threaded execution's amount is each thread's (SimGrid runs thread_count x amount at up to
   // thread_count cores).
   auto exec = sg4::Exec::init()
@@ -1768,9 +1764,7 @@ void SimRank::finish(SimStream& st, int index) {
   if (st.cpu_threads) {
     const size_t domain = size_t(world_.platform.cpu_of(id()));
     world_.cpu_threads[domain] -= st.cpu_threads;
-    if (st.cpu_copy) world_.copy_threads[domain] -= st.cpu_threads;
     st.cpu_threads = 0;
-    st.cpu_copy = false;
   }
   Item& it = st.running.front();
   const bool trace = traced();
@@ -2477,7 +2471,6 @@ SimOutcome simulate(const BackendConfig& cfg, const std::function<void(Rank&)>& 
   world.platform = build_platform(prof, physical, opt.topo);
   world.timer = world.platform.timer;
   world.cpu_threads.assign(world.platform.cpus.size(), 0);
-  world.copy_threads.assign(world.platform.cpus.size(), 0);
   world.stats.platform = world.platform.describe();
   world.stats.flows_mode = opt.flows_name;
   if (opt.flows == Options::Node) world.node_net = std::make_unique<NodeNetwork>(world.platform, &world.stats.flows, &world.waking);

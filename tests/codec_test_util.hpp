@@ -28,12 +28,7 @@ inline std::vector<uint64_t> generated_keys(const RelationSpec& spec, const Rela
   return k;
 }
 inline RelationSpec key_spec(KeyDist d, uint64_t rows, uint8_t kb) {
-  RelationSpec s;
-  s.name = "S";
-  s.rows = rows;
-  s.key_bytes = kb;
-  s.payload_bytes = {4};
-  s.dist = d;
+  RelationSpec s = one_column_relation("S", rows, d, kb, 4);
   s.seed = 11;
   return s;
 }

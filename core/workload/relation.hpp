@@ -44,6 +44,10 @@ struct RelationSpec {
   void validate() const;
 };
 
+// A relation of one payload column, the other fields at their defaults.
+RelationSpec one_column_relation(const std::string& name, uint64_t rows, KeyDist dist, uint8_t key_bytes,
+                                 uint8_t val_bytes);
+
 // The two sides of a join; S may reference R.
 struct Workload {
   RelationSpec r, s;
