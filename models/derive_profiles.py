@@ -212,41 +212,47 @@ MACHINES = {
                      "leaf_nodes": 1, "oversubscription": 1, "hop_latency": 1e-7,
                      "source": "one GH200 superchip: its GPU reaches host memory over NVLink-C2C (the model's host link)"},
     },
+    # maltenberger2025's machine (its Table 1 names the configuration). Figures from IBM's and
+    # NVIDIA's public documents; none from the paper's measurements.
     "ac922-v100x4-nvlink2": {
         "description": "IBM AC922 (maltenberger2025): 2 x POWER9 + 4 x V100-SXM2 32 GB, NVLink 2.0 CPU-GPU and GPU-GPU",
         "status": "derived from h100 by spec ratios",
-        "peak_bw": (0.9e12, "V100 HBM2 900 GB/s (maltenberger2025 2.1, NVIDIA V100 whitepaper)"),
-        "compute": (80 * 1.53, "V100: 80 SMs (maltenberger2025 2.1) x 1.53 GHz boost (NVIDIA V100 datasheet)"),
+        "peak_bw": (0.9e12, "V100-SXM2 HBM2 900 GB/s (NVIDIA V100 datasheet)"),
+        "compute": (80 * 1.53, "V100-SXM2: 80 SMs x 1.53 GHz boost (NVIDIA Tesla V100 architecture whitepaper)"),
         "gpu": {
-            "memory": (32e9, "V100-SXM2 32 GB (maltenberger2025 Table 1)"),
-            "l2_bytes": (6e6, "V100: 6 MB L2 (maltenberger2025 2.1)"),
-            "sms": (80, "maltenberger2025 2.1"),
-            "clock_ghz": (1.53, "NVIDIA V100 datasheet"),
+            "memory": (32e9, "V100-SXM2 32 GB HBM2 (NVIDIA V100 datasheet; the 32 GB part, maltenberger2025 Table 1)"),
+            "l2_bytes": (6e6, "V100: 6144 KB L2 (NVIDIA Tesla V100 architecture whitepaper)"),
+            "sms": (80, "NVIDIA Tesla V100 architecture whitepaper"),
+            "clock_ghz": (1.53, "V100-SXM2 boost clock (NVIDIA Tesla V100 architecture whitepaper)"),
         },
         "links": {
-            "h2d": (67.6e9, 5e-6, "NVLink 2.0 CPU-GPU, three links: 75 GB/s per direction (maltenberger2025 4.1.1); "
-                                  "~63 GiB/s effective as measured on the AC922 by lutz2022 2"),
-            "d2h": (67.6e9, 5e-6, "NVLink 2.0, as h2d (maltenberger2025 4.1.1)"),
-            "p2p": (67.6e9, 5e-6, "NVLink 2.0 GPU-GPU of one socket, three links: 75 GB/s per direction "
-                                  "(maltenberger2025 4.1.1); effective as h2d (estimate). GPUs of different "
-                                  "sockets cross the X-bus, 64 GB/s per direction (maltenberger2025 4.1.1): not modeled"),
+            "h2d": (67.6e9, 5e-6, "NVLink 2.0 CPU-GPU, three bricks of 25 GB/s per direction in the 4-GPU AC922 "
+                                  "(IBM Redpaper REDP-5472; V100 whitepaper): 75 GB/s, 62-65.7 GiB/s after packet "
+                                  "headers (Lutz et al., SIGMOD 2022, Sec. 2): 63 GiB/s; latency typical (estimate)"),
+            "d2h": (67.6e9, 5e-6, "NVLink 2.0 CPU-GPU, as h2d (IBM Redpaper REDP-5472)"),
+            # The two GPUs of a socket share three bricks; GPUs of different sockets go through both
+            # CPUs and the X-bus. intra = pcie routes every pair over the GPUs' host links, which is
+            # what the cross-socket pairs (two in three of a GPU's peers) do.
+            "p2p": (67.6e9, 5e-6, "NVLink 2.0 GPU-GPU of one socket, three bricks: 75 GB/s per direction (IBM "
+                                  "Redpaper REDP-5472), effective as h2d (estimate); with intra = pcie every pair "
+                                  "is routed over the host links, as the cross-socket pairs are (CPU, X-bus, CPU)"),
             "nic": (12.5e9, 2e-6, "one machine: no network in maltenberger2025; EDR-class placeholder"),
         },
         "host": {
-            "memory": (512e9, "2 x 256 GB (estimate: the AC922 takes up to 2 TB, IBM Redpaper REDP-5494)"),
-            "mem_bw": (2.72e11, "2 x 170 GB/s per POWER9 (IBM Redpaper REDP-5494), ~80% achieved (estimate)"),
-            "cores": (32, "2 x 16 cores (estimate: the 16-core POWER9 of lutz2022's AC922)"),
+            "memory": (512e9, "2 x 256 GB DDR4 (maltenberger2025 Table 1; the AC922 takes up to 2 TB, IBM Redpaper REDP-5472)"),
+            "mem_bw": (2.72e11, "2 x 8 DDR4-2666 channels = 2 x 170 GB/s peak (IBM Redpaper REDP-5472), ~80% achieved (estimate)"),
+            "cores": (32, "2 x 16 cores (maltenberger2025 Table 1; the AC922's 16-core POWER9, IBM Redpaper REDP-5472)"),
         },
         "cpu": {
-            "sockets": (2, "2 x IBM POWER9 (maltenberger2025 Table 1)"),
-            "cores": (16, "16 cores per CPU (estimate, as lutz2022 6)"),
-            "clock_ghz": (3.8, "3.8 GHz (estimate, as lutz2022 6)"),
-            "mem_bw": (1.36e11, "170 GB/s per CPU (IBM Redpaper REDP-5494), ~80% achieved (estimate)"),
+            "sockets": (2, "2 x IBM POWER9 (IBM Redpaper REDP-5472)"),
+            "cores": (16, "16-core POWER9 (maltenberger2025 Table 1; IBM Redpaper REDP-5472)"),
+            "clock_ghz": (2.7, "16-core POWER9 base clock 2.7 GHz (IBM Redpaper REDP-5472; maltenberger2025 Table 1)"),
+            "mem_bw": (1.36e11, "8 DDR4-2666 channels = 170 GB/s peak per socket (IBM Redpaper REDP-5472), ~80% achieved (estimate)"),
             "numa": "per_socket",
         },
         "topology": {"gpus_per_node": 4, "intra": "pcie", "nics": "per_node", "fabric": "star", "levels": 1,
                      "leaf_nodes": 1, "oversubscription": 1, "hop_latency": 1e-7,
-                     "source": "one AC922, four V100 split over both sockets (maltenberger2025 4.1.1)"},
+                     "source": "one AC922, two V100 per POWER9 socket (IBM Redpaper REDP-5472)"},
     },
     "dgx-h100-ndr": {
         "description": "DGX H100 SuperPOD: 8 x H100 SXM5 on NVSwitch, 8 x NDR 400 Gb/s per node, rail-optimized leaf/spine",

@@ -19,6 +19,13 @@ constexpr uint64_t kMaxHeavyKeys = 4096;
 
 uint64_t max_key(uint8_t key_bytes) { return key_bytes == 4 ? 0xfffffffeULL : ~0ULL - 1; }
 
+// A component's light-row sequence (Component::at): its rows, its first row's place, its cover.
+uint64_t sequence_rows(const Component& c) { return c.of ? c.of : c.light; }
+uint64_t sequence_at(const Component& c) { return c.of ? c.at : 0; }
+uint64_t sequence_cover(const Component& c) { return c.of ? c.of_cover : c.cover; }
+// The cover of the first x of n rows whose cover is c: consecutive ranges' covers add up to c.
+uint64_t cover_before(uint64_t c, uint64_t n, uint64_t x) { return n ? uint64_t((unsigned __int128)c * x / n) : 0; }
+
 auto fn_tuple(const PartitionFn& f) { return std::make_tuple(uint8_t(f.kind), f.shift, f.bits, f.seed); }
 bool same_fn(const PartitionFn& a, const PartitionFn& b) { return fn_tuple(a) == fn_tuple(b); }
 bool constraint_less(const Constraint& a, const Constraint& b) {
@@ -329,6 +336,8 @@ ContentPtr generated_content_of(const RelationSpec& spec, const RelationSpec* re
       c.universe = unique_universe(spec);
       c.light = rows;
       c.cover = rows;
+      c.at = first_row;  // rows of the relation's sequence, so slices of every rank split alike
+      c.of = c.of_cover = spec.rows;
       return single(std::move(c));
     case KeyDist::Uniform: {
       const uint64_t span = spec.range_hi - spec.range_lo + 1;
@@ -436,14 +445,56 @@ namespace {
 // partitions a chunk of one row more per batch, where hashed keys spread the excess evenly). A
 // function of the component, so every split of the same rows rounds alike.
 size_t tie_start(const Component& comp, const PartitionFn& fn) {
-  uint64_t h = mix64(comp.universe->id ^ mix64(comp.light) ^ (uint64_t(comp.constraints.size()) << 56));
+  uint64_t h = mix64(comp.universe->id ^ mix64(sequence_rows(comp)) ^ (uint64_t(comp.constraints.size()) << 56));
   for (auto& c : comp.constraints) h = mix64(h ^ (uint64_t(c.part) << 8) ^ c.fn.seed ^ c.fn.bits);
   return size_t(h % std::max<uint32_t>(1, fn.fanout()));
 }
 
-// A component's light rows per partition of fn: split_counts and ContentSplit must agree.
-std::vector<uint64_t> light_counts(const Component& comp, const PartitionFn& fn) {
-  return apportion(light_fractions(comp, fn), comp.light, tie_start(comp, fn));
+// A component's light rows split by fn: split_counts and ContentSplit must agree. The whole
+// sequence is apportioned; a positioned range takes its rows of each partition by position.
+struct LightSplit {
+  std::vector<uint64_t> counts;
+  std::vector<uint64_t> before, whole;  // positioned: the sequence's rows of each partition before the range, in all
+};
+LightSplit light_split(const Component& comp, const PartitionFn& fn) {
+  LightSplit s;
+  s.whole = apportion(light_fractions(comp, fn), sequence_rows(comp), tie_start(comp, fn));
+  if (!comp.of) {
+    s.counts = std::move(s.whole);
+    s.whole.clear();
+    return s;
+  }
+  s.before = dhondt(s.whole, comp.at);
+  s.counts = dhondt(s.whole, comp.at + comp.light);
+  for (size_t p = 0; p < s.counts.size(); ++p) s.counts[p] -= s.before[p];
+  return s;
+}
+std::vector<uint64_t> light_counts(const Component& comp, const PartitionFn& fn) { return light_split(comp, fn).counts; }
+
+// Light rows [first, first + rows) of comp's sequence as a component's position and cover.
+void place_light(Component& out, const Component& comp, uint64_t first, uint64_t rows) {
+  out.light = rows;
+  out.at = first;
+  out.of = sequence_rows(comp);
+  out.of_cover = sequence_cover(comp);
+  out.cover = cover_before(out.of_cover, out.of, first + rows) - cover_before(out.of_cover, out.of, first);
+}
+
+// Whether y's rows may join x's (same keys and constraints): unpartitioned ranges of a sequence
+// only where they are consecutive, so that a later split (a sort of rows received from several
+// ranks) splits each range as a partition operator splits it; a partition's pieces of different
+// places are each a partition operator's already, and join as rows of their own.
+bool joins_light(const Component& x, const Component& y) {
+  return !x.constraints.empty() || !(x.of || y.of) || (x.of == y.of && x.of_cover == y.of_cover && x.at + x.light == y.at);
+}
+
+// y's light rows added to x's. Consecutive ranges of one sequence stay a range of it; other rows
+// become a sequence of their own.
+void add_light(Component& x, const Component& y) {
+  const bool follows = x.of && x.of == y.of && x.of_cover == y.of_cover && x.at + x.light == y.at;
+  if (!follows) x.at = x.of = x.of_cover = 0;
+  x.light += y.light;
+  x.cover += y.cover;
 }
 }  // namespace
 
@@ -463,22 +514,20 @@ namespace {
 // Adds y's light rows (y's constraints: cs) to `into` when into is one component of light rows
 // over the same keys and constraints.
 bool absorb_rows(ContentPtr& into, const Component& y, const std::vector<Constraint>& cs) {
-  if (into->parts.size() != 1) return false;
+  if (into->order || into->parts.size() != 1) return false;  // sorted rows stay as they are
   const Component& x = into->parts.front();
   if (!x.heavy.empty() || !y.heavy.empty() || x.light_zipf != y.light_zipf || !same_universe(*x.universe, *y.universe) ||
+      !joins_light(x, y) ||
       x.constraints.size() != cs.size() ||
       !std::equal(x.constraints.begin(), x.constraints.end(), cs.begin(),
                   [](const Constraint& p, const Constraint& q) { return same_fn(p.fn, q.fn) && p.part == q.part; }))
     return false;
   if (into.use_count() == 1) {  // ours alone (made non-const by single()): no copy per message
-    Component& m = const_cast<KeyContent&>(*into).parts.front();
-    m.light += y.light;
-    m.cover += y.cover;
+    add_light(const_cast<KeyContent&>(*into).parts.front(), y);
     return true;
   }
   Component c = x;
-  c.light += y.light;
-  c.cover += y.cover;
+  add_light(c, y);
   into = single(std::move(c));
   return true;
 }
@@ -493,11 +542,29 @@ ContentSplit::ContentSplit(const KeyContent& c, const PartitionFn& fn) : fn_(fn)
     s.base.light = 0;
     s.constraints = std::move(s.base.constraints);
     s.base.constraints.clear();
-    if (comp.light) s.light = light_counts(comp, fn);
+    if (comp.light) {
+      LightSplit ls = light_split(comp, fn);
+      s.light = std::move(ls.counts);
+      s.before = std::move(ls.before);
+      s.whole = std::move(ls.whole);
+    }
     for (auto& h : comp.heavy) s.heavy.push_back({fn(h.first), h});
     std::stable_sort(s.heavy.begin(), s.heavy.end(), [](auto& a, auto& b) { return a.first < b.first; });  // keys stay sorted
     shares_.push_back(std::move(s));
   }
+}
+
+void ContentSplit::Share::light_piece(Component& piece, uint32_t p) const {
+  const uint64_t rows = light.empty() ? 0 : light[p];
+  if (whole.empty()) {  // the whole of partition p's rows: the component's cover (Component::cover)
+    piece.light = rows;
+    return;
+  }
+  Component seq = base;  // partition p's rows of the sequence, whose cover is the sequence's
+  seq.light = whole[p];
+  seq.of = 0;
+  seq.cover = base.of_cover;
+  place_light(piece, seq, before[p], rows);
 }
 
 ContentPtr ContentSplit::piece(uint32_t p) const {
@@ -513,7 +580,7 @@ ContentPtr ContentSplit::piece(uint32_t p) const {
     piece.constraints = s.constraints;
     add_constraint(piece.constraints, {fn_, p});
     for (auto h = heavy.first; h != heavy.second; ++h) piece.heavy.push_back(h->second);
-    piece.light = light;
+    s.light_piece(piece, p);
     if (piece.rows()) out->parts.push_back(std::move(piece));
   }
   return out;
@@ -545,7 +612,7 @@ bool ContentSplit::absorb_piece(ContentPtr& into, uint32_t p) const {
   scratch_ = only->constraints;
   add_constraint(scratch_, {fn_, p});
   Component y = only->base;  // no constraints, no heavy keys: nothing allocated
-  y.light = only->light[p];
+  only->light_piece(y, p);
   return absorb_rows(into, y, scratch_);
 }
 
@@ -567,18 +634,146 @@ std::vector<uint64_t> dhondt(const std::vector<uint64_t>& w, uint64_t x) {
     a[k] = uint64_t((unsigned __int128)x * w[k] / sum);
     given += a[k];
   }
-  // Fewer than w.size() seats left: each to the largest w / (a + 1), compared exactly.
+  if (given == x) return a;
+  // Fewer than w.size() seats left: each to the largest w / (a + 1), compared exactly, ties to the
+  // lower index (a heap: splits of positioned rows call this twice per component).
+  auto after = [&](size_t i, size_t j) {  // i's next seat comes after j's
+    const unsigned __int128 wi = (unsigned __int128)w[i] * (a[j] + 1), wj = (unsigned __int128)w[j] * (a[i] + 1);
+    return wi < wj || (wi == wj && i > j);
+  };
+  std::vector<size_t> heap;
+  for (size_t k = 0; k < w.size(); ++k)
+    if (a[k] < w[k]) heap.push_back(k);
+  std::make_heap(heap.begin(), heap.end(), after);
   for (; given < x; ++given) {
-    size_t best = w.size();
-    for (size_t k = 0; k < w.size(); ++k) {
-      if (a[k] >= w[k]) continue;
-      if (best == w.size() ||
-          (unsigned __int128)w[k] * (a[best] + 1) > (unsigned __int128)w[best] * (a[k] + 1))
-        best = k;
-    }
+    std::pop_heap(heap.begin(), heap.end(), after);
+    const size_t best = heap.back();
     a[best]++;
+    if (a[best] < w[best]) std::push_heap(heap.begin(), heap.end(), after);
+    else heap.pop_back();
   }
   return a;
+}
+
+namespace {
+
+// Sorted rows [first, end): the pieces they cover, the ones at the ends sliced.
+ContentPtr slice_sorted(const KeyOrder& o, uint64_t first, uint64_t end) {
+  auto order = std::make_shared<KeyOrder>();
+  order->fn = o.fn;
+  order->first.push_back(0);
+  auto out = std::make_shared<KeyContent>();
+  for (size_t i = size_t(std::upper_bound(o.first.begin(), o.first.end(), first) - o.first.begin()) - 1;
+       i < o.pieces.size() && o.first[i] < end; ++i) {
+    const uint64_t lo = std::max(first, o.first[i]), hi = std::min(end, o.first[i + 1]);
+    if (hi <= lo) continue;
+    ContentPtr piece = slice_content(o.pieces[i], lo - o.first[i], hi - o.first[i]);
+    out->parts.insert(out->parts.end(), piece->parts.begin(), piece->parts.end());  // distinct partitions: no merging
+    order->part.push_back(o.part[i]);
+    order->pieces.push_back(std::move(piece));
+    order->first.push_back(order->first.back() + (hi - lo));
+  }
+  out->order = std::move(order);
+  return out;
+}
+
+// The largest key c's rows may hold.
+uint64_t largest_key(const KeyContent& c) {
+  uint64_t k = 0;
+  for (const Component& comp : c.parts) {
+    if (comp.light) k = std::max(k, comp.universe->hi);
+    if (!comp.heavy.empty()) k = std::max(k, comp.heavy.back().first);
+  }
+  return k;
+}
+
+}  // namespace
+
+namespace {
+
+// The radix function over the top bits of keys up to `top`: 2^12 partitions of at least 64 keys.
+PartitionFn order_fn_below(uint64_t top_key) {
+  constexpr uint32_t kBits = 12, kMinShift = 6;
+  uint32_t top = 0;
+  while (top < 64 && (top_key >> top) != 0) ++top;
+  return PartitionFn{PartitionFn::Radix, kBits, std::max(top, kBits + kMinShift) - kBits, 0};
+}
+
+// Whether fn's partitions are key ranges in key order for keys up to top: a radix function whose
+// bits reach above them (or that clamps the larger ones into its last partition).
+bool orders_keys(const PartitionFn& fn, uint64_t top) {
+  return fn.kind == PartitionFn::Radix && fn.bits &&
+         (fn.shift + fn.bits >= 64 || (std::min(top, fn.key_limit) >> (fn.shift + fn.bits)) == 0);
+}
+
+const Constraint* constraint_by(const Component& comp, const PartitionFn& fn) {
+  for (const Constraint& x : comp.constraints)
+    if (same_fn(x.fn, fn)) return &x;
+  return nullptr;
+}
+
+}  // namespace
+
+PartitionFn order_fn(const KeyContent& c) { return order_fn_below(largest_key(c)); }
+
+ContentPtr sorted_content(const ContentPtr& c) { return c->order ? c : merge_sorted({c}); }
+
+ContentPtr merge_sorted(const std::vector<ContentPtr>& runs) {
+  std::vector<ContentPtr> in;
+  uint64_t top = 0;
+  for (const ContentPtr& r : runs)
+    if (r && r->rows()) in.push_back(r), top = std::max(top, largest_key(*r));
+  if (in.empty()) return std::make_shared<KeyContent>();
+  if (in.size() == 1 && in.front()->order) return in.front();
+  PartitionFn fn{PartitionFn::Radix, 0, 0, 0};  // the coarsest ordering function some component went through
+  for (const ContentPtr& r : in)
+    for (const Component& comp : r->parts)
+      for (const Constraint& x : comp.constraints)
+        if (orders_keys(x.fn, top) && (!fn.bits || x.fn.shift > fn.shift)) fn = x.fn;
+  if (!fn.bits) fn = order_fn_below(top);
+  std::map<uint32_t, std::vector<ContentPtr>> by_part;  // every run's rows of each partition
+  const bool in_pieces =
+      std::all_of(in.begin(), in.end(), [&](const ContentPtr& r) { return r->order && same_fn(r->order->fn, fn); });
+  for (const ContentPtr& r : in) {
+    if (in_pieces) {
+      for (size_t i = 0; i < r->order->pieces.size(); ++i) by_part[r->order->part[i]].push_back(r->order->pieces[i]);
+      continue;
+    }
+    KeyContent rest;  // the run's rows not partitioned by fn yet, split from where they were
+    for (const Component& comp : r->parts) {
+      if (const Constraint* x = constraint_by(comp, fn)) {
+        auto piece = std::make_shared<KeyContent>();
+        piece->parts.push_back(comp);
+        by_part[x->part].push_back(std::move(piece));
+      } else {
+        rest.parts.push_back(comp);
+      }
+    }
+    if (rest.parts.empty()) continue;
+    const ContentSplit split(rest, fn);
+    for (uint32_t p = 0; p < split.fanout(); ++p)
+      if (split.rows(p)) by_part[p].push_back(split.piece(p));
+  }
+  auto order = std::make_shared<KeyOrder>();
+  order->fn = fn;
+  order->first.push_back(0);
+  auto out = std::make_shared<KeyContent>();
+  for (auto& [p, pieces] : by_part) {
+    order->part.push_back(p);
+    order->pieces.push_back(merge_contents(pieces));
+    order->first.push_back(order->first.back() + order->pieces.back()->rows());
+    const auto& merged = order->pieces.back()->parts;  // pieces of other partitions share no component
+    if (in.size() > 1) out->parts.insert(out->parts.end(), merged.begin(), merged.end());
+  }
+  if (in.size() == 1) out->parts = in.front()->parts;  // a sort: the rows as they were (whole reads alike)
+  out->order = std::move(order);
+  return out;
+}
+
+uint64_t rows_below_key(const KeyOrder& o, uint64_t x) {
+  const auto below = std::partition_point(o.part.begin(), o.part.end(),
+                                          [&](uint32_t p) { return (uint64_t(p) << o.fn.shift) < x; });
+  return o.first[size_t(below - o.part.begin())];
 }
 
 ContentPtr slice_content(const ContentPtr& c, uint64_t first, uint64_t end) {
@@ -587,6 +782,7 @@ ContentPtr slice_content(const ContentPtr& c, uint64_t first, uint64_t end) {
   if (first == 0 && end >= total) return c;
   auto out = std::make_shared<KeyContent>();
   if (end <= first) return out;
+  if (c->order) return slice_sorted(*c->order, first, end);
   // Heavy and light rows of each component: 2 weights per component.
   std::vector<uint64_t> w;
   w.reserve(2 * c->parts.size());
@@ -603,17 +799,13 @@ ContentPtr slice_content(const ContentPtr& c, uint64_t first, uint64_t end) {
     s.universe = comp.universe;
     s.constraints = comp.constraints;
     s.light_zipf = comp.light_zipf;
-    s.light = light;
-    if (comp.cover && comp.light) {  // the same share of the cover, cut where the rows are
-      auto at = [&](uint64_t row) { return uint64_t((unsigned __int128)comp.cover * row / comp.light); };
-      s.cover = at(hi[2 * i + 1]) - at(lo[2 * i + 1]);
-    }
-    if (heavy) {
-      std::vector<double> hw;
-      for (auto& h : comp.heavy) hw.push_back(double(h.second));
-      auto n = apportion(hw, heavy);
+    if (light) place_light(s, comp, sequence_at(comp) + lo[2 * i + 1], light);
+    if (heavy) {  // the heavy rows [a, b) of the component's, key by key
+      std::vector<uint64_t> hw;
+      for (auto& h : comp.heavy) hw.push_back(h.second);
+      const std::vector<uint64_t> a = dhondt(hw, lo[2 * i]), b = dhondt(hw, hi[2 * i]);
       for (size_t k = 0; k < comp.heavy.size(); ++k)
-        if (n[k]) s.heavy.push_back({comp.heavy[k].first, n[k]});
+        if (b[k] > a[k]) s.heavy.push_back({comp.heavy[k].first, b[k] - a[k]});
     }
     out->parts.push_back(std::move(s));
   }
@@ -629,6 +821,7 @@ ContentPtr merge_contents(const std::vector<ContentPtr>& parts) {
       Component* into = nullptr;
       for (auto& o : out->parts)
         if (same_universe(*o.universe, *comp.universe) && o.constraints.size() == comp.constraints.size() &&
+            joins_light(o, comp) &&
             std::equal(o.constraints.begin(), o.constraints.end(), comp.constraints.begin(),
                        [](const Constraint& a, const Constraint& b) { return same_fn(a.fn, b.fn) && a.part == b.part; })) {
           into = &o;
@@ -638,8 +831,7 @@ ContentPtr merge_contents(const std::vector<ContentPtr>& parts) {
         out->parts.push_back(comp);
         continue;
       }
-      into->light += comp.light;
-      into->cover += comp.cover;
+      add_light(*into, comp);
       if (comp.heavy.empty()) continue;
       std::vector<std::pair<uint64_t, uint64_t>> merged;
       merged.reserve(into->heavy.size() + comp.heavy.size());

@@ -63,17 +63,41 @@ struct Component {
   // to the whole relation, so a join with a complete partition counts each probe row of its
   // keys exactly once, not by the densities of two expected row counts.
   uint64_t cover = 0;
+  // The light rows are rows [at, at + light) of `of` light rows in a fixed order (of = 0: they are
+  // their own sequence), over the same keys and constraints: a generated relation's, or those of
+  // the component a slice or a split took them from. A split apportions the whole sequence and
+  // gives a range the difference of two house-monotone shares (dhondt), so the splits of
+  // consecutive ranges add up to the split of their union, as histograms of slices add up on
+  // hardware. of_cover: the cover of all `of` rows, which a range's cover is the share of by
+  // position, so the pieces of a partition from every slice add up to it even where a slice's
+  // piece rounds to no rows.
+  uint64_t at = 0, of = 0, of_cover = 0;
   double light_zipf = 0;  // cost models only: the light rows follow Zipf(light_zipf) by rank, after the heavy keys
   std::vector<std::pair<uint64_t, uint64_t>> heavy;  // (key, rows), sorted by key
   std::shared_ptr<const GeneratedRows> source;       // null: not (known to be) generated rows
   uint64_t rows() const;
 };
 
+struct KeyOrder;
 struct KeyContent {
   std::vector<Component> parts;
+  // Set when the rows are in key order (a sorted buffer): parts stay what they were before the
+  // sort (whole reads count and cost as before), and a row range holds a key range (slice_content).
+  std::shared_ptr<const KeyOrder> order;
   uint64_t rows() const;
 };
 using ContentPtr = std::shared_ptr<const KeyContent>;
+
+// Sorted rows as consecutive pieces: piece i holds the keys of partition part[i] of a radix
+// function over the keys' top bits (order_fn), its rows [first[i], first[i + 1]). Within a piece
+// the keys are a distribution again, so a row range that ends inside a piece takes a share of it.
+struct KeyOrder {
+  PartitionFn fn;
+  std::vector<uint32_t> part;  // ascending
+  std::vector<ContentPtr> pieces;
+  std::vector<uint64_t> first;  // pieces.size() + 1 row offsets
+  uint64_t key_begin(size_t i) const { return uint64_t(part[i]) << fn.shift; }  // piece i's first key
+};
 
 // Rows [first_row, first_row + rows) of a generated relation.
 ContentPtr generated_content(const RelationSpec& spec, const RelationSpec* referenced, uint64_t first_row,
@@ -100,6 +124,8 @@ class ContentSplit {
     Component base;  // c's component without rows and constraints
     std::vector<Constraint> constraints;  // its constraints
     std::vector<uint64_t> light;  // per partition (empty: none)
+    std::vector<uint64_t> before, whole;  // a positioned component's (Component::at): its sequence's split
+    void light_piece(Component& piece, uint32_t p) const;  // partition p's light rows, placed
     std::vector<std::pair<uint32_t, std::pair<uint64_t, uint64_t>>> heavy;  // (partition, (key, rows)), by partition
   };
   PartitionFn fn_;
@@ -116,14 +142,34 @@ struct PieceRef {
 };
 // Only the row counts of split_content (the same numbers, without building contents).
 std::vector<uint64_t> split_counts(const KeyContent& c, const PartitionFn& fn);
-// Rows [first, end) of c's rows (end <= c.rows()), every component in proportion, and the rows
+// Rows [first, end) of c's rows (end <= c.rows()). Sorted c: the pieces in the range, the
+// partial ones at its ends sliced as below (a key range, sorted). Otherwise every component in
+// proportion, and the rows
 // of the components (heavy and light rows of each) in consecutive ranges add up to c's exactly:
 // a component's rows among the first x rows are a house-monotone apportionment of x (D'Hondt),
-// so those of [first, end) are the difference of two. Heavy keys share their part by largest
-// remainder.
+// so those of [first, end) are the difference of two; so are a component's heavy keys' rows, and
+// its light rows keep their position (Component::at), so splits of consecutive ranges add up to
+// the split of c.
 ContentPtr slice_content(const ContentPtr& c, uint64_t first, uint64_t end);
-// The union of contents (components over the same keys and constraints are combined).
+// The union of contents (components over the same keys and constraints are combined), in no
+// order.
 ContentPtr merge_contents(const std::vector<ContentPtr>& parts);
+// The radix function a sorted content's pieces follow when its rows went through none over
+// their top bits: 2^12 partitions over the top bits of the largest key c may hold (at least 64
+// keys a partition, so pieces are rarely empty by rounding).
+PartitionFn order_fn(const KeyContent& c);
+// c's rows in key order (a sort): c itself when sorted, else sorted as merge_sorted({c}) sorts.
+ContentPtr sorted_content(const ContentPtr& c);
+// The sorted union of runs (a merge of sorted runs). Its pieces are the partitions of one radix
+// function over the keys' top bits: the coarsest one some component already went through
+// (mgsmj's scatter by the most significant bits), else order_fn of the union. Components not
+// partitioned by it are split by it from their unsorted rows, so every row of a relation goes
+// through the same splits whichever run it is in (the pieces of a partition then add up to the
+// relation's, cover included); runs already in its pieces are merged piece by piece.
+ContentPtr merge_sorted(const std::vector<ContentPtr>& runs);
+// Rows of sorted c below key x, where x is the first key of a partition of c's order function (or
+// above every key): c's pieces lie wholly on one side of it.
+uint64_t rows_below_key(const KeyOrder& order, uint64_t x);
 // Adds b's rows to `into` when both are light rows only, of one universe under the same
 // constraints (false otherwise, `into` unchanged). Rows of such a content are interchangeable,
 // so any range of the union holds what the same range of the two side by side holds. `into` is

@@ -453,6 +453,9 @@ class SimRank final : public Rank {
     return rows ? content_sample(c ? *c : *unknown_content(rows), 4, size_t(1) << codec::kDefaultChunkLog2)
                 : std::vector<std::vector<uint64_t>>{};
   }
+  // Cut at the key boundaries of R's and S's sorted contents (no keys to read).
+  std::vector<JoinPiece> merge_path_parts(const Tuples& r, const Tuples& s, uint64_t min_parts,
+                                          uint64_t max_rows) override;
   void barrier() override { allgather({}); }
 
   double now() const override { return sg4::Engine::get_clock(); }
@@ -833,13 +836,15 @@ ContentPtr content_or_unknown(const Tuples& t) {
   return c ? c : unknown_content(t.rows);
 }
 
-// Consecutive slices of one batch split by fn (the exchange's sliced histogram and the pack that
-// follows it). Each annotated range of the batch is split once, and its partitions' rows are
-// shared over the slices it overlaps by a house-monotone apportionment (dhondt) of its rows before
-// each bound: the slices add up to the batch's split exactly, as they do on hardware. Splitting
-// every slice on its own rounds each apart, and where the slices do not divide evenly among the
-// partitions their sums missed the batch's by a few rows (gpj-h, whose materialized partitions are
-// a partition of the whole batch, stopped on it).
+// Consecutive slices of one batch split by fn (the exchange's and mgsmj's sliced histograms, the
+// pack that follows them). Each slice counts what a partition of that slice's rows gives
+// (split_counts of its slice_content, whose rows keep their place in the range's: Component::at),
+// and these add up to the range's split exactly, as they do on hardware. (Sharing the range's
+// split over the slices instead agreed with the sum but not with a partition of one slice: mgsmj's
+// chunks were scattered at offsets a row away from their histograms' and sent rows of a bucket to
+// the GPU of the next. Splitting each slice on its own, without positions, missed the batch's sum
+// by a few rows, and gpj-h, whose materialized partitions are a partition of the whole batch,
+// stopped on it.)
 struct SlicedSplit {
   std::vector<uint64_t> counts;   // slice-major: slice s's rows of partition p at s * fanout + p
   std::vector<uint64_t> totals;   // each partition's rows of the batch
@@ -883,8 +888,9 @@ SlicedSplit split_slices(const Tuples& t, const PartitionFn& fn, const std::vect
     for (size_t sl = 0; sl < k; ++sl) {
       const uint64_t lo = std::max(bounds[sl] - b0, r0), hi = std::min(bounds[sl + 1] - b0, r1);
       if (hi <= lo) continue;
-      const std::vector<uint64_t> a = dhondt(w, lo - r0), b = dhondt(w, hi - r0);
-      for (size_t p = 0; p < F; ++p) out.counts[sl * F + p] += b[p] - a[p];
+      const std::vector<uint64_t> n =
+          lo == r0 && hi == r1 ? w : split_counts(*slice_content(content, lo - r0, hi - r0), fn);
+      for (size_t p = 0; p < F; ++p) out.counts[sl * F + p] += n[p];
     }
   }
   return out;
@@ -982,10 +988,9 @@ void evaluate(const Op& op, OpResult& r) {
           join_result(r, expected_matches(*content_or_unknown(whole(o.r)), *content_or_unknown(whole(o.s))), o.out,
                       o.out_first, o.mode);
         } else if constexpr (std::is_same_v<T, SortOp>) {
-          ContentPtr c = content_or_unknown(o.in);
           Tuples out = o.out;
           out.rows = o.in.rows;
-          write_keys(out, c);
+          write_keys(out, sorted_content(content_or_unknown(o.in)));
         } else if constexpr (std::is_same_v<T, MergeJoinOp>) {
           join_result(r, expected_matches(*content_or_unknown(o.r), *content_or_unknown(o.s)), o.out, o.out_first, o.mode);
         } else if constexpr (std::is_same_v<T, ChecksumOp>) {
@@ -1027,12 +1032,12 @@ void evaluate(const Op& op, OpResult& r) {
           if (out.capacity < out.rows)
             throw RuntimeError("multiway merge: out holds " + std::to_string(out.capacity) + " rows, the runs have " +
                                std::to_string(out.rows));
-          if (!parts.empty()) write_keys(out, merge_contents(parts));
+          if (!parts.empty()) write_keys(out, merge_sorted(parts));
           r.count = out.rows;
         } else if constexpr (std::is_same_v<T, MergeOp>) {
           Tuples out = o.out;
           out.rows = o.a.rows + o.b.rows;
-          write_keys(out, merge_contents({content_or_unknown(o.a), content_or_unknown(o.b)}));
+          write_keys(out, merge_sorted({content_or_unknown(o.a), content_or_unknown(o.b)}));
           r.count = out.rows;
         } else if constexpr (std::is_same_v<T, CompressOp>) {
           check_compress(o);
@@ -2357,6 +2362,36 @@ int SimRank::collective(const std::vector<uint64_t>& mine) {
         "a collective (allgather or barrier) that another rank has not reached");
   }
   return call;
+}
+
+// The key boundaries sorted R and S share: the first keys of the coarser order's partitions
+// (orders are radix functions over top bits, so those start partitions of the finer one too), as
+// cuts of R's and S's rows.
+std::vector<CoRank> shared_key_cuts(const KeyContent& r, const KeyContent& s) {
+  KeyOrder none;  // an input without rows
+  none.first = {0};
+  for (const KeyContent* c : {&r, &s})
+    if (c->rows() && !c->order)
+      throw RuntimeError("merge-path parts: the simulator knows no key order of an input that was not sorted");
+  const KeyOrder& ro = r.rows() ? *r.order : none;
+  const KeyOrder& so = s.rows() ? *s.order : none;
+  const uint32_t shift = std::max(ro.fn.shift, so.fn.shift);
+  std::vector<uint64_t> keys{0};
+  for (const KeyOrder* o : {&ro, &so})
+    for (size_t i = 0; i < o->pieces.size(); ++i) keys.push_back(o->key_begin(i) >> shift << shift);
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  std::vector<CoRank> cuts;
+  for (uint64_t x : keys) cuts.push_back({rows_below_key(ro, x), rows_below_key(so, x)});
+  cuts.push_back({r.rows(), s.rows()});
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  return cuts;
+}
+
+std::vector<JoinPiece> SimRank::merge_path_parts(const Tuples& r, const Tuples& s, uint64_t min_parts,
+                                                 uint64_t max_rows) {
+  return joinlab::merge_path_parts(shared_key_cuts(*content_or_unknown(r), *content_or_unknown(s)), min_parts,
+                                   max_rows);
 }
 
 Bandwidths SimRank::bandwidths() const {

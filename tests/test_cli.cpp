@@ -763,7 +763,9 @@ TEST(Experiments, EveryPaperFileIsValid) {
   EXPECT_GE(files["gao2021"], 6);
   EXPECT_GE(files["thostrup2023"], 12);
   EXPECT_GE(files["lutz2022"], 6);
-  EXPECT_EQ(files.size(), 4u) << "a folder other than rui2017, gao2021, thostrup2023, lutz2022 in experiments/papers";
+  EXPECT_GE(files["maltenberger2025"], 18);
+  EXPECT_EQ(files.size(), 5u)
+      << "a folder other than rui2017, gao2021, thostrup2023, lutz2022, maltenberger2025 in experiments/papers";
 }
 
 // The README's main job, scaled down: real joins on the CPU backend, verified.
@@ -783,12 +785,15 @@ TEST_F(CliTest, DefaultExperimentRunsOnTheCpuBackend) {
   EXPECT_NE(csv.find("closed form"), std::string::npos) << csv;
 }
 
-// Three of the papers' small variants run as written on the cpu backend, verified: the
-// repartitioned join on 2 and 4 ranks, TPC-H with both shuffles on 2 x 2 ranks, and the hybrid
-// join with partitions on the "GPU" and on the CPU (a few seconds in all).
+// Four of the papers' small variants run as written on the cpu backend, verified: the
+// repartitioned join on 2 and 4 ranks, TPC-H with both shuffles on 2 x 2 ranks, the hybrid
+// join with partitions on the "GPU" and on the CPU, and the multi-GPU sort-merge join against the
+// CPU radix join on 8 ranks (a few seconds in all).
 TEST_F(CliTest, PaperSmallFilesRunOnTheCpuBackend) {
-  const std::vector<std::pair<std::string, int>> files = {
-      {"gao2021/weak-scaling-small", 2}, {"gao2021/tpch-small", 2}, {"thostrup2023/hybrid-small", 4}};
+  const std::vector<std::pair<std::string, int>> files = {{"gao2021/weak-scaling-small", 2},
+                                                          {"gao2021/tpch-small", 2},
+                                                          {"thostrup2023/hybrid-small", 4},
+                                                          {"maltenberger2025/fig1b-small", 2}};
   for (auto& [f, points] : files) {
     auto r = cli({"run", joinlab_root() + "/experiments/papers/" + f + ".ini",
                   "--experiment.output_dir=" + (dir_ / "out").string(), "--quiet"});
@@ -863,11 +868,11 @@ TEST_F(CliTest, ReproduceDryRunChecksEveryFigureAtBothScales) {
   for (const char* scale : {"full", "small"}) {
     auto r = cli({"reproduce", "--dry-run", std::string("--scale=") + scale});
     ASSERT_EQ(r.code, 0) << scale << ": " << r.err;
-    // rui2017 3, gao2021 4, thostrup2023 6, lutz2022 3
-    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 16) << r.out;
+    // rui2017 3, gao2021 4, thostrup2023 6, lutz2022 3, maltenberger2025 9
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 25) << r.out;
     size_t small = 0;
     for (size_t at = 0; (at = r.out.find("-small.ini,", at)) != std::string::npos; ++at) ++small;
-    EXPECT_EQ(small, std::string(scale) == "small" ? 16u : 0u) << r.out;
+    EXPECT_EQ(small, std::string(scale) == "small" ? 25u : 0u) << r.out;
   }
   const fs::path root = fs::path(joinlab_root()) / "experiments" / "papers";
   for (auto& entry : fs::recursive_directory_iterator(root)) {

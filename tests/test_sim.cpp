@@ -1305,6 +1305,28 @@ TEST(SimProfiles, ShippedProfilesParseAndModelEveryOperator) {
   EXPECT_GE(n, 6);
 }
 
+// maltenberger2025's IBM AC922 resolves by name, has the machine's shape, and runs mgsmj on
+// its four GPUs with the exact count.
+TEST_F(SimTest, Ac922ProfileLoadsByNameAndRunsMgsmjOnItsFourGpus) {
+  const Profile p = load_profile(resolve_profile_path("ac922-v100x4-nvlink2", repo_profiles()));
+  EXPECT_EQ(p.name, "ac922-v100x4-nvlink2");
+  EXPECT_EQ(p.topology.gpus_per_node, 4);
+  EXPECT_EQ(p.topology.intra, IntraNode::PCIe);
+  EXPECT_DOUBLE_EQ(p.gpu.memory, 32e9);
+  EXPECT_DOUBLE_EQ(p.gpu.sms, 80);
+  EXPECT_EQ(p.cpu.sockets, 2);
+  EXPECT_EQ(p.cpu.cores, 16);
+  EXPECT_DOUBLE_EQ(p.h2d.bw, p.d2h.bw);
+  EXPECT_GT(p.h2d.bw, 60e9);
+  EXPECT_LT(p.h2d.bw, 75e9) << "NVLink 2.0's three bricks carry at most 75 GB/s per direction";
+  RunPoint pt = shuffle_point(1, 4, uint64_t(1) << 20, "ac922-v100x4-nvlink2", repo_profiles());
+  pt.strategy = "mgsmj";
+  pt.strategy_options = {{"output", "count_only"}};
+  const RunOutcome o = run_point(pt);
+  EXPECT_EQ(o.digest.count, pt.workload.s.rows);
+  EXPECT_GE(o.total_seconds, o.bound.seconds);
+}
+
 TEST(SimProfiles, BadProfilesAreRejectedWithFileLineKeyAndValue) {
   const std::string good = kTestProfile;
   auto with = [&](const std::string& from, const std::string& to) {

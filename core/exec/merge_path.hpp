@@ -69,5 +69,9 @@ struct JoinPiece {
 // every (R row, S row) pair of it lies in exactly one piece. Pieces with no R or no S rows (they
 // join nothing) are left out. Throws RuntimeError when max_rows < 2.
 std::vector<JoinPiece> merge_path_parts(const Tuples& r, const Tuples& s, uint64_t min_parts, uint64_t max_rows);
+// The same parts over key boundaries known without the keys: cuts ascending on both sides, from
+// {0, 0} to {|R|, |S|}, every key's rows between two consecutive cuts (the simulator's sorted
+// contents, whose boundaries are their pieces').
+std::vector<JoinPiece> merge_path_parts(const std::vector<CoRank>& cuts, uint64_t min_parts, uint64_t max_rows);
 
 }  // namespace joinlab

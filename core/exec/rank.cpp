@@ -106,6 +106,10 @@ Event Rank::recv_v(Stream s, int peer, const std::vector<BufferRange>& ranges, i
   return each_range(ranges, [&](const BufferRange& r) { return recv(s, peer, r.buf, r.off, r.bytes, tag); });
 }
 
+std::vector<JoinPiece> Rank::merge_path_parts(const Tuples& r, const Tuples& s, uint64_t min_parts, uint64_t max_rows) {
+  return joinlab::merge_path_parts(r, s, min_parts, max_rows);
+}
+
 std::vector<std::vector<uint64_t>> Rank::codec_sample(Stream s, const Buffer& buf, uint64_t first, uint64_t rows,
                                                      uint8_t value_bytes) {
   const auto windows = cpu::codec_sample_windows(rows);

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "core/exec/merge_path.hpp"
 #include "core/exec/ops.hpp"
 #include "core/exec/trace.hpp"
 
@@ -141,6 +142,12 @@ class Rank {
   // simulator samples the column's key content.
   virtual std::vector<std::vector<uint64_t>> codec_sample(Stream s, const Buffer& buf, uint64_t first, uint64_t rows,
                                                           uint8_t value_bytes);
+
+  // --- merge-path cuts of key-sorted relations (core/exec/merge_path.hpp) ---
+  // The default reads the keys on the host (r and s in host-readable memory); the simulator cuts
+  // at the key boundaries of their sorted contents.
+  virtual std::vector<JoinPiece> merge_path_parts(const Tuples& r, const Tuples& s, uint64_t min_parts,
+                                                  uint64_t max_rows);
 
   // --- one-sided puts into remote slots with completion flags ---
   // Collective: every rank exposes a buffer and `flags` completion words; returns the window id.

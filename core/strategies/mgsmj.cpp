@@ -424,12 +424,11 @@ Runs sort_chunksets(Rank& rank, const Tuples& host, const RelationPlan& p, const
 void run_mgsmj(Rank& rank, const JoinJob& job) {
   check_mgsmj(job);
   check_merge_sort_ranks(job, rank.size());
-  // The simulator keeps a buffer's keys as a distribution, not in order: a sorted relation's rows
-  // [a, b) read as a share of all its keys, not as the key range the join's parts are, so the
-  // parts' counts would be wrong (about a quarter of the matches).
-  if (rank.backend() == "sim")
-    throw InputError("mgsmj: not simulated yet (the simulator does not know the key order of a sorted buffer, and the "
-                     "join's parts are key ranges of the sorted relations); run it on the cpu or cuda backend");
+  // The merge stages' pivot search writes probe row ids on the host, which the simulator has no
+  // memory for.
+  if (!rank.has_data() && job.options["sort"].as<std::string>() == "merge")
+    throw InputError("mgsmj: sort = merge is not simulated (its merge stages' pivot search gathers keys at row ids the "
+                     "host writes, and the simulator holds no data); use sort = radix, or the cpu or cuda backend");
   const MgsmjConfig cfg = mgsmj_config(job.options);
   if (rank.streams() < 4)
     throw RuntimeError("mgsmj: the " + rank.backend() + " backend gives a rank " + std::to_string(rank.streams()) +
@@ -514,7 +513,7 @@ void run_mgsmj(Rank& rank, const JoinJob& job) {
     throw RuntimeError("mgsmj: device memory of " + std::to_string(device) + " bytes leaves a join lane " +
                        std::to_string(device / 4) + " bytes, less than an R and an S row of " + std::to_string(tb) +
                        " bytes");
-  const std::vector<JoinPiece> parts = merge_path_parts(r, s, cfg.parts_per_gpu, part_rows);
+  const std::vector<JoinPiece> parts = rank.merge_path_parts(r, s, cfg.parts_per_gpu, part_rows);
   uint64_t max_r = 1, max_s = 1;
   for (const JoinPiece& p : parts) max_r = std::max(max_r, p.r_rows), max_s = std::max(max_s, p.s_rows);
   struct JoinLane {
