@@ -37,8 +37,9 @@ RelationSpec spec(const std::string& name, uint64_t rows, KeyDist dist, uint8_t 
   return s;
 }
 
-Tuples generate(Rank& rank, const RelationSpec& sp, const RelationSpec* ref, const std::string& tag) {
-  Tuples t = rank.alloc_tuples(MemSpace::Device, sp.rows, {sp.key_bytes, sp.payload_bytes[0]}, tag);
+Tuples generate(Rank& rank, const RelationSpec& sp, const RelationSpec* ref, const std::string& tag,
+               MemSpace space = MemSpace::Device) {
+  Tuples t = rank.alloc_tuples(space, sp.rows, {sp.key_bytes, sp.payload_bytes[0]}, tag);
   GenerateOp g;
   g.spec = sp;
   g.referenced = ref;
@@ -150,11 +151,7 @@ TEST(CudaOps, HistogramInRangesMatchesCpuAndPerRangeHistograms) {
       const std::vector<RowRange> ranges = {{n / 2, n - n / 4}, {0, n / 3}, {n / 5, n / 5}, {n - n / 9, n}};
       same_on_both(
           [&](Rank& rank) {
-            Tuples t = rank.alloc_tuples(space, n, {8, 8}, "R");
-            GenerateOp g;
-            g.spec = spec("R", n, KeyDist::Zipf, 8, 8, 3);
-            g.out = t;
-            rank.launch(Stream{0}, g).get();
+            const Tuples t = generate(rank, spec("R", n, KeyDist::Zipf, 8, 8, 3), nullptr, "R", space);
             HistogramOp h{t, fn};
             h.in_ranges = ranges;
             const Obs counts = rank.launch(Stream{0}, h).get().values;
@@ -181,11 +178,7 @@ TEST(CudaOps, HistogramInSegmentsMatchesCpuAndPerSegmentHistograms) {
         const std::vector<uint64_t> segs = {n / 7, n / 3, n / 3, n / 2, n - n / 5};
         same_on_both(
             [&](Rank& rank) {
-              Tuples t = rank.alloc_tuples(space, n, {4, 4}, "R");
-              GenerateOp g;
-              g.spec = spec("R", n, KeyDist::Zipf, 4, 4, 3);
-              g.out = t;
-              rank.launch(Stream{0}, g).get();
+              const Tuples t = generate(rank, spec("R", n, KeyDist::Zipf, 4, 4, 3), nullptr, "R", space);
               const Obs counts = rank.launch(Stream{0}, HistogramOp{t, fn, segs}).get().values;
               Obs per_segment;
               for (size_t s = 0; s + 1 < segs.size(); ++s) {
