@@ -1138,7 +1138,7 @@ bool on_host(const Op& op) {
 struct LinkBytes {
   double read = 0, written = 0;
 };
-LinkBytes link_bytes(const Op& op, const LinkSpec& h2d, const LinkSpec& d2h) {
+LinkBytes link_bytes(const Op& op, const OpResult& result, const LinkSpec& h2d, const LinkSpec& d2h) {
   auto slowdown = [](const LinkSpec& l, double granule) {
     const double rate = l.access_rate(granule);
     return rate > 0 && l.bw > 0 ? l.bw / rate : 1.0;
@@ -1165,6 +1165,16 @@ LinkBytes link_bytes(const Op& op, const LinkSpec& h2d, const LinkSpec& d2h) {
     if (build) l.written += bytes * slowdown(d2h, t->fmt.key_bytes);
     else l.read += bytes * slowdown(h2d, t->fmt.key_bytes);
   };
+  // A join kernel writing its rows into pinned memory (mgsmj's row ranges, triton's and chunked's
+  // pinned output) moves them over the link, in order: each of its `count` rows, key and values.
+  auto output_bytes = [&](const JoinOutput& out, OutputMode mode) {
+    if (mode == OutputMode::CountOnly || !in_host_memory(out.keys)) return;
+    l.written += double(result.count) * (out.r_fmt.key_bytes + out.r_fmt.val_bytes + out.s_fmt.val_bytes) *
+                 slowdown(d2h, kLinkSequentialGranule);
+  };
+  if (auto* j = std::get_if<ProbeOp>(&op)) output_bytes(j->out, j->mode);
+  if (auto* j = std::get_if<PartitionedJoinOp>(&op)) output_bytes(j->out, j->mode);
+  if (auto* j = std::get_if<MergeJoinOp>(&op)) output_bytes(j->out, j->mode);
   if (auto* b = std::get_if<BuildOp>(&op)) table_bytes(b->table, b->in, true);
   if (auto* p = std::get_if<ProbeOp>(&op)) table_bytes(p->table, p->probe, false);
   if (auto* a = std::get_if<LinkAccessOp>(&op); a && in_host_memory(a->host)) {
@@ -1635,7 +1645,7 @@ void SimRank::start(SimStream& st, int index) {
       }
       // A link access has no device work of its own to model: its link bytes are its cost.
       const double seconds = std::holds_alternative<LinkAccessOp>(*it.op) ? 0.0 : world_.profile.ops.seconds(sample);
-      const LinkBytes link = link_bytes(*it.op, world_.profile.h2d, world_.profile.d2h);
+      const LinkBytes link = link_bytes(*it.op, *it.result, world_.profile.h2d, world_.profile.d2h);
       if (seconds <= 0 && link.read + link.written <= 0) return finish(st, index);
       st.activity = world_.start_exec(pf.gpus[size_t(id())], std::max(seconds, 0.0));
       st.state = SimStream::Busy;
