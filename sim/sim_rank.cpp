@@ -1447,9 +1447,9 @@ void SimRank::pump() {
           e.busy = true;
           e.waiting.pop_front();
           const Item& it = st->running.front();
-          auto [from, to] = copy_route(it);
+          const auto route = copy_route(it);
           world_.stats.flows++;
-          st->activity = sg4::Comm::sendto_async(from, to, it.bytes);
+          st->activity = sg4::Comm::sendto_async(route.first, route.second, it.bytes);
           st->state = SimStream::Busy;
           world_.busy++;
           progress = true;
@@ -1663,7 +1663,10 @@ void SimRank::start(SimStream& st, int index) {
     case Item::Copy: {  // buf = destination, other = source
       st.outgoing = {message_of(it.other, it.other_off, it.bytes)};
       const bool src_dev = it.other->space == MemSpace::Device, dst_dev = it.buf->space == MemSpace::Device;
-      auto [from, to] = copy_route(it);
+      // Named ends, not a structured binding: the lambda below captures them (C++17 cannot).
+      const auto route = copy_route(it);
+      sg4::Host* from = route.first;
+      sg4::Host* to = route.second;
       world_.stats.transfers++;
       if (from == to && !src_dev) {  // inside host memory: the CPUs read and write it
         st.track = "link host memory";
