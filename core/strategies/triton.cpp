@@ -146,9 +146,11 @@ struct FirstPass {
   uint32_t fanout = 0;
   uint32_t chunks() const { return uint32_t(bounds.size() - 1); }
   uint64_t cached_rows() const { return bounds[cached_chunks]; }
+  // Chunk c's region starts at this row of the cache (cached chunks) or of the spill.
+  uint64_t region_start(uint32_t c) const { return c < cached_chunks ? bounds[c] : bounds[c] - cached_rows(); }
   Tuples region(uint32_t c) const {
     const uint64_t n = bounds[c + 1] - bounds[c];
-    return c < cached_chunks ? cache.slice(bounds[c], n) : spill.slice(bounds[c] - cached_rows(), n);
+    return c < cached_chunks ? cache.slice(region_start(c), n) : spill.slice(region_start(c), n);
   }
   uint64_t rows(uint32_t p) const {
     uint64_t n = 0;
@@ -168,10 +170,8 @@ std::vector<Slice> slices_of(const FirstPass& fp, uint32_t p, uint64_t most) {
   std::vector<Slice> out(1);
   for (uint32_t c = 0; c < fp.chunks(); ++c) {
     const uint64_t* h = fp.hist.data() + size_t(c) * fp.fanout;
-    uint64_t at = 0;
+    uint64_t at = fp.region_start(c);
     for (uint32_t q = 0; q < p; ++q) at += h[q];
-    if (c >= fp.cached_chunks) at += fp.bounds[c] - fp.cached_rows();
-    else at += fp.bounds[c];
     for (uint64_t left = h[p]; left > 0;) {
       if (out.back().rows == most) out.emplace_back();
       const uint64_t n = std::min(left, most - out.back().rows);
@@ -207,7 +207,8 @@ struct MemoryPlan {
 };
 
 // The cache is cache_bytes, or by default what is left of `device` after the working buffers:
-// during the first pass the staged chunks (two per relation, prefix_sum = gpu), during the join
+// during the first pass the ring's slots (Ring: a chunk staged, a spilled chunk on its way out),
+// during the join
 // two lanes (the second pass's outputs of a slice of R and of S, their staged spilled parts with
 // spill_read = copy, their layout buffers; the output segments when they are in device memory),
 // and some headroom for the partitioners' buffers and the join's scratch. Split between R and S
@@ -307,17 +308,21 @@ uint64_t first_piece_rows(const FirstPass& fp, uint32_t c, const TritonConfig& c
   return written_over_link(fp, c, cfg) ? kPieceRows : kDevicePieceRows;
 }
 
-// Partitions chunk c (its rows in `chunk`, in pinned memory or staged) into its region, laid out
-// partition-major over its pieces by `offsets` (host, chunk-major) or by offsets on the device
-// (`layout`, scanned). A spilled region is written by the partitioner over the link
+// Bounds of chunk c's pieces (chunk_pieces): its histogram and its partitioner cut it alike.
+std::vector<uint64_t> chunk_pieces(const FirstPass& fp, uint32_t c, const TritonConfig& cfg) {
+  return piece_bounds(fp.bounds[c + 1] - fp.bounds[c], first_piece_rows(fp, c, cfg));
+}
+
+// Partitions chunk c (its rows in `chunk`, in pinned memory or staged, cut at `pieces`) into its
+// region, laid out partition-major over its pieces by `offsets` (host, chunk-major) or by
+// offsets on the device (`layout`, scanned). A spilled region is written by the partitioner over the link
 // (spill_write = kernel: cfg.partitioner), or partitioned into the ring slot's output and copied
 // to pinned memory in one run per column (copy); a cached region from shared memory.
-void partition_chunk(Rank& rank, Stream st, const FirstPass& fp, uint32_t c, const Tuples& chunk, PartitionFn fn,
-                     std::vector<uint64_t> offsets, const Buffer& layout, const Ring& ring, uint32_t slot,
-                     const TritonConfig& cfg) {
+void partition_chunk(Rank& rank, Stream st, const FirstPass& fp, uint32_t c, const Tuples& chunk,
+                     const std::vector<uint64_t>& pieces, PartitionFn fn, std::vector<uint64_t> offsets,
+                     const Buffer& layout, const Ring& ring, uint32_t slot, const TritonConfig& cfg) {
   ChunkPartitionOp op;
-  const std::vector<uint64_t> b = piece_bounds(chunk.rows, first_piece_rows(fp, c, cfg));
-  for (size_t i = 0; i + 1 < b.size(); ++i) op.chunks.push_back(chunk.slice(b[i], b[i + 1] - b[i]));
+  for (size_t i = 0; i + 1 < pieces.size(); ++i) op.chunks.push_back(chunk.slice(pieces[i], pieces[i + 1] - pieces[i]));
   op.fn = fn;
   op.offsets = std::move(offsets);
   if (layout) op.offsets_on_device = layout;
@@ -352,12 +357,13 @@ std::vector<std::pair<uint32_t, Launched>> first_pass_staged(Rank& rank, const T
     const Tuples chunk = ring.view(ring.in_keys, ring.in_vals, slot, rows, f);
     rank.copy(st, chunk.keys, 0, in.keys, (in.offset + first) * f.key_bytes, rows * f.key_bytes);
     rank.copy(st, chunk.vals, 0, in.vals, (in.offset + first) * f.val_bytes, rows * f.val_bytes);
-    HistogramOp h{chunk, fn, piece_bounds(rows, first_piece_rows(fp, c, cfg))};
-    if (h.in_segments.size() == 2) h.in_segments.clear();
+    const std::vector<uint64_t> pieces = chunk_pieces(fp, c, cfg);
+    HistogramOp h{chunk, fn};
+    if (pieces.size() > 2) h.in_segments = pieces;
     h.counts_out = ring.layout[slot];
     hist.push_back({c, rank.launch(st, h)});
-    rank.launch(st, ScanOp{ring.layout[slot], ring.layout[slot], (piece_bounds(rows, first_piece_rows(fp, c, cfg)).size() - 1) * fn.fanout()});
-    partition_chunk(rank, st, fp, c, chunk, fn, {}, ring.layout[slot], ring, slot, cfg);
+    rank.launch(st, ScanOp{ring.layout[slot], ring.layout[slot], (pieces.size() - 1) * fn.fanout()});
+    partition_chunk(rank, st, fp, c, chunk, pieces, fn, {}, ring.layout[slot], ring, slot, cfg);
   }
   return hist;
 }
@@ -368,7 +374,7 @@ Launched count_on_host(Rank& rank, Stream st, const Tuples& in, const FirstPass&
                        const TritonConfig& cfg) {
   HistogramOp h{in, fn};
   for (uint32_t c = 0; c < fp.chunks(); ++c)
-    for (uint64_t b : piece_bounds(fp.bounds[c + 1] - fp.bounds[c], first_piece_rows(fp, c, cfg)))
+    for (uint64_t b : chunk_pieces(fp, c, cfg))
       if (h.in_segments.empty() || h.in_segments.back() != fp.bounds[c] + b) h.in_segments.push_back(fp.bounds[c] + b);
   if (h.in_segments.size() < 2) h.in_segments.clear();
   h.placement = HistogramOp::Placement::Host;
@@ -382,13 +388,14 @@ void first_pass_from_host(Rank& rank, const Tuples& in, FirstPass& fp, const std
   for (uint32_t c = 0; c < fp.chunks(); ++c) {
     const uint64_t rows = fp.bounds[c + 1] - fp.bounds[c];
     if (rows == 0) continue;
-    const size_t pieces = piece_bounds(rows, first_piece_rows(fp, c, cfg)).size() - 1;
-    const std::vector<uint64_t> counts(piece_counts.begin() + long(piece * F), piece_counts.begin() + long((piece + pieces) * F));
-    piece += pieces;
+    const std::vector<uint64_t> pieces = chunk_pieces(fp, c, cfg);
+    const size_t n = pieces.size() - 1;
+    const std::vector<uint64_t> counts(piece_counts.begin() + long(piece * F), piece_counts.begin() + long((piece + n) * F));
+    piece += n;
     for (size_t i = 0; i < counts.size(); ++i) fp.hist[size_t(c) * F + i % F] += counts[i];
     const uint32_t slot = turn++ % ring.slots;
-    partition_chunk(rank, Stream{int(slot)}, fp, c, in.slice(fp.bounds[c], rows), fn,
-                    chunked_layout(counts, F, uint32_t(pieces)).offsets, Buffer{}, ring, slot, cfg);
+    partition_chunk(rank, Stream{int(slot)}, fp, c, in.slice(fp.bounds[c], rows), pieces, fn,
+                    chunked_layout(counts, F, uint32_t(n)).offsets, Buffer{}, ring, slot, cfg);
   }
 }
 
