@@ -489,6 +489,7 @@ class SimRank final : public Rank {
   void block(const char* what);
   void pump();                 // starts every stream's next items while they can start
   std::pair<sg4::Host*, sg4::Host*> copy_route(const Item& it) const;
+  void start_copy_flow(SimStream& st);
   void start(SimStream& st, int index);
   void finish(SimStream& st, int index);  // the running item(s) of st are done
   bool try_recv(SimStream& st);
@@ -1446,12 +1447,7 @@ void SimRank::pump() {
         if (!e.busy && e.waiting.front() == i) {
           e.busy = true;
           e.waiting.pop_front();
-          const Item& it = st->running.front();
-          const auto route = copy_route(it);
-          world_.stats.flows++;
-          st->activity = sg4::Comm::sendto_async(route.first, route.second, it.bytes);
-          st->state = SimStream::Busy;
-          world_.busy++;
+          start_copy_flow(*st);
           progress = true;
         }
       }
@@ -1619,6 +1615,16 @@ std::pair<sg4::Host*, sg4::Host*> SimRank::copy_route(const Item& it) const {
   return {from, to};
 }
 
+// The running copy's transfer between its ends (over PCIe once it holds its copy engine).
+void SimRank::start_copy_flow(SimStream& st) {
+  const Item& it = st.running.front();
+  const auto [from, to] = copy_route(it);
+  world_.stats.flows++;
+  st.activity = sg4::Comm::sendto_async(from, to, it.bytes);
+  st.state = SimStream::Busy;
+  world_.busy++;
+}
+
 void SimRank::start(SimStream& st, int index) {
   st.running.clear();
   st.running.push_back(std::move(st.queue.front()));
@@ -1663,10 +1669,7 @@ void SimRank::start(SimStream& st, int index) {
     case Item::Copy: {  // buf = destination, other = source
       st.outgoing = {message_of(it.other, it.other_off, it.bytes)};
       const bool src_dev = it.other->space == MemSpace::Device, dst_dev = it.buf->space == MemSpace::Device;
-      // Named ends, not a structured binding: the lambda below captures them (C++17 cannot).
-      const auto route = copy_route(it);
-      sg4::Host* from = route.first;
-      sg4::Host* to = route.second;
+      const auto [from, to] = copy_route(it);
       world_.stats.transfers++;
       if (from == to && !src_dev) {  // inside host memory: the CPUs read and write it
         st.track = "link host memory";
@@ -1681,16 +1684,10 @@ void SimRank::start(SimStream& st, int index) {
       } else {
         if (it.bytes == 0) return finish(st, index);
         st.track = !src_dev ? "link pcie h2d" : !dst_dev ? "link pcie d2h" : "link p2p";
-        const uint64_t bytes = it.bytes;
         // The copy engine's launch (msg.copy_seconds), then its turn on the engine (pump()
         // starts the transfer), across PCIe; between GPUs the transfer at once.
         if (src_dev && dst_dev)
-          return after_software_cost(st, world_.profile.msg.copy_seconds, [this, &st, from, to, bytes] {
-            world_.stats.flows++;
-            st.activity = sg4::Comm::sendto_async(from, to, bytes);
-            st.state = SimStream::Busy;
-            world_.busy++;
-          });
+          return after_software_cost(st, world_.profile.msg.copy_seconds, [this, &st] { start_copy_flow(st); });
         st.engine = src_dev ? 1 : 0;
         return after_software_cost(st, world_.profile.msg.copy_seconds, [this, &st, index] {
           st.state = SimStream::AwaitEngine;
