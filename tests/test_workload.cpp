@@ -418,6 +418,25 @@ TEST(Tpch, BlocksFromTheMiddleEqualTheWholeGeneration) {
   for (int n : {2, 3, 7, 64}) EXPECT_EQ(keys_by_slices(w.s, &w.r, n), whole) << n << " ranks";
 }
 
+// Past one period of the line-count stream the index repeats the first period's entries: every
+// row's cursor sits on an order whose lines hold it (lines_before counts on its own table), at
+// the period's ends, inside later periods and at the last row of scale factor 100,000.
+TEST(Tpch, CursorsPastAPeriodFindTheOrderOfTheirRow) {
+  const uint64_t orders = tpch::orders_at(tpch::kMaxScaleFactor);
+  const tpch::LineitemIndex& index = tpch::lineitem_index(orders);
+  ASSERT_EQ(index.rows, tpch::lineitem_rows(orders));
+  const uint64_t period = tpch::kLinesPerPeriod;
+  for (uint64_t row : {uint64_t(0), period - 1, period, period + 12345, 37 * period + 999999, index.rows - 1}) {
+    const tpch::LineitemCursor c = index.cursor(row);
+    const uint64_t before = tpch::lines_before(c.order);
+    EXPECT_LE(before, row) << "row " << row;
+    EXPECT_EQ(before + c.line, row) << "row " << row;
+    EXPECT_LT(c.line, c.lines) << "row " << row;
+    EXPECT_EQ(c.word, tpch::line_word(c.order)) << "row " << row;
+  }
+  EXPECT_EQ(index.cursor(index.rows - 1).order, orders);
+}
+
 TEST(Tpch, ClosedFormEqualsReferenceJoin) {
   const Workload w = test::tpch(0.01);
   const ExpectedResult want = expected_result(w, 2);

@@ -27,8 +27,9 @@ struct OwnedIndex {
   LineitemIndex view;
 };
 
-std::unique_ptr<OwnedIndex> build_index(uint64_t orders) {
+std::unique_ptr<OwnedIndex> build_index(uint64_t all_orders) {
   auto index = std::make_unique<OwnedIndex>();
+  const uint64_t orders = std::min(all_orders, kLinePeriod);  // a later period repeats the first
   const uint32_t k = stride_log2_for(orders);
   const uint64_t stride = uint64_t(1) << k, entries = (orders + stride - 1) / stride;
   std::vector<uint64_t> lines_per_entry(entries);
@@ -54,18 +55,15 @@ std::unique_ptr<OwnedIndex> build_index(uint64_t orders) {
     index->rows_before[j] = rows;
     rows += lines_per_entry[j];
   }
-  index->view = {index->rows_before.data(), entries, k, orders, rows};
+  index->view = {index->rows_before.data(), entries, k, all_orders, orders < all_orders ? lineitem_rows(all_orders) : rows};
   return index;
 }
 
-// The line-count stream repeats after kLinePeriod orders (16807 is a primitive root of 2^31 - 1:
-// one period draws every word 1 .. 2^31 - 2 once, whose line counts sum to 4 per order). The
-// lines of orders 1 .. j 2^24 within a period, j = 0 .. 127, computed by walking one period
-// (7 s on 2 cores; tests recompute entries), so that lineitem's size at any scale factor costs a
-// walk of fewer than 2^24 orders instead of one of every order (minutes at scale factor 100,000).
-constexpr uint64_t kLinePeriod = kRandModulus - 1;
+// The lines of orders 1 .. j 2^24 within a period of the line-count stream, j = 0 .. 127,
+// computed by walking one period (7 s on 2 cores; tests recompute entries), so that lineitem's
+// size at any scale factor costs a walk of fewer than 2^24 orders instead of one of every order
+// (minutes at scale factor 100,000).
 constexpr uint32_t kPrefixStrideLog2 = 24;
-constexpr uint64_t kLinesPerPeriod = 4 * kLinePeriod;
 constexpr uint64_t kPeriodPrefix[] = {
     0, 67095630, 134215401, 201326685, 268448007, 335551537, 402673726, 469781775, 536900504,
     604020934, 671122565, 738241886, 805353270, 872452597, 939545190, 1006656383, 1073758652,

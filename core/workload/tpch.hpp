@@ -64,11 +64,20 @@ struct LineitemCursor {
   }
 };
 
+// The line-count stream repeats after kLinePeriod orders (16807 is a primitive root of 2^31 - 1:
+// one period draws every word 1 .. 2^31 - 2 once, whose line counts sum to 4 per order), so order
+// n + kLinePeriod has order n's lines and word.
+constexpr uint64_t kLinePeriod = kRandModulus - 1;
+constexpr uint64_t kLinesPerPeriod = 4 * kLinePeriod;
+
 // --- host: relation sizes and the coarse index of lineitem rows -------------------------------
 
 // Lineitem rows before every 2^stride_log2-th order, so a block of rows finds its first order
-// with a binary search and a scan of fewer than 2^stride_log2 orders. A view of the index that
-// lineitem_index() builds once per order count and keeps for the process.
+// with a binary search and a scan of fewer than 2^stride_log2 orders. It covers one period of the
+// line-count stream at most: a row of a later period is the same row of the first, kLinePeriod
+// orders on (the index of scale factor 100,000's 150 G orders is one period's walk, seconds,
+// not a walk of every order). A view of the index that lineitem_index() builds once per order
+// count and keeps for the process.
 struct LineitemIndex {
   const uint64_t* rows_before = nullptr;  // [j]: lineitem rows of the orders before order j 2^k + 1
   uint64_t entries = 0;
@@ -77,6 +86,15 @@ struct LineitemIndex {
 
   // The cursor at lineitem row `row` (0-based, < rows).
   LineitemCursor cursor(uint64_t row) const {
+    const uint64_t periods = orders > kLinePeriod ? row / kLinesPerPeriod : 0;
+    row -= periods * kLinesPerPeriod;
+    LineitemCursor c = cursor_in_period(row);
+    c.order += periods * kLinePeriod;  // the same word and lines
+    return c;
+  }
+
+ private:
+  LineitemCursor cursor_in_period(uint64_t row) const {
     const uint64_t* past = std::upper_bound(rows_before, rows_before + entries, row);
     const uint64_t entry = uint64_t(past - rows_before) - 1;
     uint64_t first = rows_before[entry];
