@@ -44,6 +44,7 @@ constexpr uint64_t kTableSeed = 0x2545f4914f6cdd1dULL;
 // The seed of the hash partitions measured at the shuffle's fanouts (any seed: murmur3 spreads keys alike).
 constexpr uint64_t kShuffleSeed = 0x5eed;
 constexpr uint64_t kExchangeSlices = 64;  // the slices the exchange's senders count a batch in (gpj.cpp)
+constexpr uint64_t kOverheadBatches = 8;  // the operators one input is counted in to time an operator's own cost
 
 // The phase that times a sample's closing synchronization (Bench::end_sample).
 const char* const kSyncPhase = "sync";
@@ -407,6 +408,32 @@ class Bench {
     }
   }
 
+  // A parallel CPU operator's own cost (CpuSpec::op_overhead): the same keys counted by one
+  // histogram, then by kOverheadBatches histograms of a slice each, as the exchange's senders
+  // count their batches ("op_overhead.whole" / "op_overhead.batched", x = {1, key bytes},
+  // segment = operators). The difference per extra operator is what a batch costs beyond its bytes.
+  void operator_overhead(const Tuples& in, uint64_t n) {
+    if (n < kOverheadBatches) return;
+    const PartitionFn fn{PartitionFn::Hash, 5, 0, kShuffleSeed};
+    const double bytes = double(n) * in.fmt.key_bytes;
+    for (uint64_t k : {uint64_t(1), kOverheadBatches}) {
+      OpSample sample;
+      sample.model = k == 1 ? "op_overhead.whole" : "op_overhead.batched";
+      sample.x = {1.0, bytes};
+      sample.segment = double(k);
+      const std::string name = sample_phase(sample);
+      for (int r = 0; r < opt_.repeat; ++r) {
+        begin_sample(name);
+        std::vector<Launched> ops;
+        for (uint64_t b = 0; b < k; ++b)
+          ops.push_back(rank_.launch(Stream{0}, HistogramOp{in.slice(n * b / k, n * (b + 1) / k - n * b / k), fn}));
+        for (auto& l : ops) l.get();
+        end_sample();
+      }
+    }
+    untimed();
+  }
+
   // One pass at every fanout a strategy's pass uses (R), or at two (a skewed S), then a second
   // pass over the first one's partitions (in_segments), as phj's two-pass plans run it. Fanouts
   // 2, 4 and 8 are the shuffle's hash partitions among 2, 4 and 8 ranks (shuffle.cpp,
@@ -429,12 +456,14 @@ class Bench {
     // put gpj's sender histogram 23% high on one 2x H100 host and their fitted models 24% low on
     // another.
     const bool cpu = opt_.backend == "cpu";
-    if (cpu)
+    if (cpu) {
       for (uint32_t bits : {4u, 5u, 6u}) {
         HistogramOp h{in, PartitionFn{PartitionFn::Hash, bits, 0, kShuffleSeed}};
         for (uint64_t sl = 0; sl <= kExchangeSlices; ++sl) h.in_segments.push_back(n * sl / kExchangeSlices);
         timed(h);
       }
+      operator_overhead(in, n);
+    }
     for (uint32_t bits : all_bits) {
       const PartitionFn fn{bits < 4 ? PartitionFn::Hash : PartitionFn::Radix, bits, 0, bits < 4 ? kShuffleSeed : 0};
       if (!cpu) timed(HistogramOp{in, fn});
@@ -1139,10 +1168,17 @@ void measure_cpu(Calibration& c, const CalibrationOptions& opt, uint64_t rows) {
     }
 }
 
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
 // Per-core rate of each [cpu] kind from the samples of models `prefix`<model>, run on `threads`
-// threads: the median over the samples of the largest input, bytes per second per thread.
+// threads: the median over the samples of the largest input, bytes per second per thread, each
+// sample's time net of `overhead` (a parallel operator's own cost, CpuSpec::op_overhead).
 std::map<std::string, std::pair<double, std::string>> rates_of(const Calibration& c, const std::string& prefix,
-                                                               int threads, const std::string& what) {
+                                                               int threads, const std::string& what,
+                                                               double overhead = 0) {
   // The [cpu] kind of each model the CPU passes measure.
   auto kind_of = [](const std::string& model) -> std::string {
     const std::string base = model.substr(0, model.find('.'));
@@ -1165,7 +1201,8 @@ std::map<std::string, std::pair<double, std::string>> rates_of(const Calibration
     for (OpSample s : samples) {
       s.model = m;
       const double bytes = m == "link.host_copy" ? s.x.at(1) : sample_bytes(s);
-      if (bytes > 0 && s.seconds > 0) samples_of[{kind, m}].push_back({s.x.at(1), bytes / s.seconds / threads});
+      const double seconds = std::max(s.seconds - (threads > 1 ? overhead : 0.0), s.seconds / 2);
+      if (bytes > 0 && s.seconds > 0) samples_of[{kind, m}].push_back({s.x.at(1), bytes / seconds / threads});
     }
   }
   std::map<std::string, std::vector<double>> rates;
@@ -1177,8 +1214,7 @@ std::map<std::string, std::pair<double, std::string>> rates_of(const Calibration
   }
   std::map<std::string, std::pair<double, std::string>> out;
   for (auto& [kind, r] : rates) {
-    std::sort(r.begin(), r.end());
-    out[kind] = {r[r.size() / 2], "median of " + std::to_string(r.size()) + " " + what +
+    out[kind] = {median_of(r), "median of " + std::to_string(r.size()) + " " + what +
                                       " samples of the largest input (bytes of the operator's features / seconds" +
                                       (threads > 1 ? " / " + std::to_string(threads) + " threads" : "") +
                                       "), measured " + today()};
@@ -1198,7 +1234,39 @@ std::map<std::string, std::pair<double, std::string>> cpu_rates(const Calibratio
 
 std::map<std::string, std::pair<double, std::string>> loaded_cpu_rates(const Calibration& c) {
   if (c.cpu_threads_all < 2) return {};
-  return rates_of(c, kAllCores, c.cpu_threads_all, "all-core (" + std::to_string(c.cpu_threads_all) + " threads)");
+  return rates_of(c, kAllCores, c.cpu_threads_all, "all-core (" + std::to_string(c.cpu_threads_all) + " threads)",
+                  cpu_op_overhead(c).first);
+}
+
+std::pair<double, std::string> cpu_op_overhead(const Calibration& c) {
+  const std::string batched = "op_overhead.batched", whole = "op_overhead.whole";
+  std::vector<double> per_team;
+  std::string teams;
+  for (auto& [model, samples] : c.ops) {
+    const size_t dot = model.find('.');
+    if (model.rfind(kTeamCores, 0) != 0 || dot == std::string::npos || model.substr(dot + 1) != batched) continue;
+    const auto one = c.ops.find(model.substr(0, dot + 1) + whole);
+    if (one == c.ops.end() || samples.empty()) continue;
+    // The largest input both were timed at.
+    double bytes = 0;
+    for (const OpSample& s : samples)
+      for (const OpSample& w : one->second)
+        if (s.x.size() > 1 && w.x.size() > 1 && s.x[1] == w.x[1]) bytes = std::max(bytes, s.x[1]);
+    std::vector<double> t_batched, t_whole;
+    double k = 0;
+    for (const OpSample& s : samples)
+      if (s.x.size() > 1 && s.x[1] == bytes) t_batched.push_back(s.seconds), k = s.segment;
+    for (const OpSample& w : one->second)
+      if (w.x.size() > 1 && w.x[1] == bytes) t_whole.push_back(w.seconds);
+    if (bytes <= 0 || k < 2) continue;
+    per_team.push_back(std::max(0.0, (median_of(t_batched) - median_of(t_whole)) / (k - 1)));
+    teams += (teams.empty() ? "" : ", ") + model.substr(std::strlen(kTeamCores), dot - std::strlen(kTeamCores)) +
+             " threads " + std::to_string(per_team.back() * 1e3).substr(0, 5) + " ms";
+  }
+  if (per_team.empty()) return {0.0, ""};
+  return {median_of(per_team), "median over the team sizes (" + teams + ") of (median time of an input counted in " +
+                                   std::to_string(kOverheadBatches) + " histograms - of one) / " +
+                                   std::to_string(kOverheadBatches - 1) + ", every core busy, measured " + today()};
 }
 
 std::map<int, std::map<std::string, std::pair<double, std::string>>> team_loaded_cpu_rates(const Calibration& c) {
@@ -1210,7 +1278,8 @@ std::map<int, std::map<std::string, std::pair<double, std::string>>> team_loaded
     if (t >= 1 && c.cpu_threads_all > t)
       out[t] = rates_of(c, kTeamCores + std::to_string(t) + ".", t,
                         "all-core (" + std::to_string(c.cpu_threads_all / t) + " teams of " + std::to_string(t) +
-                            " threads at once)");
+                            " threads at once)",
+                        cpu_op_overhead(c).first);
   return out;
 }
 
@@ -1248,10 +1317,7 @@ std::map<double, double> median_rates(const Calibration& c, const std::string& n
   std::map<double, std::vector<double>> by;
   for (const OpSample& s : it->second)
     if (s.seconds > 0 && s.x.size() > 1) by[s.segment].push_back(s.x[1] / s.seconds);
-  for (auto& [segment, v] : by) {
-    std::sort(v.begin(), v.end());
-    rates[segment] = v[v.size() / 2];
-  }
+  for (auto& [segment, v] : by) rates[segment] = median_of(v);
   return rates;
 }
 
@@ -1405,6 +1471,10 @@ void fit_cpu(const Calibration& c, const Profile& base, Profile& p, double roof,
   for (auto& [kind, r] : loaded_cpu_rates(c)) {
     p.cpu.loaded[kind] = r.first;
     p.notes["cpu.loaded." + kind] = r.second;
+  }
+  if (auto [overhead, how] = cpu_op_overhead(c); overhead > 0) {
+    p.cpu.op_overhead = overhead;
+    p.notes["cpu.op_overhead"] = how;
   }
   for (auto& [team, rates] : team_loaded_cpu_rates(c))
     for (auto& [kind, r] : rates) {

@@ -276,6 +276,10 @@ const std::vector<Field>& fields() {
                       [](const P& p) { return num(p.cpu.clock_ghz); },
                       [](const P& p) { return p.cpu.present() && p.cpu.clock_ghz > 0; }});
     unread("information only: the per-core rates (cpu.rate.*, cpu.loaded.*) hold what it implies");
+    v.push_back(Field{"cpu.op_overhead", Kind::Number, false, {},
+                      [](P& p, const std::string&, double x) { p.cpu.op_overhead = x; },
+                      [](const P& p) { return num(p.cpu.op_overhead); },
+                      [](const P& p) { return p.cpu.present() && p.cpu.op_overhead > 0; }});
     v.push_back(Field{"cpu.numa", Kind::Choice, false, {"pooled", "per_socket"},
                       [](P& p, const std::string& s, double) { p.cpu.per_socket = s == "per_socket"; },
                       [](const P& p) { return std::string(p.cpu.per_socket ? "per_socket" : "pooled"); }, cpu_present});

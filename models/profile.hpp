@@ -124,6 +124,11 @@ struct CpuSpec {
   // cores are all busy (a 2x H200 host: 4 copying threads 4.4 GB/s each, 8 or 16 of them 2.5);
   // the simulator prices a copy at this curve's rate for every thread busy in its domain.
   std::map<int, double> copy_rate;
+  // Seconds a parallel operator (more than one thread) costs beyond its bytes, with every core
+  // busy in teams (optional): the parallel region's start and join and its slowest thread. On a
+  // 32-vCPU 2x H200 host crj's CPU histogram took 68 / 97 / 134 ms in 2 / 12 / 48 operators of
+  // the same rows per rank; a strategy that works in batches pays it per batch.
+  double op_overhead = 0;
   // Bytes per second of one thread of an operator of `kind` run by `team` threads (0: every
   // core), when `busy` threads of the domain's `cores` run at once: linear in busy from `rate` to
   // the loaded rate of that team size (team_loaded and, for a team of every core, loaded,

@@ -1584,10 +1584,12 @@ void SimRank::start_cpu_work(SimStream& st, const std::string& kind, double byte
   domain_threads += threads;
   st.cpu_threads = threads;
   const double core_seconds = bytes / (copy ? cpu.copy_thread_rate(busy, cores) : cpu.per_thread_rate(kind, busy, cores, threads));
+  // A parallel operator's region (start, join, its slowest thread) on top (CpuSpec::op_overhead).
+  const double overhead = !copy && threads > 1 ? cpu.op_overhead : 0.0;
   // A threaded execution's amount is each thread's (SimGrid runs thread_count x amount at up to
   // thread_count cores).
   auto exec = sg4::Exec::init()
-                  ->set_flops_amount(core_seconds * kWorkPerSecond / threads)
+                  ->set_flops_amount((core_seconds / threads + overhead) * kWorkPerSecond)
                   ->set_host(host)
                   ->set_thread_count(threads);
   exec->start();

@@ -613,6 +613,47 @@ TEST(CalibrationSamples, LoadedRatesFollowTheOperatorsTeamSize) {
   EXPECT_NEAR(back.cpu.team_loaded.at("partition").at(32), team, team * 1e-5);
 }
 
+// A parallel operator's own cost from the team passes: 1 GiB of keys counted whole in o + B / R
+// and in 8 histograms in 8 o + B / R gives o (median over the team sizes), the loaded rates are
+// taken net of it, and the profile writes it and reads it back.
+TEST(CalibrationSamples, AParallelOperatorsOwnCostIsWhatExtraBatchesCost) {
+  Calibration c;
+  c.host_mem_bw = 50e9;
+  c.cpu_sockets = 1;
+  c.cpu_cores = 32;
+  c.cpu_threads_all = 32;
+  const double gib = double(uint64_t(1) << 30), rate = 16 * 2e9;  // 16 threads of 2 GB/s
+  const auto run = [&](const std::string& team, const std::string& model, int ops, double bytes, double seconds) {
+    return CalibrationRun{"cal " + std::string(kTeamCores) + team + "." + model + " " + std::to_string(ops) + " 1 " +
+                              std::to_string(uint64_t(bytes)),
+                          seconds, 0, 0};
+  };
+  std::vector<CalibrationRun> runs;
+  for (const auto& [team, o] : std::vector<std::pair<std::string, double>>{{"16", 1e-3}, {"8", 3e-3}}) {
+    runs.push_back(run(team, "op_overhead.whole", 1, gib, o + gib / rate));
+    runs.push_back(run(team, "op_overhead.batched", 8, gib, 8 * o + gib / rate));
+    runs.push_back(run(team, "op_overhead.batched", 8, gib, 8 * o + gib / rate));
+  }
+  // The partition on one core, and in the 16-thread team: 1 GiB per thread in o + 1 GiB / 1 GB/s.
+  runs.push_back({"cal " + std::string(kSingleCore) + "partition 16 1 " + std::to_string(uint64_t(gib)) + " 16 0", 1.0, 0, 0});
+  runs.push_back({"cal " + std::string(kTeamCores) + "16.partition 16 1 " + std::to_string(uint64_t(16 * gib)) + " 16 0",
+                  1e-3 + gib / 1e9, 0, 0});
+  add_runs(c, runs);
+  const auto [overhead, how] = cpu_op_overhead(c);
+  EXPECT_NEAR(overhead, 3e-3, 1e-9);  // the median of {1 ms, 3 ms}: the upper one of two
+  EXPECT_NE(how.find("16 threads 1.000 ms"), std::string::npos) << how;
+  const double net = 16 * gib / 16 / (1e-3 + gib / 1e9 - 3e-3);
+  EXPECT_NEAR(team_loaded_cpu_rates(c).at(16).at("partition").first, net, net * 1e-9);
+  const Profile p = fit_on_synthetic_machine(c);
+  EXPECT_NEAR(p.cpu.op_overhead, 3e-3, 1e-9);
+  std::stringstream text;
+  write_profile(p, text);
+  std::istringstream in(text.str());
+  EXPECT_NEAR(parse_profile(in, "t.ini").cpu.op_overhead, 3e-3, 1e-12);
+  Calibration none;  // no team samples: none
+  EXPECT_EQ(cpu_op_overhead(none).first, 0.0);
+}
+
 TEST(CalibrationSamples, TheCpuRoofIsWhatCoresAndDmaDrewTogether) {
   // Cores alone 50 GB/s, the two DMA directions alone 40 GB/s, both at once 80 GB/s: the roof
   // that CPU work and DMA share in the simulator is the 80.

@@ -175,6 +175,27 @@ TEST_F(SimCpuTest, AnOperatorBesideOthersRunsAtItsDomainsLoad) {
   EXPECT_NEAR(beside, double(bytes) / (2.5e8 * 0.8), double(bytes) / 2.5e8 * 0.05) << alone << " s alone";
 }
 
+// A parallel operator pays the profile's op_overhead on top of its bytes (a one-thread one does
+// not): the same rows counted in 8 histograms cost 7 overheads more than in one.
+TEST_F(SimCpuTest, EveryParallelOperatorPaysTheRegionsOverhead) {
+  const uint64_t rows = 1 << 22;  // 32 MiB of keys: 8 ms on 4 cores at 1 GB/s each
+  const std::string p = profile("overhead", cpu_section(4, 1e9, 1e13) + "op_overhead = 0.002   # test value\n");
+  auto batches = [&](uint64_t k) {
+    return [=](Rank& r) {
+      Tuples t = r.alloc_tuples(MemSpace::Host, rows, TupleFormat{8, 8}, "t");
+      t.rows = rows;
+      r.phase("histogram");
+      for (uint64_t b = 0; b < k; ++b)
+        r.launch(Stream{0}, HistogramOp{t.slice(rows * b / k, rows / k), PartitionFn{PartitionFn::Radix, 4, 0, 0}}).get();
+      r.end_phases();
+    };
+  };
+  const double bytes_s = double(rows * 8) / 4e9;
+  EXPECT_NEAR(phase_seconds(cluster(p, 1, 1, 4), batches(1), "histogram"), bytes_s + 0.002, 1e-6);
+  EXPECT_NEAR(phase_seconds(cluster(p, 1, 1, 4), batches(8), "histogram"), bytes_s + 8 * 0.002, 1e-6);
+  EXPECT_NEAR(phase_seconds(cluster(p, 1, 1, 1), batches(8), "histogram"), double(rows * 8) / 1e9, 1e-6);
+}
+
 // With a measured copy curve (copy_rate.<threads>, measured with every thread copying), a copy
 // runs at the curve's rate for the threads busy in its domain: beside a histogram it slows as if
 // those threads copied too, and two ranks' 4-thread copies at once run at the rate for 8 threads.
