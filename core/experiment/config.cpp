@@ -48,6 +48,8 @@ struct PointBuilder {
   int verify = -1;  // -1: not given (verify)
   // rows_per_rank of R and S (0: not given): weak scaling, resolved once the cluster is known.
   uint64_t r_rows_per_rank = 0, s_rows_per_rank = 0;
+  // scale_factor_per_rank (0: not given): TPC-H weak scaling, the same.
+  double scale_factor_per_rank = 0;
 };
 
 struct KeyDef {
@@ -176,6 +178,12 @@ const std::vector<KeyDef>& key_defs() {
                    const double sf = parse_number(v);
                    tpch::orders_at(sf);  // rejects 0, negatives and fractions of an order here
                    b.run.workload.r.scale_factor = b.run.workload.s.scale_factor = sf;
+                 }});
+    d.push_back({"workload.scale_factor_per_rank", "number > 0", "",
+                 "TPC-H scale factor per rank (weak scaling: the scale factor is this x ranks, at most 100000)",
+                 [](PointBuilder& b, const std::string& v) {
+                   b.scale_factor_per_rank = parse_number(v);
+                   if (!(b.scale_factor_per_rank > 0)) throw InputError("must be positive");
                  }});
     for (auto& k : relation_keys("workload.", "R and S", both_sides, both_per_rank)) d.push_back(k);
     for (auto& k : relation_keys("workload.r.", "R", r_side, r_per_rank)) d.push_back(k);
@@ -542,9 +550,23 @@ RunPoint build_point(const Settings& settings, const std::string& file, const Po
         if (settings.count(size_key))
           ctx.fail(size_key, std::string("workload.") + side + ".dist = " + to_string(spec.dist) +
                                  " takes its rows from workload.scale_factor; leave the rows unset");
-      if (!settings.count("workload.scale_factor"))
-        ctx.fail_here("workload.scale_factor is not set: workload." + side + ".dist = " + to_string(spec.dist) +
-                      " takes its rows from it");
+      const bool total = settings.count("workload.scale_factor"), per = settings.count("workload.scale_factor_per_rank");
+      if (total && per)
+        ctx.fail("workload.scale_factor_per_rank", "give workload.scale_factor (total) or workload.scale_factor_per_rank, not both");
+      if (!total && !per)
+        ctx.fail_here("workload.scale_factor is not set (nor workload.scale_factor_per_rank): workload." + side +
+                      ".dist = " + to_string(spec.dist) + " takes its rows from it");
+      if (per) {
+        const double sf = b.scale_factor_per_rank * double(b.run.cluster.shape.size());
+        try {
+          tpch::orders_at(sf);
+        } catch (const InputError& e) {
+          std::ostringstream m;
+          m << "x " << b.run.cluster.shape.size() << " ranks = scale factor " << sf << ": " << e.what();
+          ctx.fail("workload.scale_factor_per_rank", m.str());
+        }
+        spec.scale_factor = sf;
+      }
       try {
         spec.rows = tpch_rows(spec);
       } catch (const InputError& e) {
