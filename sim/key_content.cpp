@@ -1038,4 +1038,26 @@ std::vector<std::vector<uint64_t>> content_sample(const KeyContent& c, size_t wi
   return out;
 }
 
+uint64_t sample_shape(const KeyContent& c) {
+  if (c.order) return 0;
+  uint64_t h = mix64(c.parts.size() + 0x5a3e);
+  auto add = [&h](uint64_t x) { h = mix64(h ^ x); };
+  for (const Component& comp : c.parts) {
+    if (comp.source) {
+      const KeyGen& g = comp.source->gen;
+      add(g.dist), add(g.key_bytes), add(g.rows), add(g.seed), add(g.ref_dist);
+    } else {
+      add(comp.universe ? comp.universe->id : 0), add(comp.universe ? comp.universe->hi : 0);
+    }
+    for (const Constraint& k : comp.constraints) {
+      add(k.fn.kind), add(k.fn.bits), add(k.fn.shift), add(k.fn.seed);
+      if (k.fn.kind == PartitionFn::Radix) add(k.part);  // a radix partition is a key range of its own
+    }
+    add(comp.heavy.size());
+    for (const auto& [key, rows] : comp.heavy) add(key);
+    add(uint64_t(comp.light_zipf * 1e6));
+  }
+  return h | 1;
+}
+
 }  // namespace joinlab::sim

@@ -183,6 +183,11 @@ bool absorb_uniform(ContentPtr& into, const KeyContent& b);
 // distribution (heavy keys by weight, light rows from the universe, within the partitions) in
 // random order. Deterministic for a content.
 std::vector<std::vector<uint64_t>> content_sample(const KeyContent& c, size_t windows, size_t window_rows);
+// What content_sample's windows look like, up to which hash partition the rows fell into: equal
+// for contents whose samples are alike (the same generated relation or key set, the same partition
+// functions, the same radix partitions, heavy keys and order), so a sampled estimate of one stands
+// for the others. 0 for a content with no such shape (sorted rows).
+uint64_t sample_shape(const KeyContent& c);
 // Expected number of (r, s) row pairs with equal keys.
 double expected_matches(const KeyContent& r, const KeyContent& s);
 
