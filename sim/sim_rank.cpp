@@ -472,6 +472,7 @@ class SimRank final : public Rank {
   // Another actor made progress possible here (a message arrived, a put landed, a merged flow
   // ended): wake this rank if it is blocked.
   void ring();
+  void copied_into_rings(const Item& it);
   void land_put(int window, uint64_t remote_off, uint64_t bytes, const std::vector<RegionMap::Span>& spans, uint32_t flag,
                 uint64_t value);
   bool traced() const;
@@ -570,7 +571,8 @@ struct SimRank::Consumer {
   StreamConsumeOp op;
   OpResultPtr result;
   int stream = 0;
-  int window = -1;                      // the rings' window
+  int window = -1;                      // the rings' window (-1: copied in)
+  std::vector<uint64_t> copied_chunks;  // copied_in: per ring, chunks whose copies landed
   size_t rings = 0;
   std::vector<uint64_t> next;           // per ring: chunks used
   std::vector<uint64_t> r_total, r_done;  // per partition: R chunks over all rings
@@ -1851,7 +1853,9 @@ void SimRank::finish(SimStream& st, int index) {
     case Item::Copy: {
       const Piece& m = st.outgoing.front()->pieces.front();
       uint32_t kb = 0;
-      if (auto layout = sim_buffer(it.other).regions.split_at(it.other_off, it.other_off + it.bytes, &kb))
+      if (consumer_ && consumer_->op.copied_in && it.buf == consumer_->op.rings)
+        copied_into_rings(it);
+      else if (auto layout = sim_buffer(it.other).regions.split_at(it.other_off, it.other_off + it.bytes, &kb))
         sim_buffer(it.buf).regions.write_split(it.off, kb, std::move(layout));
       else if (m.content)
         sim_buffer(it.buf).regions.write(it.off, m.key_bytes, m.content);
@@ -2089,6 +2093,21 @@ Event SimRank::put(Stream s, int peer, int window, uint64_t remote_off, const Bu
   return enqueue(s.id, std::move(it));
 }
 
+// A copy into a copied-in consumer's rings lands its chunks' keys where they lie (as a put
+// does) and makes its slots' chunks usable: a copy covers consecutive slots of one ring.
+void SimRank::copied_into_rings(const Item& it) {
+  Consumer& c = *consumer_;
+  const uint64_t ring_bytes = uint64_t(c.op.slots) * c.op.slot_bytes;
+  const size_t ring = size_t(it.off / ring_bytes);
+  if (ring >= c.rings || (it.off % ring_bytes) % c.op.slot_bytes != 0 ||
+      it.off % ring_bytes + it.bytes > ring_bytes)
+    throw RuntimeError("rank " + std::to_string(id()) + ": a copy of " + std::to_string(it.bytes) + " bytes to byte " +
+                       std::to_string(it.off) + " of the consumer's rings is not slots of one ring");
+  sim_buffer(it.buf).regions.land(it.off, it.bytes, sim_buffer(it.other).regions.spans(it.other_off, it.other_off + it.bytes));
+  c.copied_chunks[ring] += (it.bytes + c.op.slot_bytes - 1) / c.op.slot_bytes;
+  c.list(ring);
+}
+
 void SimRank::land_put(int window, uint64_t remote_off, uint64_t bytes, const std::vector<RegionMap::Span>& spans,
                        uint32_t flag, uint64_t value) {
   Window& win = windows_[size_t(window)];
@@ -2164,10 +2183,12 @@ void SimRank::start_consumer(SimStream& st, int index) {
     throw RuntimeError(me + "partition ids, tables and workers must have one entry per local partition");
   if (op.slots == 0 || op.slot_rows == 0) throw RuntimeError(me + "no ring slots");
   if (op.mode == OutputMode::Direct && op.staging_rows == 0) throw RuntimeError(me + "Direct output needs staging rows");
-  for (size_t w = 0; w < windows_.size(); ++w)
+  for (size_t w = 0; w < windows_.size() && !op.copied_in; ++w)
     if (windows_[w].buf == op.rings) c->window = int(w);
-  if (c->window < 0) throw RuntimeError(me + "its ring buffer '" + (op.rings ? op.rings->tag : "null") + "' was never exposed");
-  if (windows_[size_t(c->window)].flags.size() < rings)
+  if (c->window < 0 && !op.copied_in)
+    throw RuntimeError(me + "its ring buffer '" + (op.rings ? op.rings->tag : "null") + "' was never exposed");
+  c->copied_chunks.assign(op.copied_in ? rings : 0, 0);
+  if (c->window >= 0 && windows_[size_t(c->window)].flags.size() < rings)
     throw RuntimeError(me + "the rings' window has " + std::to_string(windows_[size_t(c->window)].flags.size()) +
                        " flags for " + std::to_string(rings) + " rings");
   c->rings = rings;
@@ -2224,7 +2245,6 @@ bool SimRank::consume() {
   // A new batch unless both staging halves are full (one is being copied, the other waits).
   if (!c.exec && c.remaining > 0 && c.full == 0) {
     const size_t parts = op.parts;
-    const Window& win = windows_[size_t(c.window)];
     const SimBuffer& rings = sim_buffer(op.rings);
     const OpModels& models = world_.profile.ops;
     std::vector<double> cost(parts, 0.0);
@@ -2236,7 +2256,8 @@ bool SimRank::consume() {
     for (size_t ring : look) {
       const size_t q = ring % parts;
       const uint64_t total = op.r_chunks[ring] + op.s_chunks[ring];
-      const uint64_t landed = std::min(win.flags[ring], total);
+      const uint64_t arrived = op.copied_in ? c.copied_chunks[ring] : windows_[size_t(c.window)].flags[ring];
+      const uint64_t landed = std::min(arrived, total);
       uint64_t k = c.next[ring];
       for (; k < landed; ++k) {
         const bool is_r = k < op.r_chunks[ring];

@@ -94,6 +94,40 @@ TEST_F(Distributed, GpjBLandedInHostMemoryJoinsLikeLandedOnTheGpu) {
   }
 }
 
+TEST_F(Distributed, GpjWithoutGpudirectJoinsLikeWithIt) {
+  // gpudirect = off: the chunks land in rings in pinned host memory and each is copied to the
+  // "GPU" rings the consumer reads; small rings, so that slots are reused while copies are queued.
+  for (const std::string s : {"gpj", "gpj-h"})
+    for (ClusterShape shape : {ClusterShape{1, 1}, ClusterShape{1, 2}, ClusterShape{2, 2}}) {
+      Options o = kSmallGeometry;
+      o["gpudirect"] = "off";
+      expect_correct(point(s, pk_fk(20000, 50000), o, shape));
+    }
+  Options o = kSmallGeometry;
+  o["gpudirect"] = "off";
+  expect_correct(point("gpj", pk_fk(20000, 40000, 8, 0.5, 1.2), o, {1, 2}));
+  // What arrived crossed from pinned host memory to the device: every chunk, R's and S's.
+  const RunOutcome out = run_point(point("gpj", pk_fk(20000, 50000), o, {1, 2}));
+  uint64_t copied = 0;
+  for (const TraceSpan& t : out.trace)
+    if (t.params.kind == OpKind::Copy && t.params.mem_src == int(MemSpace::Pinned) &&
+        t.params.mem_dst == int(MemSpace::Device))
+      copied += t.params.bytes;
+  EXPECT_GE(copied, uint64_t(70000) * 8) << "the landed tuples (4-byte keys and payloads) are copied in";
+}
+
+TEST_F(Distributed, GpjGpudirectRejectsOtherValues) {
+  Options o = kSmallGeometry;
+  o["gpudirect"] = "maybe";
+  try {
+    run_point(point("gpj", pk_fk(2000, 5000), o, {1, 2}));
+    FAIL() << "gpudirect = maybe ran";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("gpudirect"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("maybe"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(Distributed, AllAreRegisteredForAnyRankCount) {
   for (auto& name : kDistributed) {
     EXPECT_NO_THROW(find_strategy(name)) << name;

@@ -1104,6 +1104,46 @@ TEST_F(SimTest, GpjBLandedInHostMemoryCopiesWhatArrivedOverPcie) {
   EXPECT_NEAR(phase_of(host, "copy_in"), copy, 0.1 * copy);
 }
 
+TEST_F(SimTest, GpjWithoutGpudirectSimulatesWithExactCounts) {
+  for (ClusterShape shape : {ClusterShape{2, 1}, ClusterShape{2, 2}}) {
+    SCOPED_TRACE(std::to_string(shape.size()) + " ranks");
+    RunPoint p = one_sided_point("gpj", shape, pk_fk_16(1 << 16, 1 << 18), (dir_ / "test.ini").string(), dir_.string());
+    p.strategy_options["gpudirect"] = "off";
+    const RunOutcome o = run_point(p);
+    EXPECT_EQ(o.digest.count, p.workload.s.rows);
+    EXPECT_GE(o.total_seconds, o.bound.seconds) << "no simulated run beats its analytic bound";
+  }
+}
+
+TEST_F(SimTest, GpjWithoutGpudirectPaysTheCopyOverPcie) {
+  // Two nodes of one GPU, PCIe 2.5 GB/s beside 10 GB/s NICs: without GPUDirect every tuple that
+  // arrives (half of them over the network, half from the rank itself) crosses PCIe once more, so
+  // the pipelined join can take no less than those copies, far longer than the exchange alone.
+  std::string profile = kTestProfile;
+  const std::string h2d = "[link.h2d]\nbw = 1e10";
+  ASSERT_NE(profile.find(h2d), std::string::npos);
+  profile.replace(profile.find(h2d), h2d.size(), "[link.h2d]\nbw = 2.5e9");
+  std::ofstream(dir_ / "narrow-pcie.ini") << profile;
+  const Workload w = pk_fk_16(1 << 20, 1 << 20);
+  RunPoint p = one_sided_point("gpj", {2, 1}, w, (dir_ / "narrow-pcie.ini").string(), dir_.string());
+  const RunOutcome on = run_point(p);
+  p.strategy_options["gpudirect"] = "off";
+  const RunOutcome off = run_point(p);
+  EXPECT_EQ(off.digest.count, on.digest.count);
+  EXPECT_EQ(off.digest.count, w.s.rows);
+  const double copy = double(w.r.rows + w.s.rows) / 2 * 16 / 2.5e9;
+  EXPECT_NEAR(off.bound.seconds, copy, 1e-9 * copy) << off.bound.resource;
+  EXPECT_NE(off.bound.resource.find("host-to-device"), std::string::npos) << off.bound.resource;
+  EXPECT_LT(on.bound.seconds, copy / 4);
+  // Slower by at least the copies' share that the exchange does not hide: what they take beyond
+  // the pipelined join's stream with GPUDirect.
+  const double stream_on = phase_of(on, "stream"), stream_off = phase_of(off, "stream");
+  EXPECT_GE(stream_off - stream_on, copy - stream_on) << "stream on " << stream_on << " s, off " << stream_off << " s";
+  EXPECT_GE(off.total_seconds - on.total_seconds, copy - stream_on)
+      << "on " << on.total_seconds << " s, off " << off.total_seconds << " s, copies " << copy << " s";
+  EXPECT_LE(stream_off, 1.3 * copy) << "the copies are pipelined with the exchange and the consumer";
+}
+
 TEST_F(SimTest, OneSidedJoinSimulationsAreIdentical) {
   RunPoint p = one_sided_point("gpj", {2, 2}, pk_fk_16(1 << 18, 1 << 19), "h100", repo_profiles());
   p.workload.s.zipf_z = 1.0;

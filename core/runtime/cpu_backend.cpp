@@ -2,7 +2,7 @@
 // budget and stream workers, talking through the in-process transport.
 //
 // [cluster] options it reads (BackendConfig::options):
-//   streams    = streams per rank (default 4)
+//   streams    = streams per rank (default 5: gpj without GPUDirect uses five)
 //   timeout_s  = bound on every blocking wait: recv, allgather, barrier, expose (default 60)
 //   transport  = inproc (default) or another registered thread transport (ucx; cpu_backend.hpp)
 #include <sys/sysinfo.h>
@@ -179,7 +179,7 @@ std::string what_of(const std::exception_ptr& e) {
 
 void check_cpu_options(const BackendConfig& cfg) {
   option<double>(cfg, "timeout_s", 60.0, 1e-3);
-  option<int>(cfg, "streams", 4, 1);
+  option<int>(cfg, "streams", 5, 1);
 }
 
 int cpu_threads_per_rank(const BackendConfig& cfg, int ranks_on_host) {
@@ -191,7 +191,7 @@ CpuRankSetup cpu_rank_setup(const BackendConfig& cfg, int ranks_on_host) {
   CpuRankSetup setup;
   setup.timeout_s = option<double>(cfg, "timeout_s", 60.0, 1e-3);
   CpuRankConfig& rc = setup.rank;
-  rc.streams = option<int>(cfg, "streams", 4, 1);
+  rc.streams = option<int>(cfg, "streams", 5, 1);
   rc.threads = cpu_threads_per_rank(cfg, n);
   // Per-rank shares of this machine: memory bandwidth and RAM are split evenly over the ranks.
   Bandwidths& bw = rc.bandwidths;
@@ -243,7 +243,7 @@ void register_cpu_backend() {
                                     "peer for threads, nccl under mpirun; ucx and mpi stage GPU data in pinned memory)",
                        "cpu");
   register_cluster_key("timeout_s", "seconds: bound on every blocking wait (default 60 for cpu, 600 for cuda)", "cpu");
-  register_cluster_key("streams", "streams per rank (default 4)", "cpu");
+  register_cluster_key("streams", "streams per rank (default 5)", "cpu");
 }
 
 }  // namespace joinlab

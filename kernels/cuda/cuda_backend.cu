@@ -4,7 +4,7 @@
 // against [cluster] and gathers the results to rank 0). How ranks talk: cuda_fabric.hpp.
 // Cluster options:
 //   transport=peer|nccl|ucx|mpi  default peer for threads, nccl for processes
-//   streams=N       streams per rank (default 4)
+//   streams=N       streams per rank (default 5: gpj without GPUDirect uses five)
 //   share_gpus=1    allow more ranks than GPUs, ranks placed round-robin (tests of the transport
 //                   on a one-GPU machine; not with nccl, which refuses two ranks on one GPU)
 //   timeout_s=S     how long a blocking wait waits for the other ranks (default 600)
@@ -112,14 +112,14 @@ class CudaBackend : public Backend {
 
  private:
   struct Setup {
-    int streams = 4;
+    int streams = 5;
     KernelOptions kernels;
     bool share = false;
     double timeout_s = 600;
   };
   static Setup setup_of(const BackendConfig& cfg) {
     Setup s;
-    s.streams = int(option_number(cfg, "streams", 4));
+    s.streams = int(option_number(cfg, "streams", 5));
     s.share = option_on(cfg, "share_gpus");
     s.timeout_s = option_number(cfg, "timeout_s", 600);
     if (auto it = cfg.options.find("scatter"); it != cfg.options.end()) {
@@ -269,7 +269,7 @@ void register_cuda_backend() {
   setenv("CUDA_MODULE_LOADING", "EAGER", 0);
   register_backend("cuda", [] { return std::make_unique<cuda::CudaBackend>(); });
   register_cluster_key("transport", "cuda: peer | nccl | ucx | mpi (default peer for threads, nccl under mpirun)", "cuda");
-  register_cluster_key("streams", "cuda: streams per rank (default 4)", "cuda");
+  register_cluster_key("streams", "cuda: streams per rank (default 5)", "cuda");
   register_cluster_key("share_gpus", "cuda: 1 = allow more ranks than GPUs, placed round-robin (transport tests)", "cuda");
   register_cluster_key("timeout_s", "cuda: seconds a blocking wait waits for the other ranks (default 600)", "cuda");
   register_cluster_key("emulate_nodes", "true | false: under mpirun on one host, run a declared multi-node shape there", "cuda");
