@@ -162,7 +162,12 @@ Options parse_options(const BackendConfig& cfg, const Profile& prof) {
   const int ranks = cfg.shape.size();
   const bool non_blocking = o.topo.fabric == Fabric::Star || o.topo.levels < 2 ||
                             (o.topo.oversubscription <= 1 && (o.topo.levels < 3 || o.topo.spine_oversubscription <= 1));
-  o.flows = flows == "node" || (flows == "auto" && ranks > 256 && non_blocking) ? Options::Node : Options::Pair;
+  // Node-merged flows are one world's: concurrent joins' worlds (simulate) move per-message flows.
+  if (flows == "node" && cfg.jobs > 1)
+    throw InputError("cluster.sim_flows = node: concurrent joins (experiment.concurrent_joins = " +
+                     std::to_string(cfg.jobs) + ") are simulated with per-message flows; use sim_flows = pair or auto");
+  o.flows = flows == "node" || (flows == "auto" && ranks > 256 && non_blocking && cfg.jobs == 1) ? Options::Node
+                                                                                                 : Options::Pair;
   o.flows_name = o.flows == Options::Node ? "node" : "pair";
   return o;
 }
@@ -640,7 +645,8 @@ class SimWorld {
   int blocked = 0;  // rank actors waiting in block_until
   int busy = 0;     // streams with work in flight (an activity or a transfer), and timers
   int waking = 0;   // ranks rung through their bell that have not run yet (they run later at this instant)
-  std::vector<int> cpu_threads;  // per CPU domain: threads of the CPU work running there now
+  // Per CPU domain: threads of the CPU work running there now (of every concurrent join's world).
+  std::shared_ptr<std::vector<int>> cpu_threads;
   // Every rank still running waits and nothing is in flight: nothing can ever wake them.
   bool deadlocked() const { return busy == 0 && blocked == running; }
   std::string deadlock_report() const;
@@ -1580,7 +1586,7 @@ void SimRank::start_cpu_work(SimStream& st, const std::string& kind, double byte
   // copying): on a 64-core host crj's puts ran at a third of their rate alone while the senders
   // partitioned on every core, and at their own threads' rate once the partitions were done.
   const size_t domain = size_t(pf.cpu_of(id()));
-  int& domain_threads = world_.cpu_threads[domain];
+  int& domain_threads = (*world_.cpu_threads)[domain];
   const bool copy = kind == "copy";
   const int busy = std::min(cores, std::max(threads * ranks_here, threads + domain_threads));
   domain_threads += threads;
@@ -1834,7 +1840,7 @@ void SimRank::finish(SimStream& st, int index) {
   }
   if (st.cpu_threads) {
     const size_t domain = size_t(world_.platform.cpu_of(id()));
-    world_.cpu_threads[domain] -= st.cpu_threads;
+    (*world_.cpu_threads)[domain] -= st.cpu_threads;
     st.cpu_threads = 0;
   }
   Item& it = st.running.front();
@@ -2479,6 +2485,7 @@ std::string SimWorld::deadlock_report() const {
 RankRecord SimRank::record_of() const {
   RankRecord r;
   r.id = id();
+  r.job = job();
   r.result = result();
   r.result.has_checksum = false;
   r.phases = phases();
@@ -2560,31 +2567,43 @@ SimOutcome simulate(const BackendConfig& cfg, const std::function<void(Rank&)>& 
   sg4::Engine::set_config("contexts/guard-size:0");
   if (opt.precision > 0) sg4::Engine::set_config("surf/precision", opt.precision);
 
-  SimWorld world(prof, opt, cfg.shape, cfg.device_memory);
+  // Concurrent joins: a world each (messages, windows, collectives, deadlock detection), all on
+  // one platform, their ranks with one id on that rank's GPU and host.
   const ClusterShape physical = opt.emulate_nodes ? ClusterShape{1, cfg.shape.size()} : cfg.shape;
-  world.platform = build_platform(prof, physical, opt.topo);
-  world.timer = world.platform.timer;
-  world.cpu_threads.assign(world.platform.cpus.size(), 0);
-  world.stats.platform = world.platform.describe();
-  world.stats.flows_mode = opt.flows_name;
-  if (opt.flows == Options::Node) world.node_net = std::make_unique<NodeNetwork>(world.platform, &world.stats.flows, &world.waking);
-  for (int r = 0; r < cfg.shape.size(); ++r) world.ranks.push_back(std::make_unique<SimRank>(world, r, cfg.shape));
-  for (int r = 0; r < cfg.shape.size(); ++r) {
-    SimRank* rank = world.ranks[size_t(r)].get();
-    SimWorld* w = &world;
-    world.running++;
-    rank->actor = sg4::Actor::create("rank" + std::to_string(r), world.platform.gpus[size_t(r)], [rank, w, &body] {
-      try {
-        body(*rank);
-        rank->finished = true;
-      } catch (const SimulationAborted&) {
-      } catch (const InputError& e) {
-        w->fail(2, e.what());
-      } catch (const std::exception& e) {
-        w->fail(1, e.what());
-      }
-      --w->running;
-    });
+  const Platform platform = build_platform(prof, physical, opt.topo);
+  const auto cpu_threads = std::make_shared<std::vector<int>>(platform.cpus.size(), 0);
+  std::vector<std::unique_ptr<SimWorld>> worlds;
+  for (int j = 0; j < cfg.jobs; ++j) {
+    worlds.push_back(std::make_unique<SimWorld>(prof, opt, cfg.shape, cfg.device_memory));
+    SimWorld& world = *worlds.back();
+    world.platform = platform;
+    world.timer = platform.timer;
+    world.cpu_threads = cpu_threads;
+    world.stats.platform = platform.describe();
+    world.stats.flows_mode = opt.flows_name;
+    if (opt.flows == Options::Node) world.node_net = std::make_unique<NodeNetwork>(world.platform, &world.stats.flows, &world.waking);
+    for (int r = 0; r < cfg.shape.size(); ++r) {
+      world.ranks.push_back(std::make_unique<SimRank>(world, r, cfg.shape));
+      world.ranks.back()->set_job(j);
+    }
+    for (int r = 0; r < cfg.shape.size(); ++r) {
+      SimRank* rank = world.ranks[size_t(r)].get();
+      SimWorld* w = &world;
+      world.running++;
+      const std::string name = "rank" + std::to_string(r) + (cfg.jobs > 1 ? "-join" + std::to_string(j) : "");
+      rank->actor = sg4::Actor::create(name, platform.gpus[size_t(r)], [rank, w, &body] {
+        try {
+          body(*rank);
+          rank->finished = true;
+        } catch (const SimulationAborted&) {
+        } catch (const InputError& e) {
+          w->fail(2, e.what());
+        } catch (const std::exception& e) {
+          w->fail(1, e.what());
+        }
+        --w->running;
+      });
+    }
   }
   // Large blocks (collectives' tables, big vectors) from the heap rather than fresh mmaps: a
   // simulation allocates and frees them by the thousand, and page faults would dominate. Set
@@ -2595,21 +2614,33 @@ SimOutcome simulate(const BackendConfig& cfg, const std::function<void(Rank&)>& 
   advise_huge_heap();
   engine.run();
 
-  out.stats = world.stats;
+  out.stats = worlds.front()->stats;
+  for (size_t j = 1; j < worlds.size(); ++j) {
+    const SimStats& s = worlds[j]->stats;
+    out.stats.operators += s.operators;
+    out.stats.transfers += s.transfers;
+    out.stats.flows += s.flows;
+    out.stats.waits += s.waits;
+    out.stats.spans_dropped += s.spans_dropped;
+  }
   out.stats.simulated_seconds = sg4::Engine::get_clock();
   out.stats.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
-  if (!world.error.empty()) {
-    out.error_kind = world.error_kind;
-    out.error = world.error;
-    return out;
-  }
+  for (auto& world : worlds)
+    if (!world->error.empty()) {
+      out.error_kind = world->error_kind;
+      out.error = (cfg.jobs > 1 ? "join " + std::to_string(world->ranks.front()->job() + 1) + ": " : "") + world->error;
+      return out;
+    }
   std::ostringstream stuck;
   int n_stuck = 0;
-  for (auto& r : world.ranks)
-    if (!r->finished) {
-      if (n_stuck < 8) stuck << "\n  rank " << r->id() << " " << r->waiting();
-      ++n_stuck;
-    }
+  for (auto& world : worlds)
+    for (auto& r : world->ranks)
+      if (!r->finished) {
+        if (n_stuck < 8)
+          stuck << "\n  rank " << r->id() << (cfg.jobs > 1 ? " of join " + std::to_string(r->job() + 1) : "") << " "
+                << r->waiting();
+        ++n_stuck;
+      }
   if (n_stuck) {
     out.error_kind = 1;
     out.error = "simulation deadlocked at t = " + std::to_string(out.stats.simulated_seconds) + " s: " +
@@ -2617,7 +2648,8 @@ SimOutcome simulate(const BackendConfig& cfg, const std::function<void(Rank&)>& 
                 stuck.str() + (n_stuck > 8 ? "\n  ..." : "");
     return out;
   }
-  for (auto& r : world.ranks) out.ranks.push_back(r->record_of());
+  for (auto& world : worlds)
+    for (auto& r : world->ranks) out.ranks.push_back(r->record_of());
   return out;
 }
 

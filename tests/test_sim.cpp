@@ -1144,6 +1144,39 @@ TEST_F(SimTest, GpjWithoutGpudirectPaysTheCopyOverPcie) {
   EXPECT_LE(stream_off, 1.3 * copy) << "the copies are pipelined with the exchange and the consumer";
 }
 
+TEST_F(SimTest, ConcurrentJoinsSimulateWithExactCounts) {
+  for (ClusterShape shape : {ClusterShape{2, 1}, ClusterShape{2, 2}})
+    for (const std::string s : {"gpj", "gpj-b", "shuffle"}) {
+      SCOPED_TRACE(s + " on " + std::to_string(shape.size()) + " ranks");
+      RunPoint p = one_sided_point(s, shape, pk_fk_16(1 << 16, 1 << 18), (dir_ / "test.ini").string(), dir_.string());
+      p.verify = true;
+      p.cluster.jobs = shape.size() == 2 ? 3 : 2;
+      RunOutcome o;
+      ASSERT_NO_THROW(o = run_point(p));
+      EXPECT_EQ(o.digest.count, p.workload.s.rows);
+      EXPECT_EQ(o.checked, "count");
+      ASSERT_EQ(o.join_seconds.size(), size_t(p.cluster.jobs));
+      EXPECT_GE(o.total_seconds, o.bound.seconds) << "no simulated run beats its analytic bound: " << o.bound.resource;
+    }
+}
+
+TEST_F(SimTest, ConcurrentNetworkBoundJoinsShareTheNics) {
+  // gpj over two nodes of one GPU, bound by the 10 GB/s NICs: two at once move twice the bytes
+  // through each NIC, so their makespan is longer than one join's, and at most twice it (plus
+  // what does not scale with the bytes: phase starts, latencies).
+  RunPoint p = one_sided_point("gpj", {2, 1}, pk_fk_16(1 << 21, 1 << 21), (dir_ / "test.ini").string(), dir_.string());
+  p.strategy_options["output"] = "count_only";
+  const RunOutcome one = run_point(p);
+  ASSERT_NE(one.bound.resource.find("network"), std::string::npos) << one.bound.resource;
+  p.cluster.jobs = 2;
+  const RunOutcome two = run_point(p);
+  EXPECT_EQ(two.digest.count, one.digest.count);
+  EXPECT_GT(two.total_seconds, 1.3 * one.total_seconds) << "one " << one.total_seconds << " s, two " << two.total_seconds << " s";
+  EXPECT_LE(two.total_seconds, 2.1 * one.total_seconds) << "one " << one.total_seconds << " s, two " << two.total_seconds << " s";
+  for (double t : two.join_seconds) EXPECT_GT(t, one.total_seconds) << "each join shares the NICs";
+  EXPECT_NEAR(two.bound.seconds, 2 * one.bound.seconds, 1e-9 * one.bound.seconds);
+}
+
 TEST_F(SimTest, OneSidedJoinSimulationsAreIdentical) {
   RunPoint p = one_sided_point("gpj", {2, 2}, pk_fk_16(1 << 18, 1 << 19), "h100", repo_profiles());
   p.workload.s.zipf_z = 1.0;

@@ -77,31 +77,44 @@ class CpuBackend final : public Backend {
                        std::to_string(cfg.shape.per_node) + " has no ranks");
     if (cfg.threads_per_rank < 0)
       throw InputError("backend cpu: threads_per_rank = " + std::to_string(cfg.threads_per_rank) + " is negative");
+    if (cfg.jobs < 1) throw InputError("experiment.concurrent_joins = " + std::to_string(cfg.jobs) + ": must be at least 1");
     const CpuRankSetup setup = cpu_rank_setup(cfg, n);
-    auto transports = make_thread_transports(cfg, n, setup.timeout_s, setup.rank.threads);
-    const auto epoch = std::chrono::steady_clock::now();
-    std::vector<std::unique_ptr<CpuRank>> ranks;
-    for (int r = 0; r < n; ++r) {
-      CpuRankConfig rc = cpu_rank_setup(cfg, n).rank;  // memory pools of its own
-      rc.epoch = epoch;
-      ranks.push_back(std::make_unique<CpuRank>(r, cfg.shape, transports[size_t(r)], rc));
+    // Concurrent joins: a transport world each (their messages and windows never mix); the ranks
+    // with one id share that rank's memory pools, as joins on one GPU share its memory.
+    std::vector<std::shared_ptr<Transport>> transports;
+    for (int j = 0; j < cfg.jobs; ++j) {
+      auto world = make_thread_transports(cfg, n, setup.timeout_s, setup.rank.threads);
+      transports.insert(transports.end(), world.begin(), world.end());
     }
+    const auto epoch = std::chrono::steady_clock::now();
+    std::vector<std::unique_ptr<CpuRank>> ranks;  // job-major
+    std::vector<CpuRankConfig> configs;
+    for (int r = 0; r < n; ++r) {
+      configs.push_back(cpu_rank_setup(cfg, n).rank);  // memory pools of its own
+      configs.back().epoch = epoch;
+    }
+    for (int j = 0; j < cfg.jobs; ++j)
+      for (int r = 0; r < n; ++r) {
+        ranks.push_back(std::make_unique<CpuRank>(r, cfg.shape, transports[size_t(j * n + r)], configs[size_t(r)]));
+        ranks.back()->set_job(j);
+      }
 
     std::mutex mu;
     std::exception_ptr first;
     std::vector<std::thread> pool;
-    for (int r = 0; r < n; ++r) {
-      pool.emplace_back([&, r] {
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      pool.emplace_back([&, i] {
         try {
-          body(*ranks[size_t(r)]);
-          ranks[size_t(r)]->sync_all();  // errors of work the body left in flight count too
+          body(*ranks[i]);
+          ranks[i]->sync_all();  // errors of work the body left in flight count too
         } catch (...) {
           auto e = std::current_exception();
           {
             std::lock_guard<std::mutex> g(mu);
             if (!first) first = e;
           }
-          transports[size_t(r)]->abort(what_of(e));  // only the first abort's reason is kept
+          // Every join stops: their ranks share this process. Only the first abort's reason is kept.
+          for (auto& t : transports) t->abort(what_of(e));
         }
       });
     }

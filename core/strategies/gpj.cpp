@@ -207,8 +207,12 @@ uint64_t gpj_working_set(const JoinJob& job, const ClusterShape& shape) {
 
 // Where gpj-b's shuffle lands: in GPU memory (GPUDirect RDMA), or in pinned host memory (what a NIC
 // can write into without GPUDirect) and copied to the GPU over PCIe before the join
-// (thostrup2023's blocking baseline without GPUDirect).
-bool lands_on_host(const po::variables_map& vm) { return vm.count("landing") && vm["landing"].as<std::string>() == "host"; }
+// (thostrup2023's blocking baseline without GPUDirect): landing = host, or gpudirect = off as gpj
+// says it.
+bool lands_on_host(const po::variables_map& vm) {
+  return (vm.count("landing") && vm["landing"].as<std::string>() == "host") ||
+         (vm.count("gpudirect") && vm["gpudirect"].as<std::string>() == "off");
+}
 
 // A relation that arrived in one memory, copied into `space` on stream `st` (queued).
 Tuples copy_landed(Rank& rank, Stream st, const Tuples& t, MemSpace space, const std::string& tag) {
@@ -252,6 +256,17 @@ void add_gpj_b_options(po::options_description& d) {
   d.add_options()("landing", choice_option("landing", {"device", "host"}, "device"),
                   "where the shuffle lands: device (one-sided puts into GPU memory, GPUDirect RDMA) or host (into "
                   "host memory, then copied to the GPU over PCIe before the join)");
+  d.add_options()("gpudirect", choice_option("gpudirect", {"on", "off"}, "on"),
+                  "the same as landing in gpj's terms (thostrup2023's GPJ-B with or without GPUDirect): off = landing host");
+}
+
+// landing and gpudirect say the same: given both, they must agree.
+void check_gpj_b_landing(const po::variables_map& vm) {
+  if (vm["landing"].defaulted() || vm["gpudirect"].defaulted()) return;
+  const std::string landing = vm["landing"].as<std::string>(), gpudirect = vm["gpudirect"].as<std::string>();
+  if ((landing == "host") != (gpudirect == "off"))
+    throw InputError("strategy gpj-b: landing = " + landing + " and gpudirect = " + gpudirect +
+                     " contradict each other (gpudirect = off is landing = host): give one of them");
 }
 
 }  // namespace
@@ -315,7 +330,10 @@ StrategyInfo gpj_b_strategy() {
       [](const JoinJob& job, const ClusterShape& shape, const Bandwidths& bw) {
         return materialized_join_bound(job, shape, bw, false);
       });
-  i.check = [](const JoinJob& job) { require_tuple_payloads(job.workload, "gpj-b"); };
+  i.check = [](const JoinJob& job) {
+    require_tuple_payloads(job.workload, "gpj-b");
+    check_gpj_b_landing(job.options);
+  };
   // Landed in host memory: what arrives stays there (until the join's end) beside the senders' input.
   i.host_bytes = [](const JoinJob& job, const ClusterShape& shape) {
     const Workload& w = job.workload;

@@ -1,6 +1,7 @@
 #include "core/strategies/rdma_exchange.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <memory>
 
@@ -168,7 +169,7 @@ class Exchange {
                            " rows counts " + std::to_string(offsets[fanout]));
     }
     // The exchange's epoch: rank 0's, different for every exchange in this process and its clock.
-    static uint64_t exchanges = 0;
+    static std::atomic<uint64_t> exchanges{0};  // ranks (and concurrent joins) as threads
     mine.back() = mix64(uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()) ^ ++exchanges);
     all_counts_ = rank_.allgather(mine);
     if (all_counts_.size() != size_t(n_) * mine.size())
