@@ -359,12 +359,15 @@ class Exchange {
   // (high word) and that chunk's bytes (low word), so that the receiver copies no more than arrived.
   static uint64_t landed_flag(uint64_t last_seq, uint64_t last_bytes) { return last_seq << 32 | last_bytes; }
 
-  // Without GPUDirect: every chunk that landed in the host rings since the last call is copied,
+  // Without GPUDirect: every chunk that landed in the host rings since the last scan is copied,
   // queued on kLanded, into the same slot of the consumer's rings, consecutive slots in one copy.
   // A slot is rewritten only once the consumer used its chunk, so no copy reads a slot being
-  // written, nor writes one being read.
+  // written, nor writes one being read. The rings are scanned again once the copies queued at
+  // the last scan are done: what landed meanwhile then goes at once (the consumer gets chunks of
+  // many partitions together), and the senders' thread, which calls this between puts, does not
+  // read every ring's flag each time.
   bool copy_landed() {
-    if (!lands_apart() || !progress_) return false;
+    if (!lands_apart() || !progress_ || !copies_.done()) return false;
     bool any = false;
     for (size_t ring = 0; ring < forwarded_.size(); ++ring) {
       const uint64_t flag = rank_.read_flag(ring_window_, uint32_t(ring));
@@ -382,6 +385,7 @@ class Exchange {
       any = any || seq > forwarded_[ring];
       forwarded_[ring] = std::max(forwarded_[ring], seq);
     }
+    if (any) copies_ = rank_.record(kLanded);
     return any;
   }
 
@@ -662,6 +666,7 @@ class Exchange {
   Buffer landed_;  // the rings the puts land in, when they land apart (gpudirect = off)
   int ring_window_ = -1, credit_window_ = -1;  // ring_window_: where the chunks' puts land
   std::vector<uint64_t> forwarded_;  // per ring: chunks copied from landed_ (gpudirect = off)
+  Event copies_;                     // the copies of landed chunks queued at the last scan
   std::vector<int> mat_windows_;
   std::vector<std::vector<uint64_t>> expected_;
   std::vector<uint64_t> returned_;
