@@ -761,7 +761,7 @@ TEST(Experiments, EveryPaperFileIsValid) {
   }
   EXPECT_GE(files["rui2017"], 6);
   EXPECT_GE(files["gao2021"], 6);
-  EXPECT_GE(files["thostrup2023"], 12);
+  EXPECT_GE(files["thostrup2023"], 16);
   EXPECT_GE(files["lutz2022"], 6);
   EXPECT_GE(files["maltenberger2025"], 18);
   EXPECT_EQ(files.size(), 5u)
@@ -868,11 +868,11 @@ TEST_F(CliTest, ReproduceDryRunChecksEveryFigureAtBothScales) {
   for (const char* scale : {"full", "small"}) {
     auto r = cli({"reproduce", "--dry-run", std::string("--scale=") + scale});
     ASSERT_EQ(r.code, 0) << scale << ": " << r.err;
-    // rui2017 3, gao2021 4, thostrup2023 6, lutz2022 3, maltenberger2025 9
-    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 25) << r.out;
+    // rui2017 3, gao2021 4, thostrup2023 8, lutz2022 3, maltenberger2025 9
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 27) << r.out;
     size_t small = 0;
     for (size_t at = 0; (at = r.out.find("-small.ini,", at)) != std::string::npos; ++at) ++small;
-    EXPECT_EQ(small, std::string(scale) == "small" ? 25u : 0u) << r.out;
+    EXPECT_EQ(small, std::string(scale) == "small" ? 27u : 0u) << r.out;
   }
   const fs::path root = fs::path(joinlab_root()) / "experiments" / "papers";
   for (auto& entry : fs::recursive_directory_iterator(root)) {
@@ -883,6 +883,24 @@ TEST_F(CliTest, ReproduceDryRunChecksEveryFigureAtBothScales) {
     for (const char* key : {"title", "measures", "x", "y", "x_label", "y_label"})
       EXPECT_TRUE(figure.count(key)) << entry.path() << " has no [figure] " << key;
   }
+}
+
+TEST_F(CliTest, ConcurrentJoinsReportEachJoinAndTheMakespan) {
+  const std::string file = write("conc.ini", "[experiment]\nstrategy = gpj\nbackend = cpu\noutput_dir = " +
+                                                 (dir_ / "out").string() +
+                                                 "\nconcurrent_joins = 2\n[cluster]\ngpus_per_node = 2\n"
+                                                 "[workload]\nr.rows = 2^12\ns.rows = 2^14\n");
+  auto r = cli({"run", file, "--quiet"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string csv = read((dir_ / "out" / "conc-cpu.csv").string());
+  const std::string header = csv.substr(0, csv.find('\n'));
+  EXPECT_NE(header.find(",concurrent_joins,"), std::string::npos) << header;
+  EXPECT_NE(header.find(",total_s,join_s,"), std::string::npos) << header;
+  EXPECT_NE(csv.find("2 joins, each: count and checksum"), std::string::npos) << csv;
+  r = cli({"run", file, "--dry-run"});
+  EXPECT_NE(r.out.find("2 joins at once"), std::string::npos) << r.out;
+  r = cli({"run", file, "--dry-run", "--experiment.concurrent_joins=0"});
+  expect_rejected(r, {"experiment.concurrent_joins", "0"});
 }
 
 TEST_F(CliTest, FigureSectionIsCheckedAndIgnoredByTheRun) {

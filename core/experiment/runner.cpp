@@ -130,6 +130,10 @@ SingleRun run_once(const RunPoint& p, const JoinJob& job, Backend& backend) {
         auto& mine = out.rank_phases[size_t(rank.id())];
         mine.insert(mine.end(), rank.phases().begin(), rank.phases().end());
         auto spans = rank.trace().spans();
+        // Concurrent joins' streams are their own; the links they share keep one track.
+        if (joins > 1)
+          for (TraceSpan& s : spans)
+            if (s.track.rfind("stream", 0) == 0) s.track += " (join " + std::to_string(job + 1) + ")";
         out.trace.insert(out.trace.end(), spans.begin(), spans.end());
         if (first_rank) out.bw = rank.bandwidths();
         first_rank = false;
