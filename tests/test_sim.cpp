@@ -767,6 +767,16 @@ RunPoint one_sided_point(const std::string& strategy, ClusterShape shape, const 
   return p;
 }
 
+// p's run as given and with one strategy option set, both with every S row's match (PK-FK).
+std::pair<RunOutcome, RunOutcome> as_given_and_with(RunPoint p, const std::string& key, const std::string& value) {
+  const RunOutcome given = run_point(p);
+  p.strategy_options[key] = value;
+  const RunOutcome with = run_point(p);
+  EXPECT_EQ(given.digest.count, p.workload.s.rows) << "as given";
+  EXPECT_EQ(with.digest.count, p.workload.s.rows) << key << " = " << value;
+  return {given, with};
+}
+
 double phase_of(const RunOutcome& o, const std::string& name) {
   for (auto& ph : o.phases)
     if (ph.name == name) return ph.seconds;
@@ -1093,12 +1103,8 @@ TEST_F(SimTest, GpjBLandedInHostMemoryCopiesWhatArrivedOverPcie) {
   // (its half of R and S, 16-byte tuples) to its GPU before the join: four column copies on one
   // stream over its host-to-device link (10 GB/s and 10 us in the test profile).
   const Workload w = pk_fk_16(1 << 18, 1 << 18);
-  RunPoint p = one_sided_point("gpj-b", {1, 2}, w, (dir_ / "test.ini").string(), dir_.string());
-  const RunOutcome device = run_point(p);
-  p.strategy_options["landing"] = "host";
-  const RunOutcome host = run_point(p);
-  EXPECT_EQ(host.digest.count, device.digest.count);
-  EXPECT_EQ(host.digest.count, w.s.rows);
+  const auto [device, host] =
+      as_given_and_with(one_sided_point("gpj-b", {1, 2}, w, (dir_ / "test.ini").string(), dir_.string()), "landing", "host");
   EXPECT_EQ(phase_of(device, "copy_in"), 0) << "landed in GPU memory: nothing to copy";
   const double copy = double(w.r.rows + w.s.rows) / 2 * 16 / 1e10 + 4 * 1e-5;
   EXPECT_NEAR(phase_of(host, "copy_in"), copy, 0.1 * copy);
@@ -1125,12 +1131,8 @@ TEST_F(SimTest, GpjWithoutGpudirectPaysTheCopyOverPcie) {
   profile.replace(profile.find(h2d), h2d.size(), "[link.h2d]\nbw = 2.5e9");
   std::ofstream(dir_ / "narrow-pcie.ini") << profile;
   const Workload w = pk_fk_16(1 << 20, 1 << 20);
-  RunPoint p = one_sided_point("gpj", {2, 1}, w, (dir_ / "narrow-pcie.ini").string(), dir_.string());
-  const RunOutcome on = run_point(p);
-  p.strategy_options["gpudirect"] = "off";
-  const RunOutcome off = run_point(p);
-  EXPECT_EQ(off.digest.count, on.digest.count);
-  EXPECT_EQ(off.digest.count, w.s.rows);
+  const auto [on, off] =
+      as_given_and_with(one_sided_point("gpj", {2, 1}, w, (dir_ / "narrow-pcie.ini").string(), dir_.string()), "gpudirect", "off");
   const double copy = double(w.r.rows + w.s.rows) / 2 * 16 / 2.5e9;
   EXPECT_NEAR(off.bound.seconds, copy, 1e-9 * copy) << off.bound.resource;
   EXPECT_NE(off.bound.resource.find("host-to-device"), std::string::npos) << off.bound.resource;
