@@ -892,6 +892,7 @@ TEST_F(CliTest, ConcurrentJoinsReportEachJoinAndTheMakespan) {
                                                  "[workload]\nr.rows = 2^12\ns.rows = 2^14\n");
   auto r = cli({"run", file, "--quiet"});
   ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("joins ms "), std::string::npos) << "the table gives each join's time: " << r.out;
   const std::string csv = read((dir_ / "out" / "conc-cpu.csv").string());
   const std::string header = csv.substr(0, csv.find('\n'));
   EXPECT_NE(header.find(",concurrent_joins,"), std::string::npos) << header;

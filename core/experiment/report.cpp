@@ -129,6 +129,11 @@ void ResultsTable::print_row(const ResultRow& row) {
   for (const Column& c : kTableColumns)
     line << (c.left ? std::left : std::right) << std::setw(c.width) << cells[i++] << "  ";
   if (with_point_) line << sweep_label(row.swept);
+  // Concurrent joins: total ms is their makespan; each join's own time follows.
+  if (o.join_seconds.size() > 1) {
+    line << "  joins ms";
+    for (double s : o.join_seconds) line << " " << fixed(s * 1e3, 3);
+  }
   std::string text = line.str();
   out_ << text.substr(0, text.find_last_not_of(' ') + 1) << "\n" << std::flush;
 }

@@ -113,8 +113,9 @@ class CpuBackend final : public Backend {
             std::lock_guard<std::mutex> g(mu);
             if (!first) first = e;
           }
-          // Every join stops: their ranks share this process. Only the first abort's reason is kept.
-          for (auto& t : transports) t->abort(what_of(e));
+          // This rank stops in every join (they share this process): each join's rank of this id
+          // aborts its transport. Only the first abort's reason is kept.
+          for (size_t k = i % size_t(n); k < transports.size(); k += size_t(n)) transports[k]->abort(what_of(e));
         }
       });
     }
