@@ -1657,7 +1657,7 @@ Profile default_base(const CalibrationOptions& opt) {
   p.gpu.memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE)) / 2;
   p.host.memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
   p.host.cores = double(sysconf(_SC_NPROCESSORS_ONLN));
-  p.gpu.streams = 4;
+  p.gpu.streams = 5;
   p.gpu.mem_bw = p.host.mem_bw = host_copy_bandwidth();  // replaced by the copy.device fit when it has a slope
   p.notes["gpu.mem_bw"] = p.notes["host.mem_bw"] = "parallel copy over every core of this host, bytes read + written per second";
   p.nic = {1e10, 1e-5};

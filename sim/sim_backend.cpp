@@ -122,6 +122,7 @@ std::string serialize(const SimOutcome& o) {
   w.pod(uint64_t(o.ranks.size()));
   for (auto& r : o.ranks) {
     w.pod(r.id);
+    w.pod(r.job);
     w.pod(r.result);
     w.pod(uint64_t(r.phases.size()));
     for (auto& p : r.phases) {
@@ -167,6 +168,7 @@ SimOutcome deserialize(const std::string& bytes) {
   for (uint64_t i = 0; i < n; ++i) {
     RankRecord rr;
     rr.id = r.pod<int>();
+    rr.job = r.pod<int>();
     rr.result = r.pod<RankResult>();
     const uint64_t phases = r.pod<uint64_t>();
     for (uint64_t k = 0; k < phases; ++k) {
@@ -204,6 +206,7 @@ SimOutcome deserialize(const std::string& bytes) {
 class RecordedRank final : public Rank {
  public:
   RecordedRank(const RankRecord& r, ClusterShape shape) : Rank(r.id, shape), bw_(r.bandwidths) {
+    set_job(r.job);
     double prev_end = -1;
     for (auto& p : r.phases) {
       if (prev_end >= 0 && prev_end < p.begin) {  // a gap: the previous phase ended on its own
@@ -289,7 +292,8 @@ class SimBackend final : public Backend {
 
   void check(const BackendConfig& cfg) override {
     sim::check_config(cfg);
-    const int n = cfg.shape.size();
+    if (cfg.jobs < 1) throw InputError("experiment.concurrent_joins = " + std::to_string(cfg.jobs) + ": must be at least 1");
+    const int n = cfg.shape.size() * cfg.jobs;  // every concurrent join's ranks are actors
     const uint64_t need = simulation_bytes(n), avail = available_memory();
     if (n > kMaxSimRanks)
       throw InputError("the simulator runs at most " + std::to_string(kMaxSimRanks) + " ranks; " +

@@ -164,7 +164,12 @@ Options parse_options(const BackendConfig& cfg, const Profile& prof) {
   const int ranks = cfg.shape.size();
   const bool non_blocking = o.topo.fabric == Fabric::Star || o.topo.levels < 2 ||
                             (o.topo.oversubscription <= 1 && (o.topo.levels < 3 || o.topo.spine_oversubscription <= 1));
-  o.flows = flows == "node" || (flows == "auto" && ranks > 256 && non_blocking) ? Options::Node : Options::Pair;
+  // Node-merged flows are one world's: concurrent joins' worlds (simulate) move per-message flows.
+  if (flows == "node" && cfg.jobs > 1)
+    throw InputError("cluster.sim_flows = node: concurrent joins (experiment.concurrent_joins = " +
+                     std::to_string(cfg.jobs) + ") are simulated with per-message flows; use sim_flows = pair or auto");
+  o.flows = flows == "node" || (flows == "auto" && ranks > 256 && non_blocking && cfg.jobs == 1) ? Options::Node
+                                                                                                 : Options::Pair;
   o.flows_name = o.flows == Options::Node ? "node" : "pair";
   return o;
 }
@@ -474,6 +479,7 @@ class SimRank final : public Rank {
   // Another actor made progress possible here (a message arrived, a put landed, a merged flow
   // ended): wake this rank if it is blocked.
   void ring();
+  void copied_into_rings(const Item& it);
   void land_put(int window, uint64_t remote_off, uint64_t bytes, const std::vector<RegionMap::Span>& spans, uint32_t flag,
                 uint64_t value);
   bool traced() const;
@@ -572,7 +578,8 @@ struct SimRank::Consumer {
   StreamConsumeOp op;
   OpResultPtr result;
   int stream = 0;
-  int window = -1;                      // the rings' window
+  int window = -1;                      // the rings' window (-1: copied in)
+  std::vector<uint64_t> copied_chunks;  // copied_in: per ring, chunks whose copies landed
   size_t rings = 0;
   std::vector<uint64_t> next;           // per ring: chunks used
   std::vector<uint64_t> r_total, r_done;  // per partition: R chunks over all rings
@@ -640,7 +647,8 @@ class SimWorld {
   int blocked = 0;  // rank actors waiting in block_until
   int busy = 0;     // streams with work in flight (an activity or a transfer), and timers
   int waking = 0;   // ranks rung through their bell that have not run yet (they run later at this instant)
-  std::vector<int> cpu_threads;  // per CPU domain: threads of the CPU work running there now
+  // Per CPU domain: threads of the CPU work running there now (of every concurrent join's world).
+  std::shared_ptr<std::vector<int>> cpu_threads;
   // Every rank still running waits and nothing is in flight: nothing can ever wake them.
   bool deadlocked() const { return busy == 0 && blocked == running; }
   std::string deadlock_report() const;
@@ -1612,7 +1620,7 @@ void SimRank::start_cpu_work(SimStream& st, const std::string& kind, double byte
   // copying): on a 64-core host crj's puts ran at a third of their rate alone while the senders
   // partitioned on every core, and at their own threads' rate once the partitions were done.
   const size_t domain = size_t(pf.cpu_of(id()));
-  int& domain_threads = world_.cpu_threads[domain];
+  int& domain_threads = (*world_.cpu_threads)[domain];
   const bool copy = kind == "copy";
   const int busy = std::min(cores, std::max(threads * ranks_here, threads + domain_threads));
   domain_threads += threads;
@@ -1868,7 +1876,7 @@ void SimRank::finish(SimStream& st, int index) {
   }
   if (st.cpu_threads) {
     const size_t domain = size_t(world_.platform.cpu_of(id()));
-    world_.cpu_threads[domain] -= st.cpu_threads;
+    (*world_.cpu_threads)[domain] -= st.cpu_threads;
     st.cpu_threads = 0;
   }
   Item& it = st.running.front();
@@ -1887,7 +1895,9 @@ void SimRank::finish(SimStream& st, int index) {
     case Item::Copy: {
       const Piece& m = st.outgoing.front()->pieces.front();
       uint32_t kb = 0;
-      if (auto layout = sim_buffer(it.other).regions.split_at(it.other_off, it.other_off + it.bytes, &kb))
+      if (consumer_ && consumer_->op.copied_in && it.buf == consumer_->op.rings)
+        copied_into_rings(it);
+      else if (auto layout = sim_buffer(it.other).regions.split_at(it.other_off, it.other_off + it.bytes, &kb))
         sim_buffer(it.buf).regions.write_split(it.off, kb, std::move(layout));
       else if (m.content)
         sim_buffer(it.buf).regions.write(it.off, m.key_bytes, m.content);
@@ -2125,6 +2135,21 @@ Event SimRank::put(Stream s, int peer, int window, uint64_t remote_off, const Bu
   return enqueue(s.id, std::move(it));
 }
 
+// A copy into a copied-in consumer's rings lands its chunks' keys where they lie (as a put
+// does) and makes its slots' chunks usable: a copy covers consecutive slots of one ring.
+void SimRank::copied_into_rings(const Item& it) {
+  Consumer& c = *consumer_;
+  const uint64_t ring_bytes = uint64_t(c.op.slots) * c.op.slot_bytes;
+  const size_t ring = size_t(it.off / ring_bytes);
+  if (ring >= c.rings || (it.off % ring_bytes) % c.op.slot_bytes != 0 ||
+      it.off % ring_bytes + it.bytes > ring_bytes)
+    throw RuntimeError("rank " + std::to_string(id()) + ": a copy of " + std::to_string(it.bytes) + " bytes to byte " +
+                       std::to_string(it.off) + " of the consumer's rings is not slots of one ring");
+  sim_buffer(it.buf).regions.land(it.off, it.bytes, sim_buffer(it.other).regions.spans(it.other_off, it.other_off + it.bytes));
+  c.copied_chunks[ring] += (it.bytes + c.op.slot_bytes - 1) / c.op.slot_bytes;
+  c.list(ring);
+}
+
 void SimRank::land_put(int window, uint64_t remote_off, uint64_t bytes, const std::vector<RegionMap::Span>& spans,
                        uint32_t flag, uint64_t value) {
   Window& win = windows_[size_t(window)];
@@ -2200,10 +2225,12 @@ void SimRank::start_consumer(SimStream& st, int index) {
     throw RuntimeError(me + "partition ids, tables and workers must have one entry per local partition");
   if (op.slots == 0 || op.slot_rows == 0) throw RuntimeError(me + "no ring slots");
   if (op.mode == OutputMode::Direct && op.staging_rows == 0) throw RuntimeError(me + "Direct output needs staging rows");
-  for (size_t w = 0; w < windows_.size(); ++w)
+  for (size_t w = 0; w < windows_.size() && !op.copied_in; ++w)
     if (windows_[w].buf == op.rings) c->window = int(w);
-  if (c->window < 0) throw RuntimeError(me + "its ring buffer '" + (op.rings ? op.rings->tag : "null") + "' was never exposed");
-  if (windows_[size_t(c->window)].flags.size() < rings)
+  if (c->window < 0 && !op.copied_in)
+    throw RuntimeError(me + "its ring buffer '" + (op.rings ? op.rings->tag : "null") + "' was never exposed");
+  c->copied_chunks.assign(op.copied_in ? rings : 0, 0);
+  if (c->window >= 0 && windows_[size_t(c->window)].flags.size() < rings)
     throw RuntimeError(me + "the rings' window has " + std::to_string(windows_[size_t(c->window)].flags.size()) +
                        " flags for " + std::to_string(rings) + " rings");
   c->rings = rings;
@@ -2260,7 +2287,6 @@ bool SimRank::consume() {
   // A new batch unless both staging halves are full (one is being copied, the other waits).
   if (!c.exec && c.remaining > 0 && c.full == 0) {
     const size_t parts = op.parts;
-    const Window& win = windows_[size_t(c.window)];
     const SimBuffer& rings = sim_buffer(op.rings);
     const OpModels& models = world_.profile.ops;
     std::vector<double> cost(parts, 0.0);
@@ -2272,7 +2298,8 @@ bool SimRank::consume() {
     for (size_t ring : look) {
       const size_t q = ring % parts;
       const uint64_t total = op.r_chunks[ring] + op.s_chunks[ring];
-      const uint64_t landed = std::min(win.flags[ring], total);
+      const uint64_t arrived = op.copied_in ? c.copied_chunks[ring] : windows_[size_t(c.window)].flags[ring];
+      const uint64_t landed = std::min(arrived, total);
       uint64_t k = c.next[ring];
       for (; k < landed; ++k) {
         const bool is_r = k < op.r_chunks[ring];
@@ -2494,6 +2521,7 @@ std::string SimWorld::deadlock_report() const {
 RankRecord SimRank::record_of() const {
   RankRecord r;
   r.id = id();
+  r.job = job();
   r.result = result();
   r.result.has_checksum = false;
   r.phases = phases();
@@ -2575,31 +2603,43 @@ SimOutcome simulate(const BackendConfig& cfg, const std::function<void(Rank&)>& 
   sg4::Engine::set_config("contexts/guard-size:0");
   if (opt.precision > 0) sg4::Engine::set_config("surf/precision", opt.precision);
 
-  SimWorld world(prof, opt, cfg.shape, cfg.device_memory);
+  // Concurrent joins: a world each (messages, windows, collectives, deadlock detection), all on
+  // one platform, their ranks with one id on that rank's GPU and host.
   const ClusterShape physical = opt.emulate_nodes ? ClusterShape{1, cfg.shape.size()} : cfg.shape;
-  world.platform = build_platform(prof, physical, opt.topo);
-  world.timer = world.platform.timer;
-  world.cpu_threads.assign(world.platform.cpus.size(), 0);
-  world.stats.platform = world.platform.describe();
-  world.stats.flows_mode = opt.flows_name;
-  if (opt.flows == Options::Node) world.node_net = std::make_unique<NodeNetwork>(world.platform, &world.stats.flows, &world.waking);
-  for (int r = 0; r < cfg.shape.size(); ++r) world.ranks.push_back(std::make_unique<SimRank>(world, r, cfg.shape));
-  for (int r = 0; r < cfg.shape.size(); ++r) {
-    SimRank* rank = world.ranks[size_t(r)].get();
-    SimWorld* w = &world;
-    world.running++;
-    rank->actor = sg4::Actor::create("rank" + std::to_string(r), world.platform.gpus[size_t(r)], [rank, w, &body] {
-      try {
-        body(*rank);
-        rank->finished = true;
-      } catch (const SimulationAborted&) {
-      } catch (const InputError& e) {
-        w->fail(2, e.what());
-      } catch (const std::exception& e) {
-        w->fail(1, e.what());
-      }
-      --w->running;
-    });
+  const Platform platform = build_platform(prof, physical, opt.topo);
+  const auto cpu_threads = std::make_shared<std::vector<int>>(platform.cpus.size(), 0);
+  std::vector<std::unique_ptr<SimWorld>> worlds;
+  for (int j = 0; j < cfg.jobs; ++j) {
+    worlds.push_back(std::make_unique<SimWorld>(prof, opt, cfg.shape, cfg.device_memory));
+    SimWorld& world = *worlds.back();
+    world.platform = platform;
+    world.timer = platform.timer;
+    world.cpu_threads = cpu_threads;
+    world.stats.platform = platform.describe();
+    world.stats.flows_mode = opt.flows_name;
+    if (opt.flows == Options::Node) world.node_net = std::make_unique<NodeNetwork>(world.platform, &world.stats.flows, &world.waking);
+    for (int r = 0; r < cfg.shape.size(); ++r) {
+      world.ranks.push_back(std::make_unique<SimRank>(world, r, cfg.shape));
+      world.ranks.back()->set_job(j);
+    }
+    for (int r = 0; r < cfg.shape.size(); ++r) {
+      SimRank* rank = world.ranks[size_t(r)].get();
+      SimWorld* w = &world;
+      world.running++;
+      const std::string name = "rank" + std::to_string(r) + (cfg.jobs > 1 ? "-join" + std::to_string(j) : "");
+      rank->actor = sg4::Actor::create(name, platform.gpus[size_t(r)], [rank, w, &body] {
+        try {
+          body(*rank);
+          rank->finished = true;
+        } catch (const SimulationAborted&) {
+        } catch (const InputError& e) {
+          w->fail(2, e.what());
+        } catch (const std::exception& e) {
+          w->fail(1, e.what());
+        }
+        --w->running;
+      });
+    }
   }
   // Large blocks (collectives' tables, big vectors) from the heap rather than fresh mmaps: a
   // simulation allocates and frees them by the thousand, and page faults would dominate. Set
@@ -2610,21 +2650,33 @@ SimOutcome simulate(const BackendConfig& cfg, const std::function<void(Rank&)>& 
   advise_huge_heap();
   engine.run();
 
-  out.stats = world.stats;
+  out.stats = worlds.front()->stats;
+  for (size_t j = 1; j < worlds.size(); ++j) {
+    const SimStats& s = worlds[j]->stats;
+    out.stats.operators += s.operators;
+    out.stats.transfers += s.transfers;
+    out.stats.flows += s.flows;
+    out.stats.waits += s.waits;
+    out.stats.spans_dropped += s.spans_dropped;
+  }
   out.stats.simulated_seconds = sg4::Engine::get_clock();
   out.stats.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
-  if (!world.error.empty()) {
-    out.error_kind = world.error_kind;
-    out.error = world.error;
-    return out;
-  }
+  for (auto& world : worlds)
+    if (!world->error.empty()) {
+      out.error_kind = world->error_kind;
+      out.error = (cfg.jobs > 1 ? "join " + std::to_string(world->ranks.front()->job() + 1) + ": " : "") + world->error;
+      return out;
+    }
   std::ostringstream stuck;
   int n_stuck = 0;
-  for (auto& r : world.ranks)
-    if (!r->finished) {
-      if (n_stuck < 8) stuck << "\n  rank " << r->id() << " " << r->waiting();
-      ++n_stuck;
-    }
+  for (auto& world : worlds)
+    for (auto& r : world->ranks)
+      if (!r->finished) {
+        if (n_stuck < 8)
+          stuck << "\n  rank " << r->id() << (cfg.jobs > 1 ? " of join " + std::to_string(r->job() + 1) : "") << " "
+                << r->waiting();
+        ++n_stuck;
+      }
   if (n_stuck) {
     out.error_kind = 1;
     out.error = "simulation deadlocked at t = " + std::to_string(out.stats.simulated_seconds) + " s: " +
@@ -2632,7 +2684,8 @@ SimOutcome simulate(const BackendConfig& cfg, const std::function<void(Rank&)>& 
                 stuck.str() + (n_stuck > 8 ? "\n  ..." : "");
     return out;
   }
-  for (auto& r : world.ranks) out.ranks.push_back(r->record_of());
+  for (auto& world : worlds)
+    for (auto& r : world->ranks) out.ranks.push_back(r->record_of());
   return out;
 }
 

@@ -30,6 +30,7 @@ std::vector<std::pair<std::string, std::string>> sim_cluster_keys();
 
 struct RankRecord {
   int id = 0;
+  int job = 0;  // Rank::job
   RankResult result;
   std::vector<PhaseRecord> phases;
   std::vector<TraceSpan> spans;

@@ -538,6 +538,43 @@ TEST(CudaDistributed, GpjGpjBGpjHAndCrjMatchTheExpectation) {
   }
 }
 
+TEST(CudaDistributed, GpjWithoutGpudirectCopiesLandedChunksToTheGpu) {
+  JL_REQUIRE_GPU();
+  register_builtin();
+  // gpudirect = off: the puts land in rings in pinned host memory; each arrived chunk is copied
+  // to the GPU's rings while the persistent consumer polls them. Small rings reuse their slots.
+  for (const std::string s : {"gpj", "gpj-h"})
+    for (int ranks : {1, 2}) {
+      std::map<std::string, std::string> o = kSmallGeometry;
+      o["gpudirect"] = "off";
+      expect_correct(point(s, pk_fk(20000, 50000), o, ranks));
+      expect_correct(point(s, pk_fk(20000, 40000, 8, 0.5, 1.2), o, ranks));
+    }
+  // Default geometry: full 1 MiB-class chunks, several per copy.
+  expect_correct(point("gpj", pk_fk(200000, 400000), {{"gpudirect", "off"}}, 2));
+}
+
+TEST(CudaDistributed, ConcurrentJoinsEachGiveTheVerifiedResult) {
+  JL_REQUIRE_GPU();
+  register_builtin();
+  // Two joins at once on the same ranks (a fabric each, the GPUs shared). gpj's persistent
+  // consumers of both joins must be resident together: small grids.
+  for (const std::string s : {"gpj", "gpj-b", "shuffle"}) {
+    std::map<std::string, std::string> o;
+    if (s != "shuffle") o = kSmallGeometry;
+    if (s == "gpj") o["grid_blocks"] = "16";
+    RunPoint p = point(s, pk_fk(20000, 50000), o, 2);
+    p.cluster.jobs = 2;
+    expect_correct(p);
+  }
+  std::map<std::string, std::string> off = kSmallGeometry;
+  off["grid_blocks"] = "16";
+  off["gpudirect"] = "off";
+  RunPoint p = point("gpj", pk_fk(20000, 50000), off, 2);
+  p.cluster.jobs = 2;
+  expect_correct(p);
+}
+
 TEST(CudaDistributed, GpjHybridJoinsWhatDoesNotFitOnTheCpu) {
   JL_REQUIRE_GPU();
   register_builtin();

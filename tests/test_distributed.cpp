@@ -94,6 +94,84 @@ TEST_F(Distributed, GpjBLandedInHostMemoryJoinsLikeLandedOnTheGpu) {
   }
 }
 
+TEST_F(Distributed, GpjWithoutGpudirectJoinsLikeWithIt) {
+  // gpudirect = off: the chunks land in rings in pinned host memory and each is copied to the
+  // "GPU" rings the consumer reads; small rings, so that slots are reused while copies are queued.
+  for (const std::string s : {"gpj", "gpj-h"})
+    for (ClusterShape shape : {ClusterShape{1, 1}, ClusterShape{1, 2}, ClusterShape{2, 2}}) {
+      Options o = kSmallGeometry;
+      o["gpudirect"] = "off";
+      expect_correct(point(s, pk_fk(20000, 50000), o, shape));
+    }
+  Options o = kSmallGeometry;
+  o["gpudirect"] = "off";
+  expect_correct(point("gpj", pk_fk(20000, 40000, 8, 0.5, 1.2), o, {1, 2}));
+  // What arrived crossed from pinned host memory to the device: every chunk, R's and S's.
+  const RunOutcome out = run_point(point("gpj", pk_fk(20000, 50000), o, {1, 2}));
+  uint64_t copied = 0;
+  for (const TraceSpan& t : out.trace)
+    if (t.params.kind == OpKind::Copy && t.params.mem_src == int(MemSpace::Pinned) &&
+        t.params.mem_dst == int(MemSpace::Device))
+      copied += t.params.bytes;
+  EXPECT_GE(copied, uint64_t(70000) * 8) << "the landed tuples (4-byte keys and payloads) are copied in";
+}
+
+TEST_F(Distributed, GpjBTakesGpudirectAsItsLanding) {
+  // gpj-b's gpudirect = off is landing = host (the copy_in phase); the two must not contradict.
+  Options o = kSmallGeometry;
+  o["gpudirect"] = "off";
+  const RunOutcome out = run_point(point("gpj-b", pk_fk(20000, 50000), o, {1, 2}));
+  EXPECT_EQ(out.checked, "yes");
+  EXPECT_TRUE(std::any_of(out.phases.begin(), out.phases.end(), [](auto& ph) { return ph.name == "copy_in"; }));
+  o["landing"] = "device";
+  EXPECT_THROW(run_point(point("gpj-b", pk_fk(20000, 50000), o, {1, 2})), InputError);
+}
+
+TEST_F(Distributed, GpjGpudirectRejectsOtherValues) {
+  Options o = kSmallGeometry;
+  o["gpudirect"] = "maybe";
+  try {
+    run_point(point("gpj", pk_fk(2000, 5000), o, {1, 2}));
+    FAIL() << "gpudirect = maybe ran";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("gpudirect"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("maybe"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(Distributed, ConcurrentJoinsEachGiveTheVerifiedResult) {
+  // N joins at once on the same 2 ranks: each its own transports and windows, the ranks' memory
+  // shared. run_point checks every join's count and checksum.
+  for (const std::string s : {"gpj", "gpj-b", "shuffle"})
+    for (int joins : {2, 3}) {
+      Options o = s == "shuffle" ? Options{} : kSmallGeometry;
+      if (s == "gpj") o["gpudirect"] = joins == 3 ? "off" : "on";
+      RunPoint p = point(s, pk_fk(20000, 50000), o, {1, 2});
+      p.cluster.jobs = joins;
+      SCOPED_TRACE(s + ", " + std::to_string(joins) + " joins");
+      RunOutcome out;
+      ASSERT_NO_THROW(out = run_point(p));
+      EXPECT_EQ(out.checked, "yes");
+      EXPECT_NE(out.verified.find(std::to_string(joins) + " joins, each"), std::string::npos) << out.verified;
+      ASSERT_EQ(out.join_seconds.size(), size_t(joins));
+      for (double t : out.join_seconds) {
+        EXPECT_GT(t, 0);
+        EXPECT_LE(t, out.total_seconds * (1 + 1e-9)) << "a join's span lies within the makespan";
+      }
+    }
+}
+
+TEST_F(Distributed, ConcurrentJoinsMustBeAtLeastOne) {
+  RunPoint p = point("gpj", pk_fk(2000, 5000), kSmallGeometry, {1, 2});
+  p.cluster.jobs = 0;
+  try {
+    run_point(p);
+    FAIL() << "0 concurrent joins ran";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("experiment.concurrent_joins = 0"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(Distributed, AllAreRegisteredForAnyRankCount) {
   for (auto& name : kDistributed) {
     EXPECT_NO_THROW(find_strategy(name)) << name;

@@ -767,6 +767,16 @@ RunPoint one_sided_point(const std::string& strategy, ClusterShape shape, const 
   return p;
 }
 
+// p's run as given and with one strategy option set, both with every S row's match (PK-FK).
+std::pair<RunOutcome, RunOutcome> as_given_and_with(RunPoint p, const std::string& key, const std::string& value) {
+  const RunOutcome given = run_point(p);
+  p.strategy_options[key] = value;
+  const RunOutcome with = run_point(p);
+  EXPECT_EQ(given.digest.count, p.workload.s.rows) << "as given";
+  EXPECT_EQ(with.digest.count, p.workload.s.rows) << key << " = " << value;
+  return {given, with};
+}
+
 double phase_of(const RunOutcome& o, const std::string& name) {
   for (auto& ph : o.phases)
     if (ph.name == name) return ph.seconds;
@@ -1093,15 +1103,80 @@ TEST_F(SimTest, GpjBLandedInHostMemoryCopiesWhatArrivedOverPcie) {
   // (its half of R and S, 16-byte tuples) to its GPU before the join: four column copies on one
   // stream over its host-to-device link (10 GB/s and 10 us in the test profile).
   const Workload w = pk_fk_16(1 << 18, 1 << 18);
-  RunPoint p = one_sided_point("gpj-b", {1, 2}, w, (dir_ / "test.ini").string(), dir_.string());
-  const RunOutcome device = run_point(p);
-  p.strategy_options["landing"] = "host";
-  const RunOutcome host = run_point(p);
-  EXPECT_EQ(host.digest.count, device.digest.count);
-  EXPECT_EQ(host.digest.count, w.s.rows);
+  const auto [device, host] =
+      as_given_and_with(one_sided_point("gpj-b", {1, 2}, w, (dir_ / "test.ini").string(), dir_.string()), "landing", "host");
   EXPECT_EQ(phase_of(device, "copy_in"), 0) << "landed in GPU memory: nothing to copy";
   const double copy = double(w.r.rows + w.s.rows) / 2 * 16 / 1e10 + 4 * 1e-5;
   EXPECT_NEAR(phase_of(host, "copy_in"), copy, 0.1 * copy);
+}
+
+TEST_F(SimTest, GpjWithoutGpudirectSimulatesWithExactCounts) {
+  for (ClusterShape shape : {ClusterShape{2, 1}, ClusterShape{2, 2}}) {
+    SCOPED_TRACE(std::to_string(shape.size()) + " ranks");
+    RunPoint p = one_sided_point("gpj", shape, pk_fk_16(1 << 16, 1 << 18), (dir_ / "test.ini").string(), dir_.string());
+    p.strategy_options["gpudirect"] = "off";
+    const RunOutcome o = run_point(p);
+    EXPECT_EQ(o.digest.count, p.workload.s.rows);
+    EXPECT_GE(o.total_seconds, o.bound.seconds) << "no simulated run beats its analytic bound";
+  }
+}
+
+TEST_F(SimTest, GpjWithoutGpudirectPaysTheCopyOverPcie) {
+  // Two nodes of one GPU, PCIe 2.5 GB/s beside 10 GB/s NICs: without GPUDirect every tuple that
+  // arrives (half of them over the network, half from the rank itself) crosses PCIe once more, so
+  // the pipelined join can take no less than those copies, far longer than the exchange alone.
+  std::string profile = kTestProfile;
+  const std::string h2d = "[link.h2d]\nbw = 1e10";
+  ASSERT_NE(profile.find(h2d), std::string::npos);
+  profile.replace(profile.find(h2d), h2d.size(), "[link.h2d]\nbw = 2.5e9");
+  std::ofstream(dir_ / "narrow-pcie.ini") << profile;
+  const Workload w = pk_fk_16(1 << 20, 1 << 20);
+  const auto [on, off] =
+      as_given_and_with(one_sided_point("gpj", {2, 1}, w, (dir_ / "narrow-pcie.ini").string(), dir_.string()), "gpudirect", "off");
+  const double copy = double(w.r.rows + w.s.rows) / 2 * 16 / 2.5e9;
+  EXPECT_NEAR(off.bound.seconds, copy, 1e-9 * copy) << off.bound.resource;
+  EXPECT_NE(off.bound.resource.find("host-to-device"), std::string::npos) << off.bound.resource;
+  EXPECT_LT(on.bound.seconds, copy / 4);
+  // Slower by at least the copies' share that the exchange does not hide: what they take beyond
+  // the pipelined join's stream with GPUDirect.
+  const double stream_on = phase_of(on, "stream"), stream_off = phase_of(off, "stream");
+  EXPECT_GE(stream_off - stream_on, copy - stream_on) << "stream on " << stream_on << " s, off " << stream_off << " s";
+  EXPECT_GE(off.total_seconds - on.total_seconds, copy - stream_on)
+      << "on " << on.total_seconds << " s, off " << off.total_seconds << " s, copies " << copy << " s";
+  EXPECT_LE(stream_off, 1.3 * copy) << "the copies are pipelined with the exchange and the consumer";
+}
+
+TEST_F(SimTest, ConcurrentJoinsSimulateWithExactCounts) {
+  for (ClusterShape shape : {ClusterShape{2, 1}, ClusterShape{2, 2}})
+    for (const std::string s : {"gpj", "gpj-b", "shuffle"}) {
+      SCOPED_TRACE(s + " on " + std::to_string(shape.size()) + " ranks");
+      RunPoint p = one_sided_point(s, shape, pk_fk_16(1 << 16, 1 << 18), (dir_ / "test.ini").string(), dir_.string());
+      p.verify = true;
+      p.cluster.jobs = shape.size() == 2 ? 3 : 2;
+      RunOutcome o;
+      ASSERT_NO_THROW(o = run_point(p));
+      EXPECT_EQ(o.digest.count, p.workload.s.rows);
+      EXPECT_EQ(o.checked, "count");
+      ASSERT_EQ(o.join_seconds.size(), size_t(p.cluster.jobs));
+      EXPECT_GE(o.total_seconds, o.bound.seconds) << "no simulated run beats its analytic bound: " << o.bound.resource;
+    }
+}
+
+TEST_F(SimTest, ConcurrentNetworkBoundJoinsShareTheNics) {
+  // gpj over two nodes of one GPU, bound by the 10 GB/s NICs: two at once move twice the bytes
+  // through each NIC, so their makespan is longer than one join's, and at most twice it (plus
+  // what does not scale with the bytes: phase starts, latencies).
+  RunPoint p = one_sided_point("gpj", {2, 1}, pk_fk_16(1 << 21, 1 << 21), (dir_ / "test.ini").string(), dir_.string());
+  p.strategy_options["output"] = "count_only";
+  const RunOutcome one = run_point(p);
+  ASSERT_NE(one.bound.resource.find("network"), std::string::npos) << one.bound.resource;
+  p.cluster.jobs = 2;
+  const RunOutcome two = run_point(p);
+  EXPECT_EQ(two.digest.count, one.digest.count);
+  EXPECT_GT(two.total_seconds, 1.3 * one.total_seconds) << "one " << one.total_seconds << " s, two " << two.total_seconds << " s";
+  EXPECT_LE(two.total_seconds, 2.1 * one.total_seconds) << "one " << one.total_seconds << " s, two " << two.total_seconds << " s";
+  for (double t : two.join_seconds) EXPECT_GT(t, one.total_seconds) << "each join shares the NICs";
+  EXPECT_NEAR(two.bound.seconds, 2 * one.bound.seconds, 1e-9 * one.bound.seconds);
 }
 
 TEST_F(SimTest, OneSidedJoinSimulationsAreIdentical) {

@@ -25,15 +25,19 @@ struct BackendConfig {
   // Bytes the run's trace file may hold (experiment.trace_max_bytes; 0: no limit): a backend that
   // records more spans than that can hold may stop recording well past it.
   uint64_t trace_bytes = 0;
+  // Independent joins run at once (experiment.concurrent_joins): every rank of the shape hosts
+  // one rank per join (Rank::job), each with transports, windows and streams of its own, all on
+  // the rank's GPU, host, links and cores.
+  int jobs = 1;
 };
 
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
-  // Runs body(rank) on every rank concurrently; then, with all ranks finished and still alive,
-  // collect(rank) for each rank in order. A rank that throws makes every rank's blocking call
-  // fail promptly; the first error is rethrown.
+  // Runs body(rank) on every rank of every job (cfg.jobs) concurrently; then, with all ranks
+  // finished and still alive, collect(rank) for each rank in order, job by job. A rank that throws
+  // makes every rank's blocking call fail promptly; the first error is rethrown.
   virtual void run(const BackendConfig& cfg, const std::function<void(Rank&)>& body,
                    const std::function<void(Rank&)>& collect) = 0;
   // Device-memory bytes each rank may allocate under `cfg`, for the pre-flight check of a

@@ -491,6 +491,10 @@ class StreamProgress {
 //    end. Rows never go past out.capacity: past it the operator only counts and sets
 //    result.overflow. mode CountOnly writes nothing. result.count = matches.
 //  * It ends when every ring delivered its chunks, or with an error when progress->cancel().
+//  * copied_in: the chunks reach `rings` by the receiver's own copies (Rank::copy) from rings in
+//    host memory where the senders' puts land (no GPUDirect RDMA), not by puts into `rings` as an
+//    exposed window. The hardware backends see no difference (they read checksums); the simulator
+//    counts a ring's chunks as its copies land rather than by the window's flags.
 struct StreamConsumeOp {
   Buffer rings;  // sources * parts * slots slots of slot_bytes
   uint32_t sources = 0, parts = 0, slots = 0;
@@ -508,6 +512,7 @@ struct StreamConsumeOp {
   uint64_t staging_rows = 0;
   std::shared_ptr<StreamProgress> progress;
   double chunk_timeout_s = 10, idle_timeout_s = 60;
+  bool copied_in = false;
 };
 
 using StreamingOp = std::variant<PackChunksOp, StreamConsumeOp>;

@@ -102,6 +102,10 @@ class Rank {
   const ClusterShape& shape() const { return shape_; }
   int node() const { return shape_.node_of(id_); }
   int local() const { return shape_.local_of(id_); }
+  // The join this rank runs among BackendConfig::jobs concurrent ones (0 ..): ranks of different
+  // joins with the same id share that rank's GPU, host, links and cores, never its messages.
+  int job() const { return job_; }
+  void set_job(int job) { job_ = job; }
   virtual std::string backend() const = 0;  // "cpu", "cuda", "sim"
   virtual bool has_data() const { return true; }  // false in simulation
   virtual int streams() const = 0;          // streams 0 .. streams()-1 exist
@@ -207,6 +211,7 @@ class Rank {
 
  private:
   int id_;
+  int job_ = 0;
   ClusterShape shape_;
   std::vector<PhaseRecord> phases_;
   RankResult result_;

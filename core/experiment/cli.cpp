@@ -110,6 +110,7 @@ void print_plan(const ExperimentPlan& plan) {
     std::cout << std::setw(5) << ++i << "  " << p.strategy << " on " << p.backend << ", "
               << p.cluster.shape.size() << " rank(s), |R| = " << format_count(p.workload.r.rows)
               << ", |S| = " << format_count(p.workload.s.rows) << ", repeat " << p.repeat
+              << (p.cluster.jobs > 1 ? ", " + std::to_string(p.cluster.jobs) + " joins at once" : "")
               << (pp.label().empty() ? "" : "  " + pp.label()) << "\n";
   }
 }

@@ -146,6 +146,11 @@ const std::vector<KeyDef>& key_defs() {
                  [](PointBuilder& b, const std::string& v) { b.run.backend = trim(v); }});
     d.push_back({"experiment.repeat", "positive integer", "1", "runs per point; times are the median",
                  [](PointBuilder& b, const std::string& v) { b.run.repeat = parse_positive_int(v); }});
+    d.push_back({"experiment.concurrent_joins", "positive integer", "1",
+                 "copies of the join run at once on the same ranks, sharing their GPUs, memory, links and cores "
+                 "(each with its own messages, windows and streams); the table reports the makespan, the CSV each "
+                 "join's time (join_s)",
+                 [](PointBuilder& b, const std::string& v) { b.run.cluster.jobs = parse_positive_int(v); }});
     d.push_back({"experiment.output_dir", "path", "results", "folder for the CSV and the traces",
                  [](PointBuilder&, const std::string&) {}});
     d.push_back({"experiment.verify", "bool", "true", "check every run's count and checksum against the expected result (the count alone without a checksum: sim, output = count_only)",

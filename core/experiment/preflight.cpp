@@ -114,16 +114,24 @@ void check_sizes(const RunPoint& p) {
   }
 }
 
+namespace {
+// " (3 joins at once)" where several joins share the ranks.
+std::string joins_text(const RunPoint& p) {
+  return p.cluster.jobs > 1 ? " (" + std::to_string(p.cluster.jobs) + " joins at once)" : "";
+}
+}  // namespace
+
 // The host memory a GPU backend's rank holds for strategies that keep data there.
 void check_host_memory(const RunPoint& p, const JoinJob& job, Backend& backend) {
   const StrategyInfo& info = find_strategy(p.strategy);
   if (!info.host_bytes) return;
   const uint64_t avail = backend.host_memory_per_rank(p.cluster);
   if (!avail) return;
-  const uint64_t need = info.host_bytes(job, p.cluster.shape);
+  const uint64_t need = info.host_bytes(job, p.cluster.shape) * uint64_t(p.cluster.jobs);
   if (need <= avail) return;
   std::ostringstream m;
-  m << "strategy " << p.strategy << " keeps about " << gib(need) << " in host memory per rank for this workload (|R| = "
+  m << "strategy " << p.strategy << " keeps about " << gib(need) << " in host memory per rank" << joins_text(p)
+    << " for this workload (|R| = "
     << p.workload.r.rows << ", |S| = " << p.workload.s.rows << " over " << p.cluster.shape.size()
     << " rank(s)), but this machine has " << gib(avail) << " available per rank (MemAvailable over its ranks)";
   throw InputError(m.str());
@@ -134,12 +142,14 @@ void check_device_memory(const RunPoint& p, const JoinJob& job, Backend& backend
   const uint64_t avail = backend.device_memory_per_rank(p.cluster);
   if (!avail) return;
   const bool host = p.backend == "cpu" && !p.cluster.device_memory;  // the cpu backend's "device" is this host's RAM
+  const uint64_t joins = uint64_t(p.cluster.jobs);
   uint64_t need = working_set_bytes(p.strategy, job, p.cluster.shape);
   if (host) need = std::max(need, input_bytes_per_rank(p.workload, p.cluster.shape));
+  need *= joins;
   if (!need || need <= avail) return;
   std::ostringstream m;
   m << "strategy " << p.strategy << " needs about " << gib(need) << " of " << (host ? "memory" : "device memory")
-    << " per rank for this workload (|R| = " << p.workload.r.rows << ", |S| = " << p.workload.s.rows << " over "
+    << " per rank" << joins_text(p) << " for this workload (|R| = " << p.workload.r.rows << ", |S| = " << p.workload.s.rows << " over "
     << p.cluster.shape.size() << " rank(s)), but the " << p.backend << " backend has " << gib(avail) << " per rank"
     << (host ? " (memory available on this machine now, shared by the ranks)" : "") << ".";
   std::string fits;
@@ -161,6 +171,7 @@ void check_device_memory(const RunPoint& p, const JoinJob& job, Backend& backend
         continue;  // no such option
       }
       if (host) other_need = std::max(other_need, input_bytes_per_rank(p.workload, p.cluster.shape));
+      other_need *= joins;
       if (other_need && other_need <= avail) {
         fits += (fits.empty() ? "" : ", ") + other + (options.empty() ? "" : " with output_space=pinned") + " (about " +
                 gib(other_need) + ")";

@@ -129,6 +129,11 @@ void ResultsTable::print_row(const ResultRow& row) {
   for (const Column& c : kTableColumns)
     line << (c.left ? std::left : std::right) << std::setw(c.width) << cells[i++] << "  ";
   if (with_point_) line << sweep_label(row.swept);
+  // Concurrent joins: total ms is their makespan; each join's own time follows.
+  if (o.join_seconds.size() > 1) {
+    line << "  joins ms";
+    for (double s : o.join_seconds) line << " " << fixed(s * 1e3, 3);
+  }
   std::string text = line.str();
   out_ << text.substr(0, text.find_last_not_of(' ') + 1) << "\n" << std::flush;
 }
@@ -149,9 +154,9 @@ std::string csv_text(const std::vector<ResultRow>& rows) {
   for (const char* side : {"r", "s"})
     for (const char* f : {"dist", "range_lo", "range_hi", "zipf_z", "zipf_domain", "match_rate"})
       header.push_back(std::string(side) + "_" + f);
-  for (const char* h : {"seed", "strategy_options", "repeat"}) header.push_back(h);
+  for (const char* h : {"seed", "strategy_options", "repeat", "concurrent_joins"}) header.push_back(h);
   for (auto& n : phase_names) header.push_back(phase_column(n));
-  for (const char* h : {"total_s", "repeat_total_s", "throughput_tuples_per_s", "bound_s", "bound_resource",
+  for (const char* h : {"total_s", "join_s", "repeat_total_s", "throughput_tuples_per_s", "bound_s", "bound_resource",
                         "fraction_of_bound", "sent_bytes", "busiest_per_phase", "count", "checksum", "verified", "trace_file", "date", "git_commit"})
     header.push_back(h);
 
@@ -186,17 +191,19 @@ std::string csv_text(const std::vector<ResultRow>& rows) {
     f.push_back(std::to_string(w.r.seed));
     f.push_back(key_values(p.strategy_options));
     f.push_back(std::to_string(p.repeat));
+    f.push_back(std::to_string(p.cluster.jobs));
     for (auto& n : phase_names) {
       std::string cell;
       for (auto& ph : o.phases)
         if (ph.name == n) cell = number(ph.seconds);
       f.push_back(cell);
     }
-    std::string repeats;
+    std::string repeats, joins;
     for (double s : o.repeat_seconds) repeats += (repeats.empty() ? "" : ";") + number(s);
+    for (double s : o.join_seconds) joins += (joins.empty() ? "" : ";") + number(s);
     bool has_bound = o.bound.seconds > 0;
     for (const std::string& cell :
-         {number(o.total_seconds), repeats, number(o.throughput()), has_bound ? number(o.bound.seconds) : "",
+         {number(o.total_seconds), joins, repeats, number(o.throughput()), has_bound ? number(o.bound.seconds) : "",
           o.bound.resource, has_bound ? number(o.bound_fraction()) : "",
           o.sent_bytes ? std::to_string(o.sent_bytes) : "", format_phase_limits(o.limits),
           std::to_string(o.digest.count),

@@ -12,7 +12,9 @@
 namespace joinlab {
 
 double RunOutcome::throughput() const {
-  return total_seconds > 0 ? double(point.workload.r.rows + point.workload.s.rows) / total_seconds : 0;
+  return total_seconds > 0
+             ? double(point.cluster.jobs) * double(point.workload.r.rows + point.workload.s.rows) / total_seconds
+             : 0;
 }
 
 JoinJob make_job(const RunPoint& p) {
@@ -55,6 +57,8 @@ void validate_point(const RunPoint& p) {
     throw InputError(m.str());
   }
   if (p.repeat <= 0) throw InputError("experiment.repeat = " + std::to_string(p.repeat) + ": must be positive");
+  if (p.cluster.jobs < 1)
+    throw InputError("experiment.concurrent_joins = " + std::to_string(p.cluster.jobs) + ": must be at least 1");
   p.workload.validate();
   check_sizes(p);
   const JoinJob job = make_job(p);
@@ -65,11 +69,17 @@ void validate_point(const RunPoint& p) {
 
 namespace {
 
+// "join 2 of 3: " where joins run at once, else nothing.
+std::string join_label(const RunPoint& p, size_t j) {
+  return p.cluster.jobs > 1 ? "join " + std::to_string(j + 1) + " of " + std::to_string(p.cluster.jobs) + ": " : "";
+}
+
 struct SingleRun {
-  JoinDigest digest;
+  std::vector<JoinDigest> digests;  // per concurrent join
   bool has_checksum = true;
   uint64_t sent_bytes = 0;
-  double total = 0;
+  double total = 0;                 // the makespan of all joins
+  std::vector<double> join_seconds;
   std::vector<PhaseTime> phases;
   std::vector<TraceSpan> trace;
   std::vector<std::vector<PhaseRecord>> rank_phases;
@@ -80,7 +90,9 @@ SingleRun run_once(const RunPoint& p, const JoinJob& job, Backend& backend) {
   const StrategyInfo& info = find_strategy(p.strategy);
   SingleRun out;
   std::mutex mu;
-  double first = 1e300, last = -1e300;
+  const size_t joins = size_t(p.cluster.jobs);
+  std::vector<double> first(joins, 1e300), last(joins, -1e300);
+  out.digests.resize(joins);
   std::vector<std::string> order;
   std::map<std::string, double> phase_max;
   bool first_rank = true;
@@ -97,26 +109,39 @@ SingleRun run_once(const RunPoint& p, const JoinJob& job, Backend& backend) {
       [&](Rank& rank) {
         std::lock_guard<std::mutex> g(mu);
         const RankResult& r = rank.result();
-        out.digest.count += r.count;
-        out.digest.checksum += r.checksum;
+        const size_t job = size_t(rank.job());
+        if (job >= joins)
+          throw RuntimeError("backend " + p.backend + " ran a rank of join " + std::to_string(job) + " of " +
+                             std::to_string(joins));
+        out.digests[job].count += r.count;
+        out.digests[job].checksum += r.checksum;
         out.has_checksum = out.has_checksum && r.has_checksum;
         out.sent_bytes += r.sent_bytes;
         for (auto& ph : rank.phases()) {
           if (timed_phase(ph.name)) {
-            first = std::min(first, ph.begin);
-            last = std::max(last, ph.end);
+            first[job] = std::min(first[job], ph.begin);
+            last[job] = std::max(last[job], ph.end);
           }
           if (!phase_max.count(ph.name)) order.push_back(ph.name);
           phase_max[ph.name] = std::max(phase_max[ph.name], ph.end - ph.begin);
         }
+        // Rank r's phases of every join, in their order (phase_limits reads them per rank).
         if (out.rank_phases.size() <= size_t(rank.id())) out.rank_phases.resize(size_t(rank.id()) + 1);
-        out.rank_phases[size_t(rank.id())] = rank.phases();
+        auto& mine = out.rank_phases[size_t(rank.id())];
+        mine.insert(mine.end(), rank.phases().begin(), rank.phases().end());
         auto spans = rank.trace().spans();
+        // Concurrent joins' streams are their own; the links they share keep one track.
+        if (joins > 1)
+          for (TraceSpan& s : spans)
+            if (s.track.rfind("stream", 0) == 0) s.track += " (join " + std::to_string(job + 1) + ")";
         out.trace.insert(out.trace.end(), spans.begin(), spans.end());
         if (first_rank) out.bw = rank.bandwidths();
         first_rank = false;
       });
-  out.total = last > first ? last - first : 0;
+  const double begin = *std::min_element(first.begin(), first.end());
+  const double end = *std::max_element(last.begin(), last.end());
+  out.total = end > begin ? end - begin : 0;
+  for (size_t j = 0; j < joins; ++j) out.join_seconds.push_back(last[j] > first[j] ? last[j] - first[j] : 0);
   for (auto& n : order) out.phases.push_back({n, phase_max[n]});
   return out;
 }
@@ -148,11 +173,13 @@ RunOutcome run_point(const RunPoint& p, const RepeatCallback& on_repeat) {
     runs.push_back(run_once(p, job, *backend));
     SingleRun& r = runs.back();
     if (!p.verify) continue;
+    // Every concurrent join computed the whole join: each is checked.
+    const std::string each = p.cluster.jobs > 1 ? std::to_string(p.cluster.jobs) + " joins, each: " : "";
     if (r.has_checksum) {
       if (!full) full = expected_result(p.workload);
-      check_result(r.digest, *full, what);
+      for (size_t j = 0; j < r.digests.size(); ++j) check_result(r.digests[j], *full, join_label(p, j) + what);
       checked = "yes";
-      o.verified = "count and checksum: " + full->method;
+      o.verified = each + "count and checksum: " + full->method;
       continue;
     }
     if (p.backend == "sim" && !p.workload.s.references_r()) {
@@ -164,9 +191,10 @@ RunOutcome run_point(const RunPoint& p, const RepeatCallback& on_repeat) {
       continue;
     }
     if (!count) count = expected_count(p.workload);
-    check_result({r.digest.count, 0}, *count, what);
+    for (size_t j = 0; j < r.digests.size(); ++j) check_result({r.digests[j].count, 0}, *count, join_label(p, j) + what);
     checked = "count";
-    o.verified = std::string(p.backend == "sim" ? "count (no data to checksum): " : "count only (no output rows to checksum): ") +
+    o.verified = each +
+                 (p.backend == "sim" ? "count (no data to checksum): " : "count only (no output rows to checksum): ") +
                  count->method;
   }
   o.checked = checked;
@@ -174,11 +202,12 @@ RunOutcome run_point(const RunPoint& p, const RepeatCallback& on_repeat) {
   for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
   std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return runs[a].total < runs[b].total; });
   SingleRun& med = runs[idx[idx.size() / 2]];
-  o.digest = med.digest;
+  o.digest = med.digests.front();  // every join's is the same join's result
   o.has_checksum = med.has_checksum;
   o.sent_bytes = med.sent_bytes;
   o.threads_per_rank = backend->threads_per_rank(p.cluster);
   o.total_seconds = med.total;
+  o.join_seconds = med.join_seconds;
   for (auto& r : runs) o.repeat_seconds.push_back(r.total);
   o.phases = med.phases;
   o.trace = std::move(med.trace);
@@ -187,6 +216,12 @@ RunOutcome run_point(const RunPoint& p, const RepeatCallback& on_repeat) {
   o.bandwidths = med.bw;
   const StrategyInfo& info = find_strategy(p.strategy);
   if (info.bound) o.bound = info.bound(job, p.cluster.shape, o.bandwidths);
+  // Concurrent joins share every resource of the ranks: the one that bounds one join carries
+  // each join's bytes.
+  if (p.cluster.jobs > 1 && o.bound.seconds > 0) {
+    o.bound.seconds *= p.cluster.jobs;
+    o.bound.resource = std::to_string(p.cluster.jobs) + " joins at once, each: " + o.bound.resource;
+  }
   return o;
 }
 

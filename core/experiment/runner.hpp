@@ -40,7 +40,9 @@ struct RunOutcome {
   std::string checked = "no";  // the same in a word for the table: yes (count and checksum), count, estimated (sim, not PK-FK), no
   int threads_per_rank = 0; // worker threads each rank used (Backend::threads_per_rank); 0 = none
   double total_seconds = 0; // median over repeats: first phase begin to last phase end, over
-                            // ranks, leaving out the generate and verify phases (timed_phase, strategy.hpp)
+                            // ranks, leaving out the generate and verify phases (timed_phase, strategy.hpp);
+                            // with concurrent joins, over all of them: the makespan
+  std::vector<double> join_seconds;  // of the median run, each concurrent join's own span (one: total_seconds)
   std::vector<double> repeat_seconds;
   std::vector<PhaseTime> phases;  // of the median run
   Bound bound;
@@ -48,7 +50,7 @@ struct RunOutcome {
   std::vector<TraceSpan> trace;   // of the median run
   std::vector<std::vector<PhaseRecord>> rank_phases;  // of the median run, indexed by rank
   std::vector<PhaseLimit> limits;  // per phase of the median run, the resource its trace shows busiest
-  double throughput() const;      // (|R| + |S|) / total_seconds, tuples per second
+  double throughput() const;      // joins x (|R| + |S|) / total_seconds, tuples per second
   double bound_fraction() const { return total_seconds > 0 ? bound.seconds / total_seconds : 0; }
 };
 

@@ -2,7 +2,7 @@
 // budget and stream workers, talking through the in-process transport.
 //
 // [cluster] options it reads (BackendConfig::options):
-//   streams    = streams per rank (default 4)
+//   streams    = streams per rank (default 5: gpj without GPUDirect uses five)
 //   timeout_s  = bound on every blocking wait: recv, allgather, barrier, expose (default 60)
 //   transport  = inproc (default) or another registered thread transport (ucx; cpu_backend.hpp)
 #include <sys/sysinfo.h>
@@ -77,31 +77,45 @@ class CpuBackend final : public Backend {
                        std::to_string(cfg.shape.per_node) + " has no ranks");
     if (cfg.threads_per_rank < 0)
       throw InputError("backend cpu: threads_per_rank = " + std::to_string(cfg.threads_per_rank) + " is negative");
+    if (cfg.jobs < 1) throw InputError("experiment.concurrent_joins = " + std::to_string(cfg.jobs) + ": must be at least 1");
     const CpuRankSetup setup = cpu_rank_setup(cfg, n);
-    auto transports = make_thread_transports(cfg, n, setup.timeout_s, setup.rank.threads);
-    const auto epoch = std::chrono::steady_clock::now();
-    std::vector<std::unique_ptr<CpuRank>> ranks;
-    for (int r = 0; r < n; ++r) {
-      CpuRankConfig rc = cpu_rank_setup(cfg, n).rank;  // memory pools of its own
-      rc.epoch = epoch;
-      ranks.push_back(std::make_unique<CpuRank>(r, cfg.shape, transports[size_t(r)], rc));
+    // Concurrent joins: a transport world each (their messages and windows never mix); the ranks
+    // with one id share that rank's memory pools, as joins on one GPU share its memory.
+    std::vector<std::shared_ptr<Transport>> transports;
+    for (int j = 0; j < cfg.jobs; ++j) {
+      auto world = make_thread_transports(cfg, n, setup.timeout_s, setup.rank.threads);
+      transports.insert(transports.end(), world.begin(), world.end());
     }
+    const auto epoch = std::chrono::steady_clock::now();
+    std::vector<std::unique_ptr<CpuRank>> ranks;  // job-major
+    std::vector<CpuRankConfig> configs;
+    for (int r = 0; r < n; ++r) {
+      configs.push_back(cpu_rank_setup(cfg, n).rank);  // memory pools of its own
+      configs.back().epoch = epoch;
+    }
+    for (int j = 0; j < cfg.jobs; ++j)
+      for (int r = 0; r < n; ++r) {
+        ranks.push_back(std::make_unique<CpuRank>(r, cfg.shape, transports[size_t(j * n + r)], configs[size_t(r)]));
+        ranks.back()->set_job(j);
+      }
 
     std::mutex mu;
     std::exception_ptr first;
     std::vector<std::thread> pool;
-    for (int r = 0; r < n; ++r) {
-      pool.emplace_back([&, r] {
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      pool.emplace_back([&, i] {
         try {
-          body(*ranks[size_t(r)]);
-          ranks[size_t(r)]->sync_all();  // errors of work the body left in flight count too
+          body(*ranks[i]);
+          ranks[i]->sync_all();  // errors of work the body left in flight count too
         } catch (...) {
           auto e = std::current_exception();
           {
             std::lock_guard<std::mutex> g(mu);
             if (!first) first = e;
           }
-          transports[size_t(r)]->abort(what_of(e));  // only the first abort's reason is kept
+          // This rank stops in every join (they share this process): each join's rank of this id
+          // aborts its transport. Only the first abort's reason is kept.
+          for (size_t k = i % size_t(n); k < transports.size(); k += size_t(n)) transports[k]->abort(what_of(e));
         }
       });
     }
@@ -179,7 +193,7 @@ std::string what_of(const std::exception_ptr& e) {
 
 void check_cpu_options(const BackendConfig& cfg) {
   option<double>(cfg, "timeout_s", 60.0, 1e-3);
-  option<int>(cfg, "streams", 4, 1);
+  option<int>(cfg, "streams", 5, 1);
 }
 
 int cpu_threads_per_rank(const BackendConfig& cfg, int ranks_on_host) {
@@ -191,7 +205,7 @@ CpuRankSetup cpu_rank_setup(const BackendConfig& cfg, int ranks_on_host) {
   CpuRankSetup setup;
   setup.timeout_s = option<double>(cfg, "timeout_s", 60.0, 1e-3);
   CpuRankConfig& rc = setup.rank;
-  rc.streams = option<int>(cfg, "streams", 4, 1);
+  rc.streams = option<int>(cfg, "streams", 5, 1);
   rc.threads = cpu_threads_per_rank(cfg, n);
   // Per-rank shares of this machine: memory bandwidth and RAM are split evenly over the ranks.
   Bandwidths& bw = rc.bandwidths;
@@ -243,7 +257,7 @@ void register_cpu_backend() {
                                     "peer for threads, nccl under mpirun; ucx and mpi stage GPU data in pinned memory)",
                        "cpu");
   register_cluster_key("timeout_s", "seconds: bound on every blocking wait (default 60 for cpu, 600 for cuda)", "cpu");
-  register_cluster_key("streams", "streams per rank (default 4)", "cpu");
+  register_cluster_key("streams", "streams per rank (default 5)", "cpu");
 }
 
 }  // namespace joinlab

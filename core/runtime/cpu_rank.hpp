@@ -36,7 +36,7 @@ class MemoryPool {
 
 struct CpuRankConfig {
   int threads = 1;  // OpenMP threads per operator
-  int streams = 4;
+  int streams = 5;
   std::shared_ptr<MemoryPool> device, host;  // host serves Pinned and Host
   std::chrono::steady_clock::time_point epoch = std::chrono::steady_clock::now();  // now() = 0
   Bandwidths bandwidths;

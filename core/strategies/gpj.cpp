@@ -6,7 +6,9 @@
 //  gpj    section 4, the pipelined join: every partition is streamed in checksummed chunks into
 //         ring buffers in the receiver's GPU memory, where one persistent consumer builds a
 //         chained hash table per partition (sized from the global histogram) and probes it while
-//         the shuffle goes on; the result streams to host memory through double buffers.
+//         the shuffle goes on; the result streams to host memory through double buffers. With
+//         gpudirect = off (a NIC that cannot write GPU memory) the rings lie in pinned host memory
+//         and the receiver copies each arrived chunk to its GPU, pipelined with the consumer.
 //  gpj-b  the blocking variant the paper compares with: shuffle everything into GPU memory, then
 //         join (the single-GPU partitioned join, phj, on each rank).
 //  gpj-h  section 5, the hybrid join for build sides larger than the GPUs' memory: the fanout grows
@@ -31,6 +33,7 @@ namespace {
 // the chunks are gone once probed); count_only counts.
 void add_gpj_options(po::options_description& d) {
   add_exchange_options(d);
+  add_gpudirect_option(d);
   add_output_option(d, "direct");
   // 64 slices: the sender threads take a batch's slices dynamically, so a thread delayed while
   // the others work costs the batch at most one slice. With one slice per thread (16 slices, 16
@@ -58,6 +61,7 @@ ExchangeConfig gpj_config(const po::variables_map& vm, int ranks, const Workload
   c.count_slices = uint64_t(vm["count_slices"].as<int64_t>());
   c.min_slice_rows = uint64_t(vm["min_slice_rows"].as<int64_t>());
   c.output = output_mode(vm) == OutputMode::CountOnly ? OutputMode::CountOnly : OutputMode::Direct;
+  c.landing_space = landing_space(vm, c.ring_space);
   return c;
 }
 
@@ -158,34 +162,57 @@ double streamed_join_bytes(const Workload& w, const ClusterShape& shape, OutputM
          s * (rf.tuple_bytes() + 4) + bound_output_bytes(w, out) / n;
 }
 
-// Pipelined: the exchange and the join overlap, so the longer of the two.
-Bound gpj_bound(const JoinJob& job, const ClusterShape& shape, const Bandwidths& bw) {
-  const Bound ex = exchange_bound(job.workload, shape, bw);
-  const Bound join = memory_bound(streamed_join_bytes(job.workload, shape, gpj_config(job.options, shape.size(), job.workload).output), bw,
-                                  "chained build and probe of the streamed partitions, output");
-  return ex.seconds >= join.seconds ? ex : join;
+// Every tuple that arrives crosses PCIe once more, from the host memory it landed in to the GPU.
+Bound landed_copy_bound(const Workload& w, const ClusterShape& shape, const Bandwidths& bw) {
+  if (bw.h2d <= 0) return {0, ""};
+  return {tuple_bytes_per_rank(w, shape.size()) / bw.h2d, "host-to-device " + rate_text(bw.h2d) + ": the landed R and S"};
 }
 
-// A rank's share with balanced partitions: the chained tables of R, every sender's rings for each
-// of its partitions, and the output double buffer.
+// Pipelined: the exchange, the copies of what landed in host memory (gpudirect = off) and the
+// join overlap, so the longest of them.
+Bound gpj_bound(const JoinJob& job, const ClusterShape& shape, const Bandwidths& bw) {
+  const ExchangeConfig cfg = gpj_config(job.options, shape.size(), job.workload);
+  Bound b = exchange_bound(job.workload, shape, bw);
+  const Bound join = memory_bound(streamed_join_bytes(job.workload, shape, cfg.output), bw,
+                                  "chained build and probe of the streamed partitions, output");
+  if (join.seconds > b.seconds) b = join;
+  if (cfg.landing_space != cfg.ring_space) {
+    const Bound copy = landed_copy_bound(job.workload, shape, bw);
+    if (copy.seconds > b.seconds) b = copy;
+  }
+  return b;
+}
+
+// Bytes of the rings a receiver holds with balanced partitions: every sender's for each of its
+// partitions (in GPU memory, and as many in host memory where the puts land apart).
+uint64_t gpj_ring_bytes(const ExchangeConfig& cfg, const Workload& w, uint64_t n) {
+  const uint64_t parts = OverPartitioning::make(cfg.parts_per_receiver, int(n), cfg.seed).fanout() / n;
+  return n * parts * cfg.slots * slot_bytes(cfg, tuple_format(w.r), tuple_format(w.s));
+}
+
+// A rank's share with balanced partitions: the chained tables of R, the rings, and the output
+// double buffer.
 uint64_t gpj_working_set(const JoinJob& job, const ClusterShape& shape) {
   const Workload& w = job.workload;
   const ExchangeConfig cfg = gpj_config(job.options, shape.size(), job.workload);
   const uint64_t n = uint64_t(shape.size());
   const TupleFormat rf = tuple_format(w.r), sf = tuple_format(w.s);
-  const uint64_t slot = slot_bytes(cfg, rf, sf);
   const uint64_t parts = OverPartitioning::make(cfg.parts_per_receiver, int(n), cfg.seed).fanout() / n;
   const uint64_t tables = parts * hash_table_bytes(TableKind::Chained, rf, w.r.rows / n / parts + 1, cfg.load_factor);
   const uint64_t staging = cfg.output == OutputMode::CountOnly
                                ? 0
                                : 2 * std::min(cfg.staging_rows, w.s.rows / n + 1) * (rf.tuple_bytes() + sf.val_bytes);
-  return tables + n * parts * cfg.slots * slot + staging;
+  return tables + gpj_ring_bytes(cfg, w, n) + staging;
 }
 
 // Where gpj-b's shuffle lands: in GPU memory (GPUDirect RDMA), or in pinned host memory (what a NIC
 // can write into without GPUDirect) and copied to the GPU over PCIe before the join
-// (thostrup2023's blocking baseline without GPUDirect).
-bool lands_on_host(const po::variables_map& vm) { return vm.count("landing") && vm["landing"].as<std::string>() == "host"; }
+// (thostrup2023's blocking baseline without GPUDirect): landing = host, or gpudirect = off as gpj
+// says it.
+bool lands_on_host(const po::variables_map& vm) {
+  return (vm.count("landing") && vm["landing"].as<std::string>() == "host") ||
+         (vm.count("gpudirect") && vm["gpudirect"].as<std::string>() == "off");
+}
 
 // A relation that arrived in one memory, copied into `space` on stream `st` (queued).
 Tuples copy_landed(Rank& rank, Stream st, const Tuples& t, MemSpace space, const std::string& tag) {
@@ -229,6 +256,17 @@ void add_gpj_b_options(po::options_description& d) {
   d.add_options()("landing", choice_option("landing", {"device", "host"}, "device"),
                   "where the shuffle lands: device (one-sided puts into GPU memory, GPUDirect RDMA) or host (into "
                   "host memory, then copied to the GPU over PCIe before the join)");
+  d.add_options()("gpudirect", choice_option("gpudirect", {"on", "off"}, "on"),
+                  "the same as landing in gpj's terms (thostrup2023's GPJ-B with or without GPUDirect): off = landing host");
+}
+
+// landing and gpudirect say the same: given both, they must agree.
+void check_gpj_b_landing(const po::variables_map& vm) {
+  if (vm["landing"].defaulted() || vm["gpudirect"].defaulted()) return;
+  const std::string landing = vm["landing"].as<std::string>(), gpudirect = vm["gpudirect"].as<std::string>();
+  if ((landing == "host") != (gpudirect == "off"))
+    throw InputError("strategy gpj-b: landing = " + landing + " and gpudirect = " + gpudirect +
+                     " contradict each other (gpudirect = off is landing = host): give one of them");
 }
 
 }  // namespace
@@ -244,12 +282,10 @@ Bound materialized_join_bound(const JoinJob& job, const ClusterShape& shape, con
   const Bound ex = exchange_bound(w, shape, bw);
   const double join = rate > 0 ? join_bytes / rate : 0;
   // Landed in host memory: every arrived tuple crosses PCIe once more before the join.
-  const bool copies_in = !on_host && lands_on_host(job.options) && bw.h2d > 0;
-  const double copy = copies_in ? tuple_bytes_per_rank(w, n) / bw.h2d : 0;
-  return {ex.seconds + copy + join,
-          ex.resource + (copies_in ? ", then host-to-device " + rate_text(bw.h2d) + ": the landed R and S" : "") +
-              ", then " + (on_host ? "host" : "device") + " memory " + rate_text(rate) +
-              ": the local radix join (the phases do not overlap)"};
+  const Bound copy = !on_host && lands_on_host(job.options) ? landed_copy_bound(w, shape, bw) : Bound{0, ""};
+  return {ex.seconds + copy.seconds + join,
+          ex.resource + (copy.seconds > 0 ? ", then " + copy.resource : "") + ", then " + (on_host ? "host" : "device") +
+              " memory " + rate_text(rate) + ": the local radix join (the phases do not overlap)"};
 }
 
 // The senders' input stays in host memory (thostrup2023: the data starts in the nodes' memory).
@@ -258,14 +294,26 @@ uint64_t senders_host_bytes(const JoinJob& job, const ClusterShape& shape) {
          sender_buffer_bytes(exchange_config(job.options, shape.size(), job.workload), job.workload, shape.size());
 }
 
+namespace {
+
+// gpj's and gpj-h's host memory: the senders', and the landing rings where the puts land apart.
+uint64_t gpj_host_bytes(const JoinJob& job, const ClusterShape& shape) {
+  const ExchangeConfig cfg = gpj_config(job.options, shape.size(), job.workload);
+  return senders_host_bytes(job, shape) +
+         (cfg.landing_space != cfg.ring_space ? gpj_ring_bytes(cfg, job.workload, uint64_t(shape.size())) : 0);
+}
+
+}  // namespace
+
 StrategyInfo gpj_strategy() {
   StrategyInfo i = strategy_info("gpj",
                                  "pipelined distributed GPU join (thostrup2023): checksummed chunks streamed by one-sided "
-                                 "puts into GPU ring buffers, a persistent consumer builds and probes chained tables",
+                                 "puts into GPU ring buffers (or host ring buffers, copied to the GPU: gpudirect = off), "
+                                 "a persistent consumer builds and probes chained tables",
                                  1, 0, add_gpj_options, run_gpj, gpj_bound);
   i.check = [](const JoinJob& job) { require_tuple_payloads(job.workload, "gpj"); };
   i.working_set_bytes = gpj_working_set;
-  i.host_bytes = senders_host_bytes;
+  i.host_bytes = gpj_host_bytes;
   return i;
 }
 
@@ -282,7 +330,10 @@ StrategyInfo gpj_b_strategy() {
       [](const JoinJob& job, const ClusterShape& shape, const Bandwidths& bw) {
         return materialized_join_bound(job, shape, bw, false);
       });
-  i.check = [](const JoinJob& job) { require_tuple_payloads(job.workload, "gpj-b"); };
+  i.check = [](const JoinJob& job) {
+    require_tuple_payloads(job.workload, "gpj-b");
+    check_gpj_b_landing(job.options);
+  };
   // Landed in host memory: what arrives stays there (until the join's end) beside the senders' input.
   i.host_bytes = [](const JoinJob& job, const ClusterShape& shape) {
     const Workload& w = job.workload;
@@ -304,7 +355,7 @@ StrategyInfo gpj_h_strategy() {
                                  "until memory is full, pipelined there; the rest joined by the CPU radix join",
                                  1, 0, add_gpj_h_options, run_gpj_h, gpj_bound);
   i.check = [](const JoinJob& job) { require_tuple_payloads(job.workload, "gpj-h"); };
-  i.host_bytes = senders_host_bytes;
+  i.host_bytes = gpj_host_bytes;
   return i;  // no working set to check: it places what fits
 }
 

@@ -1,6 +1,7 @@
 #include "core/strategies/rdma_exchange.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <memory>
 
@@ -16,7 +17,7 @@ constexpr Stream kCompute{0};   // partition and pack (the sender CPUs)
 constexpr Stream kPuts{1};      // data puts, in order (a flag's value counts every earlier put)
 constexpr Stream kCredits{2};   // flag-only puts returning ring slots to the senders
 constexpr Stream kConsumer{3};  // the persistent consumer
-constexpr int kStreamsNeeded = 4;
+constexpr Stream kLanded{4};    // copies of chunks landed in host memory into the consumer's rings
 
 // Per global partition, per sender: what the histogram allgather carries.
 enum Count : size_t { kRRows, kSRows, kRChunks, kSChunks, kCounts };
@@ -42,10 +43,12 @@ class Exchange {
   Exchange(Rank& rank, const Inputs& in, const OverPartitioning& parts, const ExchangeConfig& cfg)
       : rank_(rank), in_(in), parts_(parts), cfg_(cfg), n_(rank.size()), me_(rank.id()),
         rf_(in.r.tuples.fmt), sf_(in.s.tuples.fmt) {
-    if (rank.streams() < kStreamsNeeded)
-      throw RuntimeError("the one-sided exchange needs " + std::to_string(kStreamsNeeded) +
-                         " streams per rank (partition/pack, puts, credits, consumer); the " + rank.backend() +
-                         " backend gives " + std::to_string(rank.streams()));
+    const int needed = lands_apart() ? kLanded.id + 1 : kConsumer.id + 1;
+    if (rank.streams() < needed)
+      throw RuntimeError("the one-sided exchange needs " + std::to_string(needed) +
+                         " streams per rank (partition/pack, puts, credits, consumer" +
+                         (lands_apart() ? ", copies of landed chunks" : "") + "); the " + rank.backend() +
+                         " backend gives " + std::to_string(rank.streams()) + " (cluster.streams)");
     slot_rows_ = chunk_rows(cfg, rf_, sf_);
     slot_bytes_ = slot_bytes(cfg, rf_, sf_);
   }
@@ -89,6 +92,7 @@ class Exchange {
     if (cancel) cancel->disarm();
     rank_.sync(kPuts);
     rank_.sync(kCredits);
+    if (lands_apart()) rank_.sync(kLanded);
     rank_.barrier();  // nobody puts into this rank's windows any more
     return res;
   }
@@ -165,7 +169,7 @@ class Exchange {
                            " rows counts " + std::to_string(offsets[fanout]));
     }
     // The exchange's epoch: rank 0's, different for every exchange in this process and its clock.
-    static uint64_t exchanges = 0;
+    static std::atomic<uint64_t> exchanges{0};  // ranks (and concurrent joins) as threads
     mine.back() = mix64(uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()) ^ ++exchanges);
     all_counts_ = rank_.allgather(mine);
     if (all_counts_.size() != size_t(n_) * mine.size())
@@ -232,12 +236,14 @@ class Exchange {
     const ReceiverLayout& mine = layouts_[size_t(me_)];
     const uint64_t rings = uint64_t(n_) * mine.streamed.size();
     check_device_memory(mine, rings);
-    rings_ = rank_.alloc(cfg_.ring_space, std::max<uint64_t>(1, rings * cfg_.slots * slot_bytes_), "gpj.rings");
+    const uint64_t ring_bytes = std::max<uint64_t>(1, rings * cfg_.slots * slot_bytes_);
+    rings_ = rank_.alloc(cfg_.ring_space, ring_bytes, "gpj.rings");
+    if (lands_apart()) landed_ = rank_.alloc(cfg_.landing_space, ring_bytes, "gpj.rings.landed");
     credit_buffer_ = rank_.alloc(MemSpace::Host, 8, "gpj.credits");
     res.r = rank_.alloc_tuples(cfg_.materialize_space, mine.r_rows, rf_, "gpj.materialized.R");
     res.s = rank_.alloc_tuples(cfg_.materialize_space, mine.s_rows, sf_, "gpj.materialized.S");
     // Collective, in the same order on every rank.
-    ring_window_ = rank_.expose(rings_, uint32_t(std::max<uint64_t>(1, rings)));
+    ring_window_ = rank_.expose(lands_apart() ? landed_ : rings_, uint32_t(std::max<uint64_t>(1, rings)));
     credit_window_ = rank_.expose(credit_buffer_, uint32_t(parts_.fanout()));
     mat_windows_ = {rank_.expose(res.r.keys, uint32_t(n_)), rank_.expose(res.r.vals, uint32_t(n_)),
                     rank_.expose(res.s.keys, uint32_t(n_)), rank_.expose(res.s.vals, uint32_t(n_))};
@@ -253,12 +259,17 @@ class Exchange {
         expected_[3][size_t(s)] += count(s, q, kSRows) * sf_.val_bytes;
       }
     returned_.assign(rings, 0);
+    forwarded_.assign(rings, 0);
     progress_ = std::make_shared<StreamProgress>(rings);
   }
 
   // Says, before anything is allocated, when this receiver's share does not fit its GPU memory.
   void check_device_memory(const ReceiverLayout& mine, uint64_t rings) {
     uint64_t need = rings * cfg_.slots * slot_bytes_;
+    if (lands_apart() && need > rank_.capacity(cfg_.landing_space))
+      throw RuntimeError("rank " + std::to_string(me_) + ": its landing rings need " + std::to_string(need) +
+                         " bytes of " + to_string(cfg_.landing_space) + " memory, but " +
+                         std::to_string(rank_.capacity(cfg_.landing_space)) + " are left (gpudirect = off)");
     uint64_t s_rows = 0;
     for (uint64_t q : mine.streamed) {
       need += hash_table_bytes(TableKind::Chained, rf_, total(q, kRRows), cfg_.load_factor);
@@ -320,6 +331,7 @@ class Exchange {
     op.progress = progress_;
     op.chunk_timeout_s = cfg_.chunk_timeout_s;
     op.idle_timeout_s = cfg_.idle_timeout_s;
+    op.copied_in = lands_apart();
     return rank_.launch_streaming(kConsumer, op);
   }
 
@@ -334,9 +346,52 @@ class Exchange {
     }
   }
 
+  // Called between puts and in every wait: copies the chunks that landed in host memory to the
+  // consumer's rings, and returns credits. Returns whether it did either.
+  bool pump_credits() {
+    const bool copied = copy_landed();
+    return return_credits() || copied;
+  }
+
+  bool lands_apart() const { return cfg_.landing_space != cfg_.ring_space; }
+
+  // A put into a ring that lands apart sets the ring's flag to its last chunk's sequence number
+  // (high word) and that chunk's bytes (low word), so that the receiver copies no more than arrived.
+  static uint64_t landed_flag(uint64_t last_seq, uint64_t last_bytes) { return last_seq << 32 | last_bytes; }
+
+  // Without GPUDirect: every chunk that landed in the host rings since the last scan is copied,
+  // queued on kLanded, into the same slot of the consumer's rings, consecutive slots in one copy.
+  // A slot is rewritten only once the consumer used its chunk, so no copy reads a slot being
+  // written, nor writes one being read. The rings are scanned again once the copies queued at
+  // the last scan are done: what landed meanwhile then goes at once (the consumer gets chunks of
+  // many partitions together), and the senders' thread, which calls this between puts, does not
+  // read every ring's flag each time.
+  bool copy_landed() {
+    if (!lands_apart() || !progress_ || !copies_.done()) return false;
+    bool any = false;
+    for (size_t ring = 0; ring < forwarded_.size(); ++ring) {
+      const uint64_t flag = rank_.read_flag(ring_window_, uint32_t(ring));
+      const uint64_t seq = flag >> 32, tail = flag & 0xffffffffu;
+      for (uint64_t next = forwarded_[ring] + 1; next <= seq;) {
+        const uint64_t at = (next - 1) % cfg_.slots;
+        const uint64_t n = std::min(seq - next + 1, cfg_.slots - at);
+        const uint64_t off = (ring * cfg_.slots + at) * slot_bytes_;
+        // Only the last put's last chunk has a known size: earlier chunks are copied whole slots
+        // (a partial chunk ends a batch's rows of a partition).
+        const uint64_t bytes = (n - 1) * slot_bytes_ + (next + n - 1 == seq ? tail : slot_bytes_);
+        rank_.copy(kLanded, rings_, off, landed_, off, bytes);
+        next += n;
+      }
+      any = any || seq > forwarded_[ring];
+      forwarded_[ring] = std::max(forwarded_[ring], seq);
+    }
+    if (any) copies_ = rank_.record(kLanded);
+    return any;
+  }
+
   // Flag-only puts telling each sender how many chunks of its rings the consumer is done with.
   // Returns whether there were any.
-  bool pump_credits() {
+  bool return_credits() {
     if (!progress_) return false;
     // Nothing released since the last scan: nothing to return (the senders call this between
     // puts and in every wait, and a scan reads every ring).
@@ -551,9 +606,10 @@ class Exchange {
       const uint64_t last_rows = std::min(slot_rows_, rows - (c + n - 1) * slot_rows_);
       wait_for_slot(j, q, last_seq, consumer);
       // Images lie as far apart as PackChunksOp put them for this relation's tuples.
+      const uint64_t last_bytes = chunk_bytes(fmt.key_bytes, fmt.val_bytes, slot_rows_, last_rows);
       rank_.put(kPuts, j, ring_window_, (ring * cfg_.slots + at) * slot_bytes_, images, (image + c) * image_bytes,
-                (n - 1) * slot_bytes_ + chunk_bytes(fmt.key_bytes, fmt.val_bytes, slot_rows_, last_rows),
-                uint32_t(ring), last_seq);
+                (n - 1) * slot_bytes_ + last_bytes, uint32_t(ring),
+                lands_apart() ? landed_flag(last_seq, last_bytes) : last_seq);
       c += n;
     }
   }
@@ -607,7 +663,10 @@ class Exchange {
   std::vector<uint64_t> streamed_;  // per global partition: 1 = streamed, 0 = materialized
   std::vector<ReceiverLayout> layouts_;
   Buffer rings_, credit_buffer_;
-  int ring_window_ = -1, credit_window_ = -1;
+  Buffer landed_;  // the rings the puts land in, when they land apart (gpudirect = off)
+  int ring_window_ = -1, credit_window_ = -1;  // ring_window_: where the chunks' puts land
+  std::vector<uint64_t> forwarded_;  // per ring: chunks copied from landed_ (gpudirect = off)
+  Event copies_;                     // the copies of landed chunks queued at the last scan
   std::vector<int> mat_windows_;
   std::vector<std::vector<uint64_t>> expected_;
   std::vector<uint64_t> returned_;
@@ -667,6 +726,17 @@ void add_exchange_options(po::options_description& d) {
       "send_buffers", choice_option("send_buffers", {"pinned", "pageable"}, "pinned"),
       "the senders' partitioned copy and chunk images: pinned host memory (puts are DMA copies queued behind "
       "the CPU work, which overlaps them) or pageable (each batch partitioned and packed, then put)");
+}
+
+void add_gpudirect_option(po::options_description& d) {
+  d.add_options()("gpudirect", choice_option("gpudirect", {"on", "off"}, "on"),
+                  "on: the chunks' one-sided puts land in the receiver's GPU ring buffers (GPUDirect RDMA); off: "
+                  "in ring buffers in pinned host memory, from which the receiver copies each arrived chunk to its "
+                  "GPU over PCIe (queued beside the consumer, which builds and probes it once it is there)");
+}
+
+MemSpace landing_space(const po::variables_map& vm, MemSpace ring_space) {
+  return vm["gpudirect"].as<std::string>() == "off" ? MemSpace::Pinned : ring_space;
 }
 
 ExchangeConfig exchange_config(const po::variables_map& vm, int ranks, const Workload& w) {

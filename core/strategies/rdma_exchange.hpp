@@ -73,6 +73,10 @@ struct ExchangeConfig {
   OutputMode output = OutputMode::Direct;  // consumer output: Direct or CountOnly
   double chunk_timeout_s = 10, idle_timeout_s = 120;
   MemSpace ring_space = MemSpace::Device;         // rings, tables, staging (the GPU's memory)
+  // Where the streamed chunks' puts land: ring_space (GPUDirect RDMA), or rings of the same
+  // geometry in pinned host memory from which the receiver copies each arrived chunk into its
+  // ring_space slot (gpj's option gpudirect = off).
+  MemSpace landing_space = MemSpace::Device;
   MemSpace stream_out_space = MemSpace::Pinned;   // the streamed join result (host memory)
   MemSpace materialize_space = MemSpace::Host;    // materialized partitions
   // The senders' partitioned batches and chunk images, the puts' sources: pinned, so that a put
@@ -84,6 +88,9 @@ struct ExchangeConfig {
 void add_exchange_options(po::options_description& d);
 // The options, with the geometry left at 0 sized for `ranks` and the workload (exchange_geometry).
 ExchangeConfig exchange_config(const po::variables_map& vm, int ranks, const Workload& w);
+// gpj's option gpudirect (on | off): where ExchangeConfig::landing_space is.
+void add_gpudirect_option(po::options_description& d);
+MemSpace landing_space(const po::variables_map& vm, MemSpace ring_space);
 // Most bytes of rings a receiver holds when the geometry follows the cluster.
 constexpr uint64_t kRingBudget = uint64_t(4) << 30;
 // Chunk bytes, slots and batch rows left at 0: 1 MiB chunks and 16 slots, fewer slots (to 4) and

@@ -4,7 +4,7 @@
 // against [cluster] and gathers the results to rank 0). How ranks talk: cuda_fabric.hpp.
 // Cluster options:
 //   transport=peer|nccl|ucx|mpi  default peer for threads, nccl for processes
-//   streams=N       streams per rank (default 4)
+//   streams=N       streams per rank (default 5: gpj without GPUDirect uses five)
 //   share_gpus=1    allow more ranks than GPUs, ranks placed round-robin (tests of the transport
 //                   on a one-GPU machine; not with nccl, which refuses two ranks on one GPU)
 //   timeout_s=S     how long a blocking wait waits for the other ranks (default 600)
@@ -87,7 +87,10 @@ class CudaBackend : public Backend {
     return (available_memory() + pinned_block_cached()) / uint64_t(std::max(1, here));
   }
 
-  void check(const BackendConfig& cfg) override { setup_of(cfg); }
+  void check(const BackendConfig& cfg) override {
+    setup_of(cfg);
+    if (launched_by_mpi()) check_single_job(cfg);
+  }
   std::string unavailable() override {
     int devices = 0;
     const cudaError_t err = cudaGetDeviceCount(&devices);
@@ -112,14 +115,14 @@ class CudaBackend : public Backend {
 
  private:
   struct Setup {
-    int streams = 4;
+    int streams = 5;
     KernelOptions kernels;
     bool share = false;
     double timeout_s = 600;
   };
   static Setup setup_of(const BackendConfig& cfg) {
     Setup s;
-    s.streams = int(option_number(cfg, "streams", 4));
+    s.streams = int(option_number(cfg, "streams", 5));
     s.share = option_on(cfg, "share_gpus");
     s.timeout_s = option_number(cfg, "timeout_s", 600);
     if (auto it = cfg.options.find("scatter"); it != cfg.options.end()) {
@@ -162,48 +165,60 @@ class CudaBackend : public Backend {
       throw InputError("the cuda backend runs one rank per GPU: the cluster has " + std::to_string(n) +
                        " ranks but this machine has " + std::to_string(devices) +
                        " visible GPU(s) (cluster option share_gpus=1 places several ranks on one GPU)");
+    if (cfg.jobs < 1) throw InputError("experiment.concurrent_joins = " + std::to_string(cfg.jobs) + ": must be at least 1");
     const std::string kind = fabric_kind(cfg, false, have_nccl());
-    CudaWorld world(n, setup.timeout_s);
     std::vector<int> device_of;
     for (int r = 0; r < n; ++r) device_of.push_back(r % devices);
     for (int d = 0; d < std::min(n, devices); ++d) prepare_device(d, std::min(n, devices));
-    std::vector<std::shared_ptr<Transport>> net;
-    if (kind == "ucx") {  // one UCX worker per rank (the process runtime's, registered as "ucx")
-      BackendConfig ucx = cfg;
-      ucx.options["transport"] = "ucx";
-      net = make_thread_transports(ucx, n, setup.timeout_s, 1);
+    // Concurrent joins: a world and fabrics each (their messages and windows never mix), their
+    // ranks with one id on the same GPU, each with its share of the GPU's memory.
+    std::vector<std::unique_ptr<CudaWorld>> worlds;
+    std::vector<std::shared_ptr<CudaFabric>> fabrics;  // job-major, as the ranks
+    for (int j = 0; j < cfg.jobs; ++j) {
+      worlds.push_back(std::make_unique<CudaWorld>(n, setup.timeout_s));
+      std::vector<std::shared_ptr<Transport>> net;
+      if (kind == "ucx") {  // one UCX worker per rank (the process runtime's, registered as "ucx")
+        BackendConfig ucx = cfg;
+        ucx.options["transport"] = "ucx";
+        net = make_thread_transports(ucx, n, setup.timeout_s, 1);
+      }
+      auto f = make_thread_fabrics(kind, *worlds.back(), device_of, net);
+      fabrics.insert(fabrics.end(), f.begin(), f.end());
     }
-    std::vector<std::shared_ptr<CudaFabric>> fabrics = make_thread_fabrics(kind, world, device_of, net);
     const auto epoch = std::chrono::steady_clock::now();
     std::vector<std::unique_ptr<CudaRank>> ranks;
-    for (int r = 0; r < n; ++r) {
-      const int device = device_of[size_t(r)];
-      const int on_device = n / devices + (device < n % devices ? 1 : 0);
-      JL_CUDA_CHECK(cudaSetDevice(device));
-      ranks.push_back(std::make_unique<CudaRank>(r, cfg.shape, device, device_limit(cfg, device, on_device),
-                                                 setup.streams, fabrics[size_t(r)], epoch, setup.kernels));
-    }
+    for (int j = 0; j < cfg.jobs; ++j)
+      for (int r = 0; r < n; ++r) {
+        const int device = device_of[size_t(r)];
+        const int on_device = (n / devices + (device < n % devices ? 1 : 0)) * cfg.jobs;
+        JL_CUDA_CHECK(cudaSetDevice(device));
+        ranks.push_back(std::make_unique<CudaRank>(r, cfg.shape, device, device_limit(cfg, device, on_device),
+                                                   setup.streams, fabrics[size_t(j * n + r)], epoch, setup.kernels));
+        ranks.back()->set_job(j);
+      }
     std::mutex mu;
     std::exception_ptr first_error;
     std::vector<std::thread> threads;
-    for (int r = 0; r < n; ++r) {
-      threads.emplace_back([&, r] {
-        CudaRank& rank = *ranks[size_t(r)];
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      threads.emplace_back([&, i] {
+        CudaRank& rank = *ranks[i];
         try {
           JL_CUDA_CHECK(cudaSetDevice(rank.device()));
-          fabrics[size_t(r)]->start();
+          fabrics[i]->start();
           body(rank);
           rank.finish();
-          fabrics[size_t(r)]->finish();
+          fabrics[i]->finish();
         } catch (...) {
           const std::exception_ptr e = std::current_exception();
           {
             std::lock_guard<std::mutex> g(mu);
             if (!first_error) first_error = e;
           }
+          // Every join stops (their ranks share this process and its GPUs): a failed rank in each
+          // world fails that world's ranks at their next wait.
           const std::string why = what_of(e);
-          world.fail(r, why);
-          fabrics[size_t(r)]->fail(why);
+          for (auto& w : worlds) w->fail(rank.id(), why);
+          fabrics[i]->fail(why);
         }
       });
     }
@@ -269,7 +284,7 @@ void register_cuda_backend() {
   setenv("CUDA_MODULE_LOADING", "EAGER", 0);
   register_backend("cuda", [] { return std::make_unique<cuda::CudaBackend>(); });
   register_cluster_key("transport", "cuda: peer | nccl | ucx | mpi (default peer for threads, nccl under mpirun)", "cuda");
-  register_cluster_key("streams", "cuda: streams per rank (default 4)", "cuda");
+  register_cluster_key("streams", "cuda: streams per rank (default 5)", "cuda");
   register_cluster_key("share_gpus", "cuda: 1 = allow more ranks than GPUs, placed round-robin (transport tests)", "cuda");
   register_cluster_key("timeout_s", "cuda: seconds a blocking wait waits for the other ranks (default 600)", "cuda");
   register_cluster_key("emulate_nodes", "true | false: under mpirun on one host, run a declared multi-node shape there", "cuda");

@@ -273,6 +273,7 @@ class Host final : public ProcessHost {
   bool launched() const override { return launched_by_mpi(); }
   void run(const BackendConfig& cfg, const ProcessRun& how, const std::function<void(Rank&)>& body,
            const std::function<void(Rank&)>& collect) override {
+    check_single_job(cfg);
     if (how.host_transport != "ucx" && how.host_transport != "mpi")
       throw InputError("process ranks: host data plane '" + how.host_transport + "': expected ucx or mpi");
     // Start-up blocks in MPI or waits without knowing who is missing: bounded as a stall is.
@@ -389,6 +390,7 @@ class LaunchAwareCpuBackend final : public Backend {
   }
   void check(const BackendConfig& cfg) override {
     if (!launched_by_mpi()) return threads_->check(cfg);
+    check_single_job(cfg);
     check_cpu_options(cfg);
     const std::string transport = transport_of(cfg, "ucx");
     if (transport != "ucx" && transport != "mpi")

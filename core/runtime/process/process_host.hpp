@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/common/error.hpp"
 #include "core/exec/backend.hpp"
 #include "core/exec/rank.hpp"
 #include "core/runtime/transport.hpp"
@@ -55,6 +56,14 @@ class ProcessHost {
   virtual void run(const BackendConfig& cfg, const ProcessRun& how, const std::function<void(Rank&)>& body,
                    const std::function<void(Rank&)>& collect) = 0;
 };
+
+// Process ranks run one join each: each process is one rank of one job (BackendConfig::jobs).
+inline void check_single_job(const BackendConfig& cfg) {
+  if (cfg.jobs != 1)
+    throw InputError("experiment.concurrent_joins = " + std::to_string(cfg.jobs) +
+                     ": ranks launched by mpirun run one join each; run concurrent joins with the ranks as threads "
+                     "(without mpirun) or in the simulator");
+}
 
 inline ProcessHost*& process_host_slot() {
   static ProcessHost* host = nullptr;
