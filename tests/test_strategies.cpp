@@ -490,8 +490,9 @@ TEST_F(Strategies, ShuffleWithCompressionJoinsWhatItJoinsWithout) {
           };
           const bool compressed = has("compress") && has("decompress");
           EXPECT_EQ(compressed, compression == "cascaded") << describe(p);
-          if (compression == "cascaded" && levels == "2" && shape.nodes > 1 && shape.per_node > 1)  // both levels
+          if (compression == "cascaded" && levels == "2" && shape.nodes > 1 && shape.per_node > 1) {  // both levels
             EXPECT_NE(std::find(names.begin(), names.end(), "decompress_node"), names.end()) << describe(p);
+          }
         }
 }
 
