@@ -1038,7 +1038,7 @@ std::vector<std::vector<uint64_t>> content_sample(const KeyContent& c, size_t wi
   return out;
 }
 
-uint64_t sample_shape(const KeyContent& c) {
+uint64_t sample_shape(const KeyContent& c, bool exact) {
   if (c.order) return 0;
   uint64_t h = mix64(c.parts.size() + 0x5a3e);
   auto add = [&h](uint64_t x) { h = mix64(h ^ x); };
@@ -1046,16 +1046,18 @@ uint64_t sample_shape(const KeyContent& c) {
     if (comp.source) {
       const KeyGen& g = comp.source->gen;
       add(g.dist), add(g.key_bytes), add(g.rows), add(g.seed), add(g.ref_dist);
+      if (exact) add(comp.source->first_row), add(comp.source->rows);
     } else {
       add(comp.universe ? comp.universe->id : 0), add(comp.universe ? comp.universe->hi : 0);
     }
     for (const Constraint& k : comp.constraints) {
       add(k.fn.kind), add(k.fn.bits), add(k.fn.shift), add(k.fn.seed);
-      if (k.fn.kind == PartitionFn::Radix) add(k.part);  // a radix partition is a key range of its own
+      if (exact || k.fn.kind == PartitionFn::Radix) add(k.part);  // a radix partition is a key range of its own
     }
     add(comp.heavy.size());
     for (const auto& [key, rows] : comp.heavy) add(key);
     add(uint64_t(comp.light_zipf * 1e6));
+    if (exact) add(comp.light), add(comp.at), add(comp.of);
   }
   return h | 1;
 }

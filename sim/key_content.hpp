@@ -186,8 +186,9 @@ std::vector<std::vector<uint64_t>> content_sample(const KeyContent& c, size_t wi
 // What content_sample's windows look like, up to which hash partition the rows fell into: equal
 // for contents whose samples are alike (the same generated relation or key set, the same partition
 // functions, the same radix partitions, heavy keys and order), so a sampled estimate of one stands
-// for the others. 0 for a content with no such shape (sorted rows).
-uint64_t sample_shape(const KeyContent& c);
+// for the others. exact: also which hash partition and which rows (equal for the same content).
+// 0 for a content with no such shape (sorted rows).
+uint64_t sample_shape(const KeyContent& c, bool exact = false);
 // Expected number of (r, s) row pairs with equal keys.
 double expected_matches(const KeyContent& r, const KeyContent& s);
 

@@ -923,20 +923,25 @@ void join_result(OpResult& r, double expected, const JoinOutput& out, uint64_t o
 // NaN without values), remembered per sample shape (sample_shape): the hash partitions of one
 // relation compress alike, and at 1024 GPUs a shuffle's CompressOps hold 2 M partitions of each
 // column, each sample regenerating 4 windows of 64 Ki rows. Each shape's first kShapeSamples
-// contents are sampled; the mean of theirs stands for the rest.
+// contents are sampled and keep their own estimate; the mean of theirs stands for the rest. The
+// same content always gets the same estimate (a buffer sized by one compress fits the next).
 double sampled_bytes_per_value(const KeyContent& c, uint32_t vb, codec::Config cfg, uint32_t chunk_log2) {
-  constexpr int kShapeSamples = 8;
-  struct Seen {
-    double sum = 0;
-    int n = 0;
-  };
+  constexpr size_t kShapeSamples = 8;
   static std::mutex mu;
-  static std::map<std::tuple<uint64_t, uint32_t, uint8_t, uint8_t, uint32_t>, Seen> seen;
-  const uint64_t shape = sample_shape(c);
+  static std::map<std::tuple<uint64_t, uint32_t, uint8_t, uint8_t, uint32_t>, std::map<uint64_t, double>> seen;
+  const uint64_t shape = sample_shape(c), content = sample_shape(c, true);
   const auto key = std::make_tuple(shape, vb, cfg.rle, cfg.delta, chunk_log2);
   if (shape) {
     std::lock_guard<std::mutex> lock(mu);
-    if (auto it = seen.find(key); it != seen.end() && it->second.n >= kShapeSamples) return it->second.sum / it->second.n;
+    if (auto it = seen.find(key); it != seen.end()) {
+      const std::map<uint64_t, double>& sampled = it->second;
+      if (auto own = sampled.find(content); own != sampled.end()) return own->second;
+      if (sampled.size() >= kShapeSamples) {
+        double sum = 0;
+        for (auto& [id, per_value] : sampled) sum += per_value;
+        return sum / double(sampled.size());
+      }
+    }
   }
   const std::vector<std::vector<uint64_t>> sample = content_sample(c, 4, size_t(1) << chunk_log2);
   std::vector<std::vector<uint32_t>> narrow(sample.size());
@@ -953,9 +958,8 @@ double sampled_bytes_per_value(const KeyContent& c, uint32_t vb, codec::Config c
   const double per_value = double(off.back() - preambles) / double(values);
   if (shape) {
     std::lock_guard<std::mutex> lock(mu);
-    Seen& s = seen[key];
-    s.sum += per_value;
-    ++s.n;
+    std::map<uint64_t, double>& sampled = seen[key];
+    if (sampled.size() < kShapeSamples) sampled.emplace(content, per_value);
   }
   return per_value;
 }
@@ -970,7 +974,8 @@ uint64_t estimated_compressed_bytes(const KeyContent& c, uint64_t rows, uint32_t
   const double scaled = per_value * double(rows);
   const uint64_t bytes = codec::preamble_bytes(chunks) +
                          std::max<uint64_t>(chunks * codec::chunk_header_bytes(cfg), uint64_t(std::ceil(scaled)));
-  return (bytes + 7) & ~uint64_t(7);
+  // Never past what the layers can write (another buffer's bytes per value may stand for this one's).
+  return std::min((bytes + 7) & ~uint64_t(7), codec::buffer_bound(rows, vb, cfg, chunk_log2));
 }
 
 void evaluate(const Op& op, OpResult& r) {
