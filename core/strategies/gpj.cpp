@@ -22,6 +22,7 @@
 #include "core/strategies/distributed_joins.hpp"
 #include "core/strategies/rank_joins.hpp"
 #include "core/strategies/rdma_exchange.hpp"
+#include "core/strategies/star_query.hpp"
 
 namespace joinlab {
 
@@ -67,7 +68,21 @@ PlacementFn place_all(Placement p) {
   };
 }
 
+// An SSB query: lineorder streams once; each receiver's consumer probes every chunk through the
+// dimensions it built before the stream (thostrup2023 section 6.3).
+void run_gpj_star(Rank& rank, const JoinJob& job) {
+  ExchangeConfig cfg = gpj_config(job.options, rank.size(), job.workload);
+  StarInputs si = generate_star_inputs(rank, job, cfg.ring_space);
+  const StarProbeOp chain = si.tables.probe(Tuples{});
+  cfg.star = &chain;
+  cfg.output = OutputMode::CountOnly;
+  const auto parts = OverPartitioning::make(cfg.parts_per_receiver, rank.size(), cfg.seed);
+  ExchangeResult res = run_exchange_sized(rank, si.in, parts, cfg, place_all(Placement::Stream));
+  report_star(rank, Stream{0}, si.tables, res.streamed.count());
+}
+
 void run_gpj(Rank& rank, const JoinJob& job) {
+  if (job.workload.is_ssb()) return run_gpj_star(rank, job);
   const ExchangeConfig cfg = gpj_config(job.options, rank.size(), job.workload);
   Inputs in = generate_inputs(rank, job, MemSpace::Host, MemSpace::Host);
   const auto parts = OverPartitioning::make(cfg.parts_per_receiver, rank.size(), cfg.seed);
@@ -161,6 +176,11 @@ double streamed_join_bytes(const Workload& w, const ClusterShape& shape, OutputM
 // Pipelined: the exchange and the join overlap, so the longer of the two.
 Bound gpj_bound(const JoinJob& job, const ClusterShape& shape, const Bandwidths& bw) {
   const Bound ex = exchange_bound(job.workload, shape, bw);
+  if (job.workload.is_ssb()) {  // the probes read each tuple and walk small cached tables
+    const Bound probes = memory_bound(tuple_bytes_per_rank(job.workload, shape.size()), bw,
+                                      "chained probes of the streamed lineorder");
+    return ex.seconds >= probes.seconds ? ex : probes;
+  }
   const Bound join = memory_bound(streamed_join_bytes(job.workload, shape, gpj_config(job.options, shape.size(), job.workload).output), bw,
                                   "chained build and probe of the streamed partitions, output");
   return ex.seconds >= join.seconds ? ex : join;
@@ -176,10 +196,10 @@ uint64_t gpj_working_set(const JoinJob& job, const ClusterShape& shape) {
   const uint64_t slot = slot_bytes(cfg, rf, sf);
   const uint64_t parts = OverPartitioning::make(cfg.parts_per_receiver, int(n), cfg.seed).fanout() / n;
   const uint64_t tables = parts * hash_table_bytes(TableKind::Chained, rf, w.r.rows / n / parts + 1, cfg.load_factor);
-  const uint64_t staging = cfg.output == OutputMode::CountOnly
+  const uint64_t staging = cfg.output == OutputMode::CountOnly || w.is_ssb()
                                ? 0
                                : 2 * std::min(cfg.staging_rows, w.s.rows / n + 1) * (rf.tuple_bytes() + sf.val_bytes);
-  return tables + n * parts * cfg.slots * slot + staging;
+  return tables + n * parts * cfg.slots * slot + staging + star_dimension_bytes(w);
 }
 
 // Where gpj-b's shuffle lands: in GPU memory (GPUDirect RDMA), or in pinned host memory (what a NIC
@@ -195,11 +215,31 @@ Tuples copy_landed(Rank& rank, Stream st, const Tuples& t, MemSpace space, const
   return d;
 }
 
+// gpj-b's SSB query: lineorder shuffled and materialized, then the chained probes as a phase of
+// their own.
+void run_materialized_star(Rank& rank, const JoinJob& job, MemSpace space, MemSpace landing) {
+  ExchangeConfig cfg = exchange_config(job.options, rank.size(), job.workload);
+  cfg.materialize_space = landing;
+  StarInputs si = generate_star_inputs(rank, job, space);
+  const auto parts = OverPartitioning::make(cfg.parts_per_receiver, rank.size(), cfg.seed);
+  ExchangeResult res = run_exchange(rank, si.in, parts, cfg, place_all(Placement::Materialize));
+  Tuples lineorder = res.s;
+  if (landing != space) {
+    begin_phase(rank, "copy_in");
+    lineorder = copy_landed(rank, Stream{0}, res.s, space, "gpj.landed.lineorder");
+    res.s = Tuples{};
+  }
+  begin_phase(rank, "chained_probes");
+  const uint64_t count = rank.launch(Stream{0}, si.tables.probe(lineorder)).get().count;
+  report_star(rank, Stream{0}, si.tables, count);
+}
+
 }  // namespace
 
 // Blocking: the exchange into `landing`, then phj on the materialized partitions in `space` (gpj-b:
 // device memory, landed there or copied in from host memory; crj: host memory).
 void run_materialized_join(Rank& rank, const JoinJob& job, MemSpace space, MemSpace landing) {
+  if (job.workload.is_ssb()) return run_materialized_star(rank, job, space, landing);
   ExchangeConfig cfg = exchange_config(job.options, rank.size(), job.workload);
   cfg.materialize_space = landing;
   const PhjConfig local = phj_config(job.options);
@@ -238,8 +278,10 @@ Bound materialized_join_bound(const JoinJob& job, const ClusterShape& shape, con
   const double n = shape.size();
   const PhjConfig local = phj_config(job.options);
   const TupleFormat rf = tuple_format(w.r), sf = tuple_format(w.s);
-  const double join_bytes = phj_memory_bytes(uint64_t(double(w.r.rows) / n), uint64_t(double(w.s.rows) / n), rf, sf,
-                                             local, bound_output_bytes(w, local.output) / n);
+  // An SSB query reads each landed tuple once for its chained probes (its tables are small).
+  const double join_bytes = w.is_ssb() ? tuple_bytes_per_rank(w, n)
+                                       : phj_memory_bytes(uint64_t(double(w.r.rows) / n), uint64_t(double(w.s.rows) / n),
+                                                          rf, sf, local, bound_output_bytes(w, local.output) / n);
   const double rate = on_host ? bw.host_mem : bw.mem;
   const Bound ex = exchange_bound(w, shape, bw);
   const double join = rate > 0 ? join_bytes / rate : 0;
@@ -249,7 +291,7 @@ Bound materialized_join_bound(const JoinJob& job, const ClusterShape& shape, con
   return {ex.seconds + copy + join,
           ex.resource + (copies_in ? ", then host-to-device " + rate_text(bw.h2d) + ": the landed R and S" : "") +
               ", then " + (on_host ? "host" : "device") + " memory " + rate_text(rate) +
-              ": the local radix join (the phases do not overlap)"};
+              (w.is_ssb() ? ": the chained probes" : ": the local radix join") + " (the phases do not overlap)"};
 }
 
 // The senders' input stays in host memory (thostrup2023: the data starts in the nodes' memory).
@@ -264,6 +306,7 @@ StrategyInfo gpj_strategy() {
                                  "puts into GPU ring buffers, a persistent consumer builds and probes chained tables",
                                  1, 0, add_gpj_options, run_gpj, gpj_bound);
   i.check = [](const JoinJob& job) { require_tuple_payloads(job.workload, "gpj"); };
+  i.star_queries = true;
   i.working_set_bytes = gpj_working_set;
   i.host_bytes = senders_host_bytes;
   return i;
@@ -283,6 +326,7 @@ StrategyInfo gpj_b_strategy() {
         return materialized_join_bound(job, shape, bw, false);
       });
   i.check = [](const JoinJob& job) { require_tuple_payloads(job.workload, "gpj-b"); };
+  i.star_queries = true;
   // Landed in host memory: what arrives stays there (until the join's end) beside the senders' input.
   i.host_bytes = [](const JoinJob& job, const ClusterShape& shape) {
     const Workload& w = job.workload;
@@ -293,6 +337,7 @@ StrategyInfo gpj_b_strategy() {
   i.working_set_bytes = [](const JoinJob& job, const ClusterShape& shape) {
     const Workload& w = job.workload;
     const double n = shape.size();
+    if (w.is_ssb()) return uint64_t(tuple_bytes_per_rank(w, n)) + star_dimension_bytes(w);  // probed where it lands
     return uint64_t(2 * tuple_bytes_per_rank(w, n) + bound_output_bytes(w, OutputMode::Direct) / n);
   };
   return i;
