@@ -171,8 +171,9 @@ const std::vector<KeyDef>& key_defs() {
                  [](PointBuilder& b, const std::string& v) {
                    b.run.workload.r.seed = b.run.workload.s.seed = parse_size(v, true);
                  }});
-    d.push_back({"workload.scale_factor", "number in (0, 100000]", "(required for tpch_*)",
-                 "TPC-H scale factor: tpch_orders has 1.5 M x this rows, tpch_lineitem their lineitems",
+    d.push_back({"workload.scale_factor", "number in (0, 100000]", "(required for tpch_* and workload.query)",
+                 "TPC-H scale factor: tpch_orders has 1.5 M x this rows, tpch_lineitem their lineitems; the SSB "
+                 "scale factor of workload.query",
                  [](PointBuilder& b, const std::string& v) {
                    const double sf = parse_number(v);
                    tpch::orders_at(sf);  // rejects 0, negatives and fractions of an order here

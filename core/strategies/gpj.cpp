@@ -14,6 +14,9 @@
 //         on its GPU by the global histogram (most tuples per byte of table first) until its
 //         memory is full, streams those as gpj does, and materializes the rest in host memory,
 //         joined by the CPU radix join (phj on host memory) once the shuffle is done.
+// With an SSB query (workload.query, star_query.hpp) gpj and gpj-b ship lineorder alone: gpj's
+// consumer probes each chunk through the dimensions every rank built (section 6.3's chained
+// processing); gpj-b probes what landed once the shuffle is done.
 #include <algorithm>
 #include <numeric>
 
