@@ -20,7 +20,7 @@ namespace joinlab::ssb {
 
 constexpr uint32_t kRegions = 5, kNations = 25;
 constexpr uint32_t kAmerica = 1, kAsia = 2;  // TPC-H's region numbers
-constexpr uint32_t kDays = 2556;             // the date table: 1992-01-01 .. 1998-12-30, as dbgen makes it
+constexpr uint32_t kDays = 2556;             // the spec's date rows: 1992-01-01 .. 1998-12-30
 constexpr uint32_t kOrderDays = kDays - 150; // o_orderdate: 1992-01-01 .. 1998-08-02 (dbgen: end - 151 days)
 constexpr uint32_t kFirstYear = 1992, kYears = 7;
 constexpr uint32_t kCategories = 25, kBrandsPerCategory = 40;
