@@ -24,7 +24,7 @@ SsbQuery query_from_string(const std::string& s) {
   if (s == "q2.1") return SsbQuery::Q21;
   if (s == "q3.1") return SsbQuery::Q31;
   if (s == "none") return SsbQuery::None;
-  throw InputError("workload.query = " + s + ": must be q2.1, q3.1 or none");
+  throw InputError("unknown query '" + s + "': must be q2.1, q3.1 or none");  // the key's context names it
 }
 
 namespace {
