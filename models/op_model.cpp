@@ -564,6 +564,22 @@ OpSample op_sample(const Op& op, const OpResult& result, const KeyAccess* access
         } else if constexpr (std::is_same_v<T, PivotSearchOp>) {
           // A launch and log2(n) probes of x and y: scan's constant (a launch) and its bytes.
           return make("scan", {double(o.n) * 2.0 * o.key_bytes});
+        } else if constexpr (std::is_same_v<T, StarGenerateOp>) {
+          return make("generate", {double(o.out.rows) * o.out.fmt.tuple_bytes()});
+        } else if constexpr (std::is_same_v<T, StarProbeOp>) {
+          // Probes one after another: every row probes the first dimension, the rows that pass
+          // step i probe step i + 1 (the generated dimensions' pass fractions): the chained
+          // probe model's lookups into tables of all the dimensions' bytes. No output rows (the
+          // groups are a few KiB of atomics).
+          const std::vector<double> pass = ssb::step_pass_fractions(o.query, o.scale);
+          double lookups = 0, reach = double(o.in.rows), bytes = 0, keys = 0;
+          for (double f : pass) lookups += reach, reach *= f;
+          for (const HashTable* t : o.dims) bytes += table_bytes(*t), keys += double(t->rows);
+          OpSample s = make("probe.chained", {lookups * o.in.fmt.tuple_bytes(), 0.0}, bytes);
+          s.locality.lookups = lookups;
+          s.locality.bytes = bytes;
+          s.locality.keys = std::max(keys, 1.0);
+          return s;
         } else if constexpr (std::is_same_v<T, CompressOp>) {
           // Raw bytes in, compressed bytes out (result.count, data-dependent), chunks.
           double raw = 0, chunks = 0;

@@ -978,6 +978,14 @@ uint64_t estimated_compressed_bytes(const KeyContent& c, uint64_t rows, uint32_t
   return std::min((bytes + 7) & ~uint64_t(7), codec::buffer_bound(rows, vb, cfg, chunk_log2));
 }
 
+// The share of lineorder rows that pass every step of a query: its expected count over its rows
+// (the data is not there; docs/workloads.md says what the simulator checks).
+double star_pass_fraction(const StarProbeOp& o) {
+  double f = 1;
+  for (double p : ssb::step_pass_fractions(o.query, o.scale)) f *= p;
+  return f;
+}
+
 void evaluate(const Op& op, OpResult& r) {
   std::visit(
       [&](const auto& o) {
@@ -1103,6 +1111,12 @@ void evaluate(const Op& op, OpResult& r) {
           r.count = r.values.back();
           if (o.out)
             for (size_t i = 0; i < kept.size(); ++i) sim_buffer(o.out).compressed[r.values[i]] = kept[i];
+        } else if constexpr (std::is_same_v<T, StarGenerateOp>) {
+          write_keys(o.out, unknown_content(o.out.rows));  // lineorder keys hash evenly over partitions
+          r.count = o.out.rows;
+        } else if constexpr (std::is_same_v<T, StarProbeOp>) {
+          check_star_probe(o);
+          r.count = rounded(double(o.in.rows) * star_pass_fraction(o));
         } else if constexpr (std::is_same_v<T, DecompressOp>) {
           check_decompress(o);
           r.values.clear();
@@ -1172,6 +1186,8 @@ bool on_host(const Op& op) {
         else if constexpr (std::is_same_v<T, PivotSearchOp>) return in_host_memory(o.x);
         else if constexpr (std::is_same_v<T, CompressOp>) return in_host_memory(o.out);
         else if constexpr (std::is_same_v<T, DecompressOp>) return in_host_memory(o.in);
+        else if constexpr (std::is_same_v<T, StarGenerateOp>) return in_host_memory(o.out.keys);
+        else if constexpr (std::is_same_v<T, StarProbeOp>) return in_host_memory(o.in.keys) && in_host_memory(o.groups);
         else return in_host_memory(o.in);
       },
       op);
@@ -1238,11 +1254,13 @@ const char* cpu_op_kind(const Op& op) {
   return std::visit(
       [](const auto& o) -> const char* {
         using T = std::decay_t<decltype(o)>;
-        if constexpr (std::is_same_v<T, GenerateOp> || std::is_same_v<T, GeneratePayloadOp>) return "generate";
+        if constexpr (std::is_same_v<T, GenerateOp> || std::is_same_v<T, GeneratePayloadOp> ||
+                      std::is_same_v<T, StarGenerateOp>)
+          return "generate";
         else if constexpr (std::is_same_v<T, HistogramOp>) return "histogram";
         else if constexpr (std::is_same_v<T, PartitionOp>) return "partition";
         else if constexpr (std::is_same_v<T, BuildOp>) return "build";
-        else if constexpr (std::is_same_v<T, ProbeOp>) return "probe";
+        else if constexpr (std::is_same_v<T, ProbeOp> || std::is_same_v<T, StarProbeOp>) return "probe";
         else if constexpr (std::is_same_v<T, PartitionedJoinOp>) return "join";
         else if constexpr (std::is_same_v<T, SortOp>) return "sort";
         else if constexpr (std::is_same_v<T, MergeJoinOp>) return "merge";
@@ -2328,6 +2346,14 @@ bool SimRank::consume() {
         if (is_r) {
           use = op_sample(BuildOp{chunk, &c.tables[q]}, OpResult{});
           c.r_parts[q].push_back(keys);
+        } else if (op.star) {  // an SSB query: its chained probes, the expected share of rows passing
+          StarProbeOp chain = *op.star;
+          chain.in = chunk;
+          const double m = double(rows) * star_pass_fraction(chain);
+          c.matches += m;
+          OpResult r;
+          r.count = rounded(m);
+          use = op_sample(chain, r);
         } else {
           const double m = expected_matches(*c.r_content[q], *keys);
           c.matches += m;

@@ -2,7 +2,9 @@
 #pragma once
 #include <cstdint>
 
+#include "core/experiment/runner.hpp"
 #include "core/workload/relation.hpp"
+#include "core/workload/ssb.hpp"
 
 namespace joinlab::test {
 
@@ -35,6 +37,18 @@ inline Workload tpch(double sf, uint8_t key_bytes = 4) {
   w.r.rows = tpch_rows(w.r);
   w.s.rows = tpch_rows(w.s);
   return w;
+}
+
+// An SSB query at scale factor `sf` (seed 42) through `strategy` on `backend`, `shape` ranks.
+inline RunPoint ssb_point(const std::string& strategy, const std::string& backend, SsbQuery query, double sf,
+                          ClusterShape shape) {
+  RunPoint p;
+  p.name = "ssb";
+  p.strategy = strategy;
+  p.backend = backend;
+  p.cluster.shape = shape;
+  p.workload = ssb::workload(query, sf, 42);
+  return p;
 }
 
 }  // namespace joinlab::test

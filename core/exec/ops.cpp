@@ -25,7 +25,8 @@ const char* to_string(MemSpace s) {
 const char* to_string(OpKind k) {
   static const char* names[] = {"generate", "histogram", "partition", "build",  "probe",
                                 "partitioned_join", "sort", "merge_join", "gather", "checksum",
-                                "scan", "chunk_partition", "link_access", "multiway_merge", "merge", "pivot_search", "compress", "decompress", "copy", "send", "recv", "put", "pack_chunks", "stream_consume"};
+                                "scan", "chunk_partition", "link_access", "multiway_merge", "merge", "pivot_search", "compress", "decompress", "copy", "send", "recv", "put", "pack_chunks", "stream_consume",
+                                "star_generate", "star_probe"};
   return int(k) < int(OpKind::kCount) ? names[int(k)] : "?";
 }
 
@@ -436,6 +437,20 @@ OpParams params_of(const Op& op) {
           p.bytes = o.offsets.empty() ? 0 : o.offsets.back() - o.offsets.front();
           p.key_bytes = o.value_bytes;
           p.fanout = uint32_t(o.out.size());
+        } else if constexpr (std::is_same_v<T, StarGenerateOp>) {
+          p.kind = OpKind::StarGenerate;
+          p.rows_out = o.out.rows;
+          p.key_bytes = o.out.fmt.key_bytes;
+          p.val_bytes = o.out.fmt.val_bytes;
+          p.detail = ssb::to_string(o.table);
+        } else if constexpr (std::is_same_v<T, StarProbeOp>) {
+          p.kind = OpKind::StarProbe;
+          p.rows_in = o.in.rows;
+          p.key_bytes = o.in.fmt.key_bytes;
+          p.val_bytes = o.in.fmt.val_bytes;
+          p.fanout = uint32_t(o.dims.size());
+          for (const HashTable* t : o.dims) p.rows_build += t ? t->rows : 0;
+          p.detail = ssb::to_string(SsbQuery(o.query.query));
         }
       },
       op);
@@ -458,6 +473,33 @@ void StreamProgress::release(size_t ring, uint64_t chunks) {
 void StreamProgress::cancel() { __atomic_store_n(reinterpret_cast<int*>(words_ + n_), 1, __ATOMIC_RELEASE); }
 bool StreamProgress::cancelled() const {
   return __atomic_load_n(reinterpret_cast<const int*>(words_ + n_), __ATOMIC_ACQUIRE) != 0;
+}
+
+void check_star_probe(const StarProbeOp& op) {
+  if (op.dims.size() != op.query.steps)
+    throw RuntimeError("star probe: " + std::to_string(op.dims.size()) + " dimension tables for a plan of " +
+                       std::to_string(op.query.steps) + " steps");
+  for (size_t i = 0; i < op.dims.size(); ++i) {
+    const HashTable* t = op.dims[i];
+    if (!t || t->kind != TableKind::Chained || t->fmt.key_bytes != 4 || t->fmt.val_bytes != 4)
+      throw RuntimeError("star probe: dimension table " + std::to_string(i) + " (" +
+                         ssb::to_string(ssb::Table(op.query.table[i])) +
+                         ") must be a chained table of 4-byte keys and values");
+  }
+  if (op.in.rows && (op.in.fmt.key_bytes != 8 || op.in.fmt.val_bytes != 8))
+    throw RuntimeError("star probe: lineorder tuples are 8 + 8 bytes, not " + std::to_string(op.in.fmt.key_bytes) +
+                       " + " + std::to_string(op.in.fmt.val_bytes));
+  if (!op.groups || op.groups->bytes < uint64_t(op.query.groups) * 8)
+    throw RuntimeError("star probe: the groups buffer holds fewer than the query's " +
+                       std::to_string(op.query.groups) + " sums");
+}
+
+std::vector<ssb::DimTableRef> dim_table_refs(const StarProbeOp& op) {
+  std::vector<ssb::DimTableRef> refs;
+  for (const HashTable* t : op.dims)
+    refs.push_back({data_of<uint32_t>(t->heads), data_of<uint32_t>(t->next), data_of<uint32_t>(t->keys),
+                    data_of<uint32_t>(t->vals), t->slots, t->hash_seed});
+  return refs;
 }
 
 OpParams params_of(const StreamingOp& op) {
@@ -483,6 +525,7 @@ OpParams params_of(const StreamingOp& op) {
     p.fanout = c->parts;
     p.bytes = (r + s) * c->slot_bytes;
     p.detail = std::to_string(r) + " R + " + std::to_string(s) + " S chunks of " + std::to_string(c->slot_rows) + " rows";
+    if (c->star) p.detail += std::string(", chained probes of ") + ssb::to_string(SsbQuery(c->star->query.query));
   }
   return p;
 }

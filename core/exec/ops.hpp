@@ -17,6 +17,7 @@
 #include "core/common/hd.hpp"
 #include "core/exec/tuples.hpp"
 #include "core/workload/relation.hpp"
+#include "core/workload/ssb.hpp"
 
 namespace joinlab {
 
@@ -28,6 +29,8 @@ enum class OpKind : uint8_t {
   Copy, Send, Recv, Put,
   // Streaming operators (gpj): launched with Rank::launch_streaming, see StreamingOp below.
   PackChunks, StreamConsume,
+  // Star Schema Benchmark queries (core/workload/ssb.hpp).
+  StarGenerate, StarProbe,
   kCount
 };
 const char* to_string(OpKind k);
@@ -369,9 +372,42 @@ uint64_t histogram_rows(const HistogramOp& o);
 // ranges[i].end...} are segment bounds.
 bool ranges_adjacent(const std::vector<RowRange>& r);
 
+// --- Star Schema Benchmark queries (core/workload/ssb.hpp; thostrup2023 section 6.3) -------------
+// Rows [first_row, first_row + out.rows) of an SSB table as `query` ships them. Lineorder: key =
+// the query's foreign keys packed by its plan (lineorder_key), value = lo_revenue (8 + 8 bytes).
+// A dimension: key = its key (row + 1), value = dimension_value, the row's part of the group or
+// ssb::kFiltered where it fails the query's filter (4 + 4 bytes), so that a probe finding a
+// filtered row stops as a miss does. result.count = rows written.
+struct StarGenerateOp {
+  ssb::Scale scale;
+  ssb::StarQuery query;
+  ssb::Table table = ssb::Table::Lineorder;
+  uint64_t first_row = 0;
+  Tuples out;
+};
+// Chained probes and aggregation: each lineorder row of `in` (StarGenerateOp's) probes dims[i],
+// step i of the query's plan (Chained tables of 4-byte keys and values built from a dimension's
+// StarGenerateOp rows), one after another, and stops at the first miss or filtered row; a row
+// that passes every step adds its revenue to groups[group] (query.groups uint64 words, added to,
+// never cleared). result.count = rows that passed.
+struct StarProbeOp {
+  ssb::Scale scale;  // for the cost model: the steps' pass fractions (ssb::step_pass_fractions)
+  ssb::StarQuery query;
+  std::vector<const HashTable*> dims;
+  Tuples in;
+  Buffer groups;
+};
+// The checks every backend runs before a StarProbeOp: one Chained table of 4-byte keys and values
+// per step, a lineorder input of 8 + 8 bytes and a groups buffer of query.groups words. A
+// RuntimeError names what does not fit.
+void check_star_probe(const StarProbeOp& op);
+// Its tables as the kernels read them (pointers into the tables' own memory).
+std::vector<ssb::DimTableRef> dim_table_refs(const StarProbeOp& op);
+
 using Op = std::variant<GenerateOp, GeneratePayloadOp, HistogramOp, PartitionOp, BuildOp, ProbeOp,
                         PartitionedJoinOp, SortOp, MergeJoinOp, GatherOp, ChecksumOp, ScanOp, ChunkPartitionOp,
-                        LinkAccessOp, MultiwayMergeOp, MergeOp, PivotSearchOp, CompressOp, DecompressOp>;
+                        LinkAccessOp, MultiwayMergeOp, MergeOp, PivotSearchOp, CompressOp, DecompressOp,
+                        StarGenerateOp, StarProbeOp>;
 
 // The parameters a cost model needs, extracted from an operator (and recorded in traces).
 struct OpParams {
@@ -495,6 +531,9 @@ class StreamProgress {
 //    host memory where the senders' puts land (no GPUDirect RDMA), not by puts into `rings` as an
 //    exposed window. The hardware backends see no difference (they read checksums); the simulator
 //    counts a ring's chunks as its copies land rather than by the window's flags.
+//  * Star mode (`star` set: an SSB query, R sends no chunks): every S chunk goes through the
+//    chained probes and aggregation of `star` (StarProbeOp, its `in` unused) instead of a
+//    partition's table; nothing is output (mode CountOnly) and result.count = rows that passed.
 struct StreamConsumeOp {
   Buffer rings;  // sources * parts * slots slots of slot_bytes
   uint32_t sources = 0, parts = 0, slots = 0;
@@ -513,6 +552,7 @@ struct StreamConsumeOp {
   std::shared_ptr<StreamProgress> progress;
   double chunk_timeout_s = 10, idle_timeout_s = 60;
   bool copied_in = false;
+  std::optional<StarProbeOp> star;
 };
 
 using StreamingOp = std::variant<PackChunksOp, StreamConsumeOp>;

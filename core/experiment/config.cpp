@@ -21,6 +21,7 @@
 #include "core/experiment/environment.hpp"
 #include "core/experiment/preflight.hpp"
 #include "core/experiment/values.hpp"
+#include "core/workload/ssb.hpp"
 #include "core/workload/tpch.hpp"
 
 namespace joinlab {
@@ -177,8 +178,9 @@ const std::vector<KeyDef>& key_defs() {
                  [](PointBuilder& b, const std::string& v) {
                    b.run.workload.r.seed = b.run.workload.s.seed = parse_size(v, true);
                  }});
-    d.push_back({"workload.scale_factor", "number in (0, 100000]", "(required for tpch_*)",
-                 "TPC-H scale factor: tpch_orders has 1.5 M x this rows, tpch_lineitem their lineitems",
+    d.push_back({"workload.scale_factor", "number in (0, 100000]", "(required for tpch_* and workload.query)",
+                 "TPC-H scale factor: tpch_orders has 1.5 M x this rows, tpch_lineitem their lineitems; the SSB "
+                 "scale factor of workload.query",
                  [](PointBuilder& b, const std::string& v) {
                    const double sf = parse_number(v);
                    tpch::orders_at(sf);  // rejects 0, negatives and fractions of an order here
@@ -190,6 +192,10 @@ const std::vector<KeyDef>& key_defs() {
                    b.scale_factor_per_rank = parse_number(v);
                    if (!(b.scale_factor_per_rank > 0)) throw InputError("must be positive");
                  }});
+    d.push_back({"workload.query", "none|q2.1|q3.1", "none",
+                 "a Star Schema Benchmark query instead of a join of R and S: lineorder and the dimensions it "
+                 "reads, from workload.scale_factor (docs/workloads.md)",
+                 [](PointBuilder& b, const std::string& v) { b.run.workload.query = ssb::query_from_string(trim(v)); }});
     for (auto& k : relation_keys("workload.", "R and S", both_sides, both_per_rank)) d.push_back(k);
     for (auto& k : relation_keys("workload.r.", "R", r_side, r_per_rank)) d.push_back(k);
     for (auto& k : distribution_keys("workload.r.", "R", r_side, "unique_dense")) d.push_back(k);
@@ -512,6 +518,26 @@ class PointContext {
 
 [[noreturn]] void fail_workload(const std::string& message, const PointContext& ctx);
 
+// An SSB query's workload: S is lineorder (tpch_lineitem's rows of the scale factor, the query's
+// 8-byte keys, the revenue as an 8-byte payload), R empty; the keys that shape R and S are refused.
+Workload star_workload(const Workload& given, const Settings& settings, const PointContext& ctx) {
+  const std::string query = std::string("workload.query = ") + ssb::to_string(given.query);
+  for (const std::string side : {"", "r.", "s."})
+    for (const char* field : {"rows", "rows_per_rank", "key_bytes", "payload_bytes", "dist"})
+      if (settings.count("workload." + side + field))
+        ctx.fail("workload." + side + field, query + " makes its own tables from workload.scale_factor; leave this unset");
+  if (!settings.count("workload.scale_factor")) ctx.fail_here("workload.scale_factor is not set: " + query + " needs it");
+  try {
+    return ssb::workload(given.query, given.s.scale_factor, given.s.seed);
+  } catch (const InputError& e) {
+    // The message names its key and value ("key = value: why"); the context says where that was set.
+    const std::string m = e.what();
+    const size_t why = m.find(": ");
+    ctx.fail(m.rfind("workload.query", 0) == 0 ? "workload.query" : "workload.scale_factor",
+             why == std::string::npos ? m : m.substr(why + 2));
+  }
+}
+
 RunPoint build_point(const Settings& settings, const std::string& file, const PointContext& ctx) {
   PointBuilder b;
   b.run.name = file_stem(file);
@@ -540,6 +566,11 @@ RunPoint build_point(const Settings& settings, const std::string& file, const Po
     ctx.fail("cluster.gpus_per_node", "x cluster.nodes = " +
                                           std::to_string(int64_t(b.run.cluster.shape.nodes) * b.run.cluster.shape.per_node) +
                                           " ranks, more than the " + std::to_string(kMaxRanks) + " any backend runs");
+  if (b.run.workload.is_ssb()) {
+    b.run.workload = star_workload(b.run.workload, settings, ctx);
+    b.run.verify = b.verify != 0;
+    return b.run;
+  }
   try {  // before the sizes, which depend on the distributions
     b.run.workload.check_pairing();
   } catch (const InputError& e) {

@@ -8,6 +8,7 @@
 
 #include "core/common/error.hpp"
 #include "core/workload/generate.hpp"
+#include "core/workload/tpch.hpp"
 #include "kernels/cpu/codec.hpp"
 #include "kernels/cpu/cpu_kernels.hpp"
 
@@ -437,6 +438,31 @@ struct Executor {
   }
 
   // Calls f(K{}, VR{}, VS{}) for the widths of a join.
+  void operator()(const StarGenerateOp& o) {
+    const bool fact = o.table == ssb::Table::Lineorder;
+    check_tuples("star generate", "out", o.out, o.out.rows);
+    if (o.out.fmt.key_bytes != (fact ? 8 : 4) || o.out.fmt.val_bytes != (fact ? 8 : 4))
+      throw RuntimeError(std::string("star generate: ") + ssb::to_string(o.table) + " rows are " +
+                         (fact ? "8 + 8" : "4 + 4") + " bytes");
+    if (o.first_row + o.out.rows > o.scale.rows(o.table))
+      throw RuntimeError(std::string("star generate: ") + ssb::to_string(o.table) + " has " +
+                         std::to_string(o.scale.rows(o.table)) + " rows, not " + std::to_string(o.first_row + o.out.rows));
+    const tpch::LineitemIndex lineitems = fact ? tpch::lineitem_index(o.scale.orders) : tpch::LineitemIndex{};
+    void* keys = fact ? static_cast<void*>(o.out.key_ptr<uint64_t>()) : o.out.key_ptr<uint32_t>();
+    void* vals = fact ? static_cast<void*>(o.out.val_ptr<uint64_t>()) : o.out.val_ptr<uint32_t>();
+    cpu::star_generate(o.scale, o.query, o.table, lineitems, o.first_row, o.out.rows, keys, vals, threads);
+    result.count = o.out.rows;
+  }
+
+  void operator()(const StarProbeOp& o) {
+    check_star_probe(o);
+    check_tuples("star probe", "in", o.in, o.in.rows);
+    for (const HashTable* t : o.dims) check_table("star probe", *t);
+    const std::vector<ssb::DimTableRef> dims = dim_table_refs(o);
+    result.count = cpu::star_probe(o.query, dims.data(), o.in.key_ptr<uint64_t>(), o.in.val_ptr<uint64_t>(), o.in.rows,
+                                   data_of<uint64_t>(o.groups), threads);
+  }
+
   template <class F>
   static void join_widths(const char* op, uint32_t kb, uint32_t vrb, uint32_t vsb, F&& f) {
     const std::string name(op);

@@ -230,6 +230,12 @@ class Consumer {
       tables_.push_back(c);
       present_.push_back(0);
     }
+    if (op_.star) {
+      check_star_probe(*op_.star);
+      if (sizeof(K) != 8 || sizeof(VS) != 8 || op_.mode != OutputMode::CountOnly)
+        throw RuntimeError(std::string(name) + ": chained probes take 8-byte lineorder keys and values and output nothing");
+      star_dims_ = dim_table_refs(*op_.star);
+    }
     if (op_.mode == OutputMode::Direct) {
       if (op_.staging_rows == 0) throw RuntimeError(std::string(name) + ": Direct output needs staging rows");
       need_bytes(name, "staging keys", op_.staging.keys, 2 * op_.staging_rows * sizeof(K));
@@ -274,6 +280,12 @@ class Consumer {
 
   // Probes into the current half of the staging double buffer; a full half goes to `out`.
   void probe(size_t q, const ChunkHeader& h, const char* slot) {
+    if (op_.star) {  // an SSB query: the chained probes, no output (check(): 8-byte keys and values)
+      matches_ += cpu::star_probe(op_.star->query, star_dims_.data(), reinterpret_cast<const uint64_t*>(keys_of(slot)),
+                                  reinterpret_cast<const uint64_t*>(vals_of<VS>(slot)), h.rows,
+                                  data_of<uint64_t>(op_.star->groups), team(q, h.rows));
+      return;
+    }
     cpu::JoinSink<K, VR, VS> sink;
     if (op_.mode == OutputMode::CountOnly) {
       sink.mode = OutputMode::CountOnly;
@@ -365,6 +377,7 @@ class Consumer {
   }
 
   const StreamConsumeOp& op_;
+  std::vector<ssb::DimTableRef> star_dims_;
   const int threads_;
   std::vector<cpu::ChainedTable<K, VR>> tables_;
   std::vector<uint64_t> present_;

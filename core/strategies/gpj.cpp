@@ -16,6 +16,9 @@
 //         on its GPU by the global histogram (most tuples per byte of table first) until its
 //         memory is full, streams those as gpj does, and materializes the rest in host memory,
 //         joined by the CPU radix join (phj on host memory) once the shuffle is done.
+// With an SSB query (workload.query, star_query.hpp) gpj and gpj-b ship lineorder alone: gpj's
+// consumer probes each chunk through the dimensions every rank built (section 6.3's chained
+// processing); gpj-b probes what landed once the shuffle is done.
 #include <algorithm>
 #include <numeric>
 
@@ -24,6 +27,7 @@
 #include "core/strategies/distributed_joins.hpp"
 #include "core/strategies/rank_joins.hpp"
 #include "core/strategies/rdma_exchange.hpp"
+#include "core/strategies/star_query.hpp"
 
 namespace joinlab {
 
@@ -71,7 +75,21 @@ PlacementFn place_all(Placement p) {
   };
 }
 
+// An SSB query: lineorder streams once; each receiver's consumer probes every chunk through the
+// dimensions it built before the stream (thostrup2023 section 6.3).
+void run_gpj_star(Rank& rank, const JoinJob& job) {
+  ExchangeConfig cfg = gpj_config(job.options, rank.size(), job.workload);
+  StarInputs si = generate_star_inputs(rank, job, cfg.ring_space);
+  const StarProbeOp chain = si.tables.probe(Tuples{});
+  cfg.star = &chain;
+  cfg.output = OutputMode::CountOnly;
+  const auto parts = OverPartitioning::make(cfg.parts_per_receiver, rank.size(), cfg.seed);
+  ExchangeResult res = run_exchange_sized(rank, si.in, parts, cfg, place_all(Placement::Stream));
+  report_star(rank, Stream{0}, si.tables, res.streamed.count());
+}
+
 void run_gpj(Rank& rank, const JoinJob& job) {
+  if (job.workload.is_ssb()) return run_gpj_star(rank, job);
   const ExchangeConfig cfg = gpj_config(job.options, rank.size(), job.workload);
   Inputs in = generate_inputs(rank, job, MemSpace::Host, MemSpace::Host);
   const auto parts = OverPartitioning::make(cfg.parts_per_receiver, rank.size(), cfg.seed);
@@ -173,8 +191,12 @@ Bound landed_copy_bound(const Workload& w, const ClusterShape& shape, const Band
 Bound gpj_bound(const JoinJob& job, const ClusterShape& shape, const Bandwidths& bw) {
   const ExchangeConfig cfg = gpj_config(job.options, shape.size(), job.workload);
   Bound b = exchange_bound(job.workload, shape, bw);
-  const Bound join = memory_bound(streamed_join_bytes(job.workload, shape, cfg.output), bw,
-                                  "chained build and probe of the streamed partitions, output");
+  // An SSB query's probes read each tuple and walk small cached tables.
+  const Bound join = job.workload.is_ssb()
+                         ? memory_bound(tuple_bytes_per_rank(job.workload, shape.size()), bw,
+                                        "chained probes of the streamed lineorder")
+                         : memory_bound(streamed_join_bytes(job.workload, shape, cfg.output), bw,
+                                        "chained build and probe of the streamed partitions, output");
   if (join.seconds > b.seconds) b = join;
   if (cfg.landing_space != cfg.ring_space) {
     const Bound copy = landed_copy_bound(job.workload, shape, bw);
@@ -199,10 +221,10 @@ uint64_t gpj_working_set(const JoinJob& job, const ClusterShape& shape) {
   const TupleFormat rf = tuple_format(w.r), sf = tuple_format(w.s);
   const uint64_t parts = OverPartitioning::make(cfg.parts_per_receiver, int(n), cfg.seed).fanout() / n;
   const uint64_t tables = parts * hash_table_bytes(TableKind::Chained, rf, w.r.rows / n / parts + 1, cfg.load_factor);
-  const uint64_t staging = cfg.output == OutputMode::CountOnly
+  const uint64_t staging = cfg.output == OutputMode::CountOnly || w.is_ssb()
                                ? 0
                                : 2 * std::min(cfg.staging_rows, w.s.rows / n + 1) * (rf.tuple_bytes() + sf.val_bytes);
-  return tables + gpj_ring_bytes(cfg, w, n) + staging;
+  return tables + gpj_ring_bytes(cfg, w, n) + staging + star_dimension_bytes(w);
 }
 
 // Where gpj-b's shuffle lands: in GPU memory (GPUDirect RDMA), or in pinned host memory (what a NIC
@@ -222,11 +244,31 @@ Tuples copy_landed(Rank& rank, Stream st, const Tuples& t, MemSpace space, const
   return d;
 }
 
+// gpj-b's SSB query: lineorder shuffled and materialized, then the chained probes as a phase of
+// their own.
+void run_materialized_star(Rank& rank, const JoinJob& job, MemSpace space, MemSpace landing) {
+  ExchangeConfig cfg = exchange_config(job.options, rank.size(), job.workload);
+  cfg.materialize_space = landing;
+  StarInputs si = generate_star_inputs(rank, job, space);
+  const auto parts = OverPartitioning::make(cfg.parts_per_receiver, rank.size(), cfg.seed);
+  ExchangeResult res = run_exchange(rank, si.in, parts, cfg, place_all(Placement::Materialize));
+  Tuples lineorder = res.s;
+  if (landing != space) {
+    begin_phase(rank, "copy_in");
+    lineorder = copy_landed(rank, Stream{0}, res.s, space, "gpj.landed.lineorder");
+    res.s = Tuples{};
+  }
+  begin_phase(rank, "chained_probes");
+  const uint64_t count = rank.launch(Stream{0}, si.tables.probe(lineorder)).get().count;
+  report_star(rank, Stream{0}, si.tables, count);
+}
+
 }  // namespace
 
 // Blocking: the exchange into `landing`, then phj on the materialized partitions in `space` (gpj-b:
 // device memory, landed there or copied in from host memory; crj: host memory).
 void run_materialized_join(Rank& rank, const JoinJob& job, MemSpace space, MemSpace landing) {
+  if (job.workload.is_ssb()) return run_materialized_star(rank, job, space, landing);
   ExchangeConfig cfg = exchange_config(job.options, rank.size(), job.workload);
   cfg.materialize_space = landing;
   const PhjConfig local = phj_config(job.options);
@@ -276,8 +318,10 @@ Bound materialized_join_bound(const JoinJob& job, const ClusterShape& shape, con
   const double n = shape.size();
   const PhjConfig local = phj_config(job.options);
   const TupleFormat rf = tuple_format(w.r), sf = tuple_format(w.s);
-  const double join_bytes = phj_memory_bytes(uint64_t(double(w.r.rows) / n), uint64_t(double(w.s.rows) / n), rf, sf,
-                                             local, bound_output_bytes(w, local.output) / n);
+  // An SSB query reads each landed tuple once for its chained probes (its tables are small).
+  const double join_bytes = w.is_ssb() ? tuple_bytes_per_rank(w, n)
+                                       : phj_memory_bytes(uint64_t(double(w.r.rows) / n), uint64_t(double(w.s.rows) / n),
+                                                          rf, sf, local, bound_output_bytes(w, local.output) / n);
   const double rate = on_host ? bw.host_mem : bw.mem;
   const Bound ex = exchange_bound(w, shape, bw);
   const double join = rate > 0 ? join_bytes / rate : 0;
@@ -285,7 +329,8 @@ Bound materialized_join_bound(const JoinJob& job, const ClusterShape& shape, con
   const Bound copy = !on_host && lands_on_host(job.options) ? landed_copy_bound(w, shape, bw) : Bound{0, ""};
   return {ex.seconds + copy.seconds + join,
           ex.resource + (copy.seconds > 0 ? ", then " + copy.resource : "") + ", then " + (on_host ? "host" : "device") +
-              " memory " + rate_text(rate) + ": the local radix join (the phases do not overlap)"};
+              " memory " + rate_text(rate) + (w.is_ssb() ? ": the chained probes" : ": the local radix join") +
+              " (the phases do not overlap)"};
 }
 
 // The senders' input stays in host memory (thostrup2023: the data starts in the nodes' memory).
@@ -312,6 +357,7 @@ StrategyInfo gpj_strategy() {
                                  "a persistent consumer builds and probes chained tables",
                                  1, 0, add_gpj_options, run_gpj, gpj_bound);
   i.check = [](const JoinJob& job) { require_tuple_payloads(job.workload, "gpj"); };
+  i.star_queries = true;
   i.working_set_bytes = gpj_working_set;
   i.host_bytes = gpj_host_bytes;
   return i;
@@ -334,6 +380,7 @@ StrategyInfo gpj_b_strategy() {
     require_tuple_payloads(job.workload, "gpj-b");
     check_gpj_b_landing(job.options);
   };
+  i.star_queries = true;
   // Landed in host memory: what arrives stays there (until the join's end) beside the senders' input.
   i.host_bytes = [](const JoinJob& job, const ClusterShape& shape) {
     const Workload& w = job.workload;
@@ -344,6 +391,7 @@ StrategyInfo gpj_b_strategy() {
   i.working_set_bytes = [](const JoinJob& job, const ClusterShape& shape) {
     const Workload& w = job.workload;
     const double n = shape.size();
+    if (w.is_ssb()) return uint64_t(tuple_bytes_per_rank(w, n)) + star_dimension_bytes(w);  // probed where it lands
     return uint64_t(2 * tuple_bytes_per_rank(w, n) + bound_output_bytes(w, OutputMode::Direct) / n);
   };
   return i;

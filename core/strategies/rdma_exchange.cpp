@@ -328,6 +328,7 @@ class Exchange {
       op.staging_rows = std::max<uint64_t>(1, std::min(cfg_.staging_rows, capacity));
       op.staging = rank_.alloc_output(cfg_.ring_space, 2 * op.staging_rows, rf_, sf_, "gpj.staging");
     }
+    if (cfg_.star) op.star = *cfg_.star;
     op.progress = progress_;
     op.chunk_timeout_s = cfg_.chunk_timeout_s;
     op.idle_timeout_s = cfg_.idle_timeout_s;

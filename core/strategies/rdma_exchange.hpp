@@ -83,6 +83,9 @@ struct ExchangeConfig {
   // is a DMA copy queued behind the CPU work (from pageable memory a CUDA copy is staged by the
   // calling thread, synchronously). Option send_buffers = pinned | pageable.
   MemSpace send_space = MemSpace::Pinned;
+  // An SSB query (gpj): the consumer probes every S chunk through these dimension tables
+  // (StreamConsumeOp::star) and outputs nothing (output = CountOnly).
+  const StarProbeOp* star = nullptr;
 };
 // Every key of ExchangeConfig but the memory spaces, of which send_space is option send_buffers.
 void add_exchange_options(po::options_description& d);

@@ -61,6 +61,8 @@ struct StrategyInfo {
   // Optional: throws InputError for a job the strategy cannot run (e.g. a workload it does not
   // support), so that it is rejected before any work (validate_point calls it).
   std::function<void(const JoinJob&)> check;
+  // Runs Star Schema Benchmark queries (workload.query): others refuse one before any work.
+  bool star_queries = false;
 };
 
 void register_strategy(StrategyInfo info);

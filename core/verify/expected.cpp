@@ -1,6 +1,7 @@
 #include "core/verify/expected.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <sstream>
 #include <thread>
@@ -9,6 +10,7 @@
 #include "core/common/error.hpp"
 #include "core/verify/checksum.hpp"
 #include "core/workload/generate.hpp"
+#include "core/workload/ssb.hpp"
 
 namespace joinlab {
 
@@ -113,6 +115,23 @@ ExpectedResult expected_count(const Workload& w, int threads) {
   const std::vector<uint64_t> parts =
       per_slice<uint64_t>(w.s.rows, threads, [&](RowRange rr) { return g.hits(rr.begin, rr.end - rr.begin); });
   return {{std::accumulate(parts.begin(), parts.end(), uint64_t(0)), 0}, "closed form (S's foreign keys that hit R)"};
+}
+
+ExpectedResult expected_star_result(const Workload& w, int threads) {
+  const ssb::Scale scale = ssb::scale_at(w.s.scale_factor, w.s.seed);
+  const ssb::QueryResult ref = ssb::reference(ssb::plan(w.query, scale), scale, 0, scale.lineorders, threads);
+  return {{ref.count, ref.checksum()}, std::string("reference evaluation of ") + ssb::to_string(w.query)};
+}
+
+void check_star_expected_count(uint64_t got, const Workload& w, int ranks, const std::string& what) {
+  const ssb::Scale scale = ssb::scale_at(w.s.scale_factor, w.s.seed);
+  const double want = ssb::expected_qualifying(ssb::plan(w.query, scale), scale);
+  const double tolerance = 0.5 * ranks;
+  if (std::fabs(double(got) - want) <= tolerance) return;
+  std::ostringstream m;
+  m << what << ": " << ssb::to_string(w.query) << " counted " << got << " qualifying rows, but " << want
+    << " are expected (lineorder rows x the dimensions' pass fractions; tolerance " << tolerance << ")";
+  throw VerificationError(m.str());
 }
 
 JoinDigest reference_join(const std::vector<uint64_t>& r_keys, const std::vector<uint64_t>& r_vals,

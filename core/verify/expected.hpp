@@ -34,6 +34,15 @@ ExpectedResult expected_result(const Workload& w, int threads = 0);
 // (KeyGen::hits, one word per row, no key); otherwise the count of expected_result. Throws InputError as expected_result does.
 ExpectedResult expected_count(const Workload& w, int threads = 0);
 
+// An SSB query (workload.query): the reference evaluation over the generated lineorder
+// (ssb::reference): the qualifying rows and the checksum of the groups' revenue sums.
+ExpectedResult expected_star_result(const Workload& w, int threads = 0);
+// Simulation, which has no data: the expected count of qualifying rows (lineorder rows x the
+// product of the generated dimensions' pass fractions, ssb::expected_qualifying), and the
+// tolerance a simulated count is held to: half a row per rank, what rounding each rank's
+// expectation to whole rows may leave. A VerificationError says what differed.
+void check_star_expected_count(uint64_t got, const Workload& w, int ranks, const std::string& what);
+
 // Reference join of explicit tuples (tests): every (r, s) pair with equal keys.
 JoinDigest reference_join(const std::vector<uint64_t>& r_keys, const std::vector<uint64_t>& r_vals,
                           const std::vector<uint64_t>& s_keys, const std::vector<uint64_t>& s_vals);

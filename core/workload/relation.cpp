@@ -109,6 +109,11 @@ void RelationSpec::validate() const {
 }
 
 void Workload::validate() const {
+  if (is_ssb()) {
+    s.validate();
+    if (r.rows != 0) throw InputError("workload.query: an SSB query's R is empty, not " + std::to_string(r.rows) + " rows");
+    return;
+  }
   check_pairing();
   r.validate();
   s.validate();
@@ -118,6 +123,7 @@ void Workload::validate() const {
 }
 
 void Workload::check_pairing() const {
+  if (is_ssb()) return;  // lineorder alone (validate)
   if (r.dist == KeyDist::ForeignKey)
     throw InputError("relation R: dist = fk: only S may reference R (R is the build side)");
   if (s.dist == KeyDist::ForeignKey && !r.unique_keys())

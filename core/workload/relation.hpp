@@ -48,9 +48,16 @@ struct RelationSpec {
 RelationSpec one_column_relation(const std::string& name, uint64_t rows, KeyDist dist, uint8_t key_bytes,
                                  uint8_t val_bytes);
 
-// The two sides of a join; S may reference R.
+// A Star Schema Benchmark query (core/workload/ssb.hpp) instead of a two-relation join.
+enum class SsbQuery : uint8_t { None, Q21, Q31 };
+
+// The two sides of a join; S may reference R. With an SSB query, S is lineorder (its rows, an
+// 8-byte key of the query's foreign keys, the revenue as its 8-byte payload, from S's
+// scale_factor) and R is empty: the dimensions are built on every rank (ssb.hpp).
 struct Workload {
   RelationSpec r, s;
+  SsbQuery query = SsbQuery::None;
+  bool is_ssb() const { return query != SsbQuery::None; }
   void validate() const;
   // The distributions' pairing alone (fk references a unique R, TPC-H orders with lineitem), which
   // needs no sizes: throws InputError naming the side and its dist.

@@ -25,6 +25,16 @@ template <class V>
 void generate_payload(uint64_t rel_seed, int column, uint64_t first_row, uint64_t rows, V* out,
                       int threads);
 
+// --- Star Schema Benchmark (core/workload/ssb.hpp) ----------------------------------------------
+// StarGenerateOp: rows [first_row, first_row + rows) of `table` (lineorder: uint64 keys and values,
+// its rows found from `lineitems`, the index of its orders; a dimension: uint32 keys and values).
+void star_generate(const ssb::Scale& scale, const ssb::StarQuery& q, ssb::Table table,
+                   const tpch::LineitemIndex& lineitems, uint64_t first_row, uint64_t rows, void* keys, void* vals,
+                   int threads);
+// StarProbeOp: the rows that pass every step of q add their value to groups[group]; returns them.
+uint64_t star_probe(const ssb::StarQuery& q, const ssb::DimTableRef* dims, const uint64_t* keys,
+                    const uint64_t* vals, uint64_t rows, uint64_t* groups, int threads);
+
 // --- partitioning ------------------------------------------------------------------------------
 // Rows per partition of fn.
 template <class K>

@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "core/workload/generate.hpp"
+#include "core/workload/tpch.hpp"
 #include "kernels/cpu/codec.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 
@@ -410,6 +411,36 @@ void queue(KernelContext& ctx, const DecompressOp& o, uint64_t* d_words) {
   codec_decompress(ctx, data_of<uint8_t>(o.in), o.offsets, o.value_bytes, outs, d_words);
 }
 
+void queue(KernelContext& ctx, const StarGenerateOp& o, uint64_t*) {
+  const bool fact = o.table == ssb::Table::Lineorder;
+  need_tuples(o.out, o.out.rows, "star generate", "output");
+  if (o.out.fmt.key_bytes != (fact ? 8 : 4) || o.out.fmt.val_bytes != (fact ? 8 : 4))
+    throw RuntimeError(std::string("star generate: ") + ssb::to_string(o.table) + " rows are " + (fact ? "8 + 8" : "4 + 4") +
+                       " bytes");
+  if (o.first_row + o.out.rows > o.scale.rows(o.table))
+    throw RuntimeError(std::string("star generate: ") + ssb::to_string(o.table) + " has " +
+                       std::to_string(o.scale.rows(o.table)) + " rows, not " + std::to_string(o.first_row + o.out.rows));
+  KeyGen lineitems;  // lineorder's rows are those of tpch_lineitem over its orders
+  if (fact) {
+    lineitems.dist = uint8_t(KeyDist::TpchLineitem);
+    lineitems.key_bytes = 8;
+    lineitems.rows = o.scale.lineorders;
+    lineitems.lineitems = tpch::lineitem_index(o.scale.orders);
+  }
+  void* keys = fact ? static_cast<void*>(o.out.key_ptr<uint64_t>()) : o.out.key_ptr<uint32_t>();
+  void* vals = fact ? static_cast<void*>(o.out.val_ptr<uint64_t>()) : o.out.val_ptr<uint32_t>();
+  star_generate(ctx, o.scale, o.query, o.table, lineitems, o.first_row, o.out.rows, keys, vals);
+}
+
+void queue(KernelContext& ctx, const StarProbeOp& o, uint64_t* d_words) {
+  check_star_probe(o);
+  need_tuples(o.in, o.in.rows, "star probe", "lineorder");
+  for (const HashTable* t : o.dims) check_table(*t, "star probe");
+  need(o.groups, 0, o.query.groups, 8, "star probe", "groups");
+  star_probe(ctx, o.query, dim_table_refs(o), o.in.key_ptr<uint64_t>(), o.in.val_ptr<uint64_t>(), o.in.rows,
+             data_of<uint64_t>(o.groups), d_words);
+}
+
 void queue(KernelContext& ctx, const ScanOp& o, uint64_t*) {
   need(o.in, 0, o.n, 8, "scan", "input");
   need(o.out, 0, o.n, 8, "scan", "output");
@@ -478,6 +509,11 @@ std::vector<const Buffer*> buffers_of(const Op& op) {
         } else if constexpr (std::is_same_v<T, DecompressOp>) {
           v.push_back(&o.in);
           for (const CodecColumn& c : o.out) v.push_back(&c.buf);
+        } else if constexpr (std::is_same_v<T, StarGenerateOp>) add(v, o.out);
+        else if constexpr (std::is_same_v<T, StarProbeOp>) {
+          add(v, o.in);
+          for (const HashTable* t : o.dims) add(v, t);
+          v.push_back(&o.groups);
         }
       },
       op);

@@ -98,6 +98,14 @@ void zero_words(KernelContext& ctx, uint64_t* d_words, size_t n);
 template <class K, class V>
 void generate(KernelContext& ctx, const KeyGen& gen, uint64_t rel_seed, bool value_is_rowid,
               uint64_t first_row, uint64_t rows, K* keys, V* vals);
+// StarGenerateOp: rows [first_row, first_row + rows) of an SSB table (lineorder: uint64 keys and
+// values, its rows laid out by `lineitems`, a tpch_lineitem generator of its orders; a
+// dimension: uint32 keys and values).
+void star_generate(KernelContext& ctx, const ssb::Scale& scale, const ssb::StarQuery& q, ssb::Table table,
+                   const KeyGen& lineitems, uint64_t first_row, uint64_t rows, void* keys, void* vals);
+// StarProbeOp: d_words[kCountWord] += rows that pass; their values added to groups[group].
+void star_probe(KernelContext& ctx, const ssb::StarQuery& q, const std::vector<ssb::DimTableRef>& dims,
+                const uint64_t* keys, const uint64_t* vals, uint64_t rows, uint64_t* groups, uint64_t* d_words);
 template <class V>
 void generate_payload(KernelContext& ctx, uint64_t rel_seed, int column, uint64_t first_row,
                       uint64_t rows, V* out);

@@ -127,6 +127,10 @@ struct Consume {
   const int* cancel;               // StreamProgress's cancel word (mapped host memory)
   JoinSinkRef<K, VR, VS> sink;
   uint64_t chunk_timeout_ns, idle_timeout_ns;
+  // An SSB query (StreamConsumeOp::star): S rows go through these chained probes into the groups.
+  uint64_t* star_groups;  // null: a join
+  ssb::StarQuery star;
+  ssb::DimTableRef star_dims[ssb::kMaxSteps];
 
   __device__ uint64_t* released() const { return w + kHeadWords; }
   __device__ uint64_t* claimed() const { return w + kHeadWords + uint64_t(sources) * parts; }
@@ -299,6 +303,14 @@ __device__ bool use_chunk(const Consume<K, VR, VS>& a, Shared& sh, BlockEmitter<
     __threadfence();  // release: the rows before r_done counts the chunk
     __syncthreads();
     if (threadIdx.x == 0) atomicAdd(reinterpret_cast<ull*>(&a.r_done()[q]), 1ull);
+  } else if (a.star_groups) {  // the dimensions are built and read-only: plain loads
+    const VS* vals = reinterpret_cast<const VS*>(slot + a.vals_at);
+    for (uint32_t i = threadIdx.x; i < h.rows; i += kThreads) {
+      uint32_t group = 0;
+      if (!ssb::star_probe(a.star, a.star_dims, uint64_t(ld_cg(keys + i)), group)) continue;
+      ++matches;
+      atomicAdd(reinterpret_cast<ull*>(&a.star_groups[group]), ull(ld_cg(vals + i)));
+    }
   } else {
     const VS* vals = reinterpret_cast<const VS*>(slot + a.vals_at);
     for (uint32_t first = 0; first < h.rows; first += kThreads) {
@@ -504,6 +516,12 @@ ConsumeLaunch queue_typed(KernelContext& ctx, const StreamConsumeOp& op) {
   } else if (op.mode != OutputMode::CountOnly) {
     throw RuntimeError(std::string(kName) + ": output mode must be Direct or CountOnly");
   }
+  if (op.star) {
+    check_star_probe(*op.star);
+    if (sizeof(K) != 8 || sizeof(VS) != 8 || op.mode != OutputMode::CountOnly)
+      throw RuntimeError(std::string(kName) + ": chained probes take 8-byte lineorder keys and values and output nothing");
+    need_device(op.star->groups, uint64_t(op.star->query.groups) * 8, "groups");
+  }
 
   // The grid: every block resident at once (a cooperative launch, which fails rather than waits
   // for blocks that cannot fit), and at most a quarter of what fits, so that another rank's
@@ -556,6 +574,13 @@ ConsumeLaunch queue_typed(KernelContext& ctx, const StreamConsumeOp& op) {
                                           (reinterpret_cast<char*>(op.progress->cancel_word()) -
                                            reinterpret_cast<char*>(op.progress->consumed_words())));
   a.sink = sink;
+  a.star_groups = nullptr;
+  if (op.star) {
+    a.star_groups = data_of<uint64_t>(op.star->groups);
+    a.star = op.star->query;
+    const std::vector<ssb::DimTableRef> dims = dim_table_refs(*op.star);
+    for (size_t i = 0; i < dims.size() && i < size_t(ssb::kMaxSteps); ++i) a.star_dims[i] = dims[i];
+  }
   auto ns = [](double s) { return uint64_t(std::min(std::max(s, 0.0), 1e9) * 1e9); };
   a.chunk_timeout_ns = ns(op.chunk_timeout_s);
   a.idle_timeout_ns = ns(op.idle_timeout_s);
