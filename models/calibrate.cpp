@@ -1235,11 +1235,12 @@ std::map<std::string, std::pair<double, std::string>> cpu_rates(const Calibratio
 std::map<std::string, std::pair<double, std::string>> loaded_cpu_rates(const Calibration& c) {
   if (c.cpu_threads_all < 2) return {};
   return rates_of(c, kAllCores, c.cpu_threads_all, "all-core (" + std::to_string(c.cpu_threads_all) + " threads)",
-                  cpu_op_overhead(c).first);
+                  cpu_op_overhead(c).seconds);
 }
 
-std::pair<double, std::string> cpu_op_overhead(const Calibration& c) {
+CpuOpOverhead cpu_op_overhead(const Calibration& c) {
   const std::string batched = "op_overhead.batched", whole = "op_overhead.whole";
+  CpuOpOverhead out;
   std::vector<double> per_team;
   std::string teams;
   for (auto& [model, samples] : c.ops) {
@@ -1260,13 +1261,16 @@ std::pair<double, std::string> cpu_op_overhead(const Calibration& c) {
       if (w.x.size() > 1 && w.x[1] == bytes) t_whole.push_back(w.seconds);
     if (bytes <= 0 || k < 2) continue;
     per_team.push_back(std::max(0.0, (median_of(t_batched) - median_of(t_whole)) / (k - 1)));
-    teams += (teams.empty() ? "" : ", ") + model.substr(std::strlen(kTeamCores), dot - std::strlen(kTeamCores)) +
-             " threads " + std::to_string(per_team.back() * 1e3).substr(0, 5) + " ms";
+    const std::string threads = model.substr(std::strlen(kTeamCores), dot - std::strlen(kTeamCores));
+    out.by_team[std::atoi(threads.c_str())] = per_team.back();
+    teams += (teams.empty() ? "" : ", ") + threads + " threads " + std::to_string(per_team.back() * 1e3).substr(0, 5) + " ms";
   }
-  if (per_team.empty()) return {0.0, ""};
-  return {median_of(per_team), "median over the team sizes (" + teams + ") of (median time of an input counted in " +
-                                   std::to_string(kOverheadBatches) + " histograms - of one) / " +
-                                   std::to_string(kOverheadBatches - 1) + ", every core busy, measured " + today()};
+  if (per_team.empty()) return out;
+  out.seconds = median_of(per_team);
+  out.how = "median over the team sizes (" + teams + ") of (median time of an input counted in " +
+            std::to_string(kOverheadBatches) + " histograms - of one) / " + std::to_string(kOverheadBatches - 1) +
+            ", every core busy, measured " + today();
+  return out;
 }
 
 std::map<int, std::map<std::string, std::pair<double, std::string>>> team_loaded_cpu_rates(const Calibration& c) {
@@ -1274,12 +1278,13 @@ std::map<int, std::map<std::string, std::pair<double, std::string>>> team_loaded
   for (auto& [model, samples] : c.ops)
     if (model.rfind(kTeamCores, 0) == 0) teams.insert(std::atoi(model.c_str() + std::strlen(kTeamCores)));
   std::map<int, std::map<std::string, std::pair<double, std::string>>> out;
+  const CpuOpOverhead overhead = cpu_op_overhead(c);
   for (const int t : teams)
     if (t >= 1 && c.cpu_threads_all > t)
       out[t] = rates_of(c, kTeamCores + std::to_string(t) + ".", t,
                         "all-core (" + std::to_string(c.cpu_threads_all / t) + " teams of " + std::to_string(t) +
                             " threads at once)",
-                        cpu_op_overhead(c).first);
+                        overhead.by_team.count(t) ? overhead.by_team.at(t) : overhead.seconds);
   return out;
 }
 
@@ -1472,9 +1477,14 @@ void fit_cpu(const Calibration& c, const Profile& base, Profile& p, double roof,
     p.cpu.loaded[kind] = r.first;
     p.notes["cpu.loaded." + kind] = r.second;
   }
-  if (auto [overhead, how] = cpu_op_overhead(c); overhead > 0) {
-    p.cpu.op_overhead = overhead;
-    p.notes["cpu.op_overhead"] = how;
+  if (const CpuOpOverhead o = cpu_op_overhead(c); o.seconds > 0) {
+    p.cpu.op_overhead = o.seconds;
+    p.notes["cpu.op_overhead"] = o.how;
+    for (auto [team, seconds] : o.by_team) {
+      p.cpu.team_op_overhead[team] = seconds;
+      p.notes["cpu.op_overhead." + std::to_string(team)] =
+          "its team's own (" + std::to_string(team) + " threads), as for cpu.op_overhead, measured " + today();
+    }
   }
   for (auto& [team, rates] : team_loaded_cpu_rates(c))
     for (auto& [kind, r] : rates) {

@@ -115,11 +115,17 @@ std::map<std::string, std::pair<double, std::string>> loaded_cpu_rates(const Cal
 // The same with every core busy in teams of fewer threads: team threads -> kind -> rate (the
 // samples "cputeam<threads>.<model>", bytes per second per thread of a team).
 std::map<int, std::map<std::string, std::pair<double, std::string>>> team_loaded_cpu_rates(const Calibration& c);
-// Seconds a parallel CPU operator costs beyond its bytes (CpuSpec::op_overhead), with how it was
-// found: per team size, the median time of an input counted in k histograms less that of one
-// histogram of it, over k - 1 ("cputeam<threads>.op_overhead.batched" / ".whole"); the median over
-// the team sizes, at least 0. {0, ""} without those samples. The loaded rates above are taken net of it.
-std::pair<double, std::string> cpu_op_overhead(const Calibration& c);
+// Seconds a parallel CPU operator costs beyond its bytes (CpuSpec::op_overhead and
+// team_op_overhead), with how it was found: per team size, the median time of an input counted in
+// k histograms less that of one histogram of it, over k - 1 ("cputeam<threads>.op_overhead.batched"
+// / ".whole"), at least 0; `seconds` the median over the team sizes. Empty without those samples.
+// The loaded rates above are taken net of it (a team's rates of its own).
+struct CpuOpOverhead {
+  double seconds = 0;
+  std::map<int, double> by_team;  // threads per team -> seconds
+  std::string how;
+};
+CpuOpOverhead cpu_op_overhead(const Calibration& c);
 // The messages' samples: links "msg.<transport>.<kind>" (x = {1, bytes}), one-way, 2 ranks on one host.
 // Fits each to latency + bytes x slope and returns the software cost beyond the path the simulator
 // already charges (`path`: the peer link between the 2 ranks), clamped at 0.

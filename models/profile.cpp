@@ -67,6 +67,14 @@ double CpuSpec::per_thread_rate(const std::string& kind, int busy, int cores, in
   return one + (full - one) * f;
 }
 
+double CpuSpec::operator_overhead(int threads) const {
+  if (threads <= 1) return 0;
+  if (team_op_overhead.empty()) return op_overhead;
+  std::vector<std::pair<double, double>> pts;  // (log2 threads, seconds), ascending threads
+  for (auto [n, s] : team_op_overhead) pts.emplace_back(std::log2(double(n)), s);
+  return interpolate_log2(pts, threads);
+}
+
 double CpuSpec::copy_thread_rate(int copying, int cores) const {
   if (copy_rate.empty()) return per_thread_rate("copy", copying, cores);
   std::vector<std::pair<double, double>> pts;  // (log2 threads, rate), ascending threads
@@ -280,6 +288,11 @@ const std::vector<Field>& fields() {
                       [](P& p, const std::string&, double x) { p.cpu.op_overhead = x; },
                       [](const P& p) { return num(p.cpu.op_overhead); },
                       [](const P& p) { return p.cpu.present() && p.cpu.op_overhead > 0; }});
+    for (const int n : kThreadCounts)
+      v.push_back(Field{"cpu.op_overhead." + std::to_string(n), Kind::Number, false, {},
+                        [n](P& p, const std::string&, double x) { p.cpu.team_op_overhead[n] = x; },
+                        [n](const P& p) { return num(p.cpu.team_op_overhead.count(n) ? p.cpu.team_op_overhead.at(n) : 0.0); },
+                        [n](const P& p) { return p.cpu.present() && p.cpu.team_op_overhead.count(n); }});
     v.push_back(Field{"cpu.numa", Kind::Choice, false, {"pooled", "per_socket"},
                       [](P& p, const std::string& s, double) { p.cpu.per_socket = s == "per_socket"; },
                       [](const P& p) { return std::string(p.cpu.per_socket ? "per_socket" : "pooled"); }, cpu_present});

@@ -129,6 +129,12 @@ struct CpuSpec {
   // 32-vCPU 2x H200 host crj's CPU histogram took 68 / 97 / 134 ms in 2 / 12 / 48 operators of
   // the same rows per rank; a strategy that works in batches pays it per batch.
   double op_overhead = 0;
+  // The same by the operator's team size (optional: threads -> seconds, as calibrate's teams
+  // measured it): on a 64-vCPU 4x H200 host 1.76 ms in teams of 16, 0.45 ms in teams of 32.
+  std::map<int, double> team_op_overhead;
+  // Seconds of own cost of a parallel operator run by `threads` threads: team_op_overhead
+  // interpolated in log2(threads) (its nearest team beyond its ends), else op_overhead; 0 for one thread.
+  double operator_overhead(int threads) const;
   // Bytes per second of one thread of an operator of `kind` run by `team` threads (0: every
   // core), when `busy` threads of the domain's `cores` run at once: linear in busy from `rate` to
   // the loaded rate of that team size (team_loaded and, for a team of every core, loaded,

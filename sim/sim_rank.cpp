@@ -1650,7 +1650,7 @@ void SimRank::start_cpu_work(SimStream& st, const std::string& kind, double byte
   st.cpu_threads = threads;
   const double core_seconds = bytes / (copy ? cpu.copy_thread_rate(busy, cores) : cpu.per_thread_rate(kind, busy, cores, threads));
   // A parallel operator's region (start, join, its slowest thread) on top (CpuSpec::op_overhead).
-  const double overhead = !copy && threads > 1 ? cpu.op_overhead : 0.0;
+  const double overhead = copy ? 0.0 : cpu.operator_overhead(threads);
   // A threaded execution's amount is each thread's (SimGrid runs thread_count x amount at up to
   // thread_count cores).
   auto exec = sg4::Exec::init()

@@ -639,19 +639,28 @@ TEST(CalibrationSamples, AParallelOperatorsOwnCostIsWhatExtraBatchesCost) {
   runs.push_back({"cal " + std::string(kTeamCores) + "16.partition 16 1 " + std::to_string(uint64_t(16 * gib)) + " 16 0",
                   1e-3 + gib / 1e9, 0, 0});
   add_runs(c, runs);
-  const auto [overhead, how] = cpu_op_overhead(c);
-  EXPECT_NEAR(overhead, 3e-3, 1e-9);  // the median of {1 ms, 3 ms}: the upper one of two
-  EXPECT_NE(how.find("16 threads 1.000 ms"), std::string::npos) << how;
-  const double net = 16 * gib / 16 / (1e-3 + gib / 1e9 - 3e-3);
+  const CpuOpOverhead overhead = cpu_op_overhead(c);
+  EXPECT_NEAR(overhead.seconds, 3e-3, 1e-9);  // the median of {1 ms, 3 ms}: the upper one of two
+  EXPECT_NEAR(overhead.by_team.at(16), 1e-3, 1e-9);
+  EXPECT_NEAR(overhead.by_team.at(8), 3e-3, 1e-9);
+  EXPECT_NE(overhead.how.find("16 threads 1.000 ms"), std::string::npos) << overhead.how;
+  const double net = 16 * gib / 16 / (gib / 1e9);  // the 16-thread team's partition net of its own 1 ms
   EXPECT_NEAR(team_loaded_cpu_rates(c).at(16).at("partition").first, net, net * 1e-9);
   const Profile p = fit_on_synthetic_machine(c);
   EXPECT_NEAR(p.cpu.op_overhead, 3e-3, 1e-9);
+  EXPECT_NEAR(p.cpu.operator_overhead(16), 1e-3, 1e-9);
+  EXPECT_NEAR(p.cpu.operator_overhead(8), 3e-3, 1e-9);
+  EXPECT_NEAR(p.cpu.operator_overhead(4), 3e-3, 1e-9);                        // below the smallest team: its own
+  EXPECT_NEAR(p.cpu.operator_overhead(std::lround(std::pow(2, 3.5))), 2e-3, 2e-4);  // between: in log2(threads)
+  EXPECT_EQ(p.cpu.operator_overhead(1), 0.0);
   std::stringstream text;
   write_profile(p, text);
   std::istringstream in(text.str());
-  EXPECT_NEAR(parse_profile(in, "t.ini").cpu.op_overhead, 3e-3, 1e-12);
+  const Profile back = parse_profile(in, "t.ini");
+  EXPECT_NEAR(back.cpu.op_overhead, 3e-3, 1e-12);
+  EXPECT_NEAR(back.cpu.team_op_overhead.at(16), 1e-3, 1e-12);
   Calibration none;  // no team samples: none
-  EXPECT_EQ(cpu_op_overhead(none).first, 0.0);
+  EXPECT_EQ(cpu_op_overhead(none).seconds, 0.0);
 }
 
 TEST(CalibrationSamples, TheCpuRoofIsWhatCoresAndDmaDrewTogether) {
