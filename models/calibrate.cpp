@@ -1589,7 +1589,22 @@ Profile fit_profile(const Calibration& c, const Profile& base, const Calibration
     FitReport rep;
     PiecewiseModel m = fit_piecewise(s, {}, &rep);
     const auto& coef = m.pieces().front().coef;
-    if (coef.size() < 2 || coef[1] <= 0) return false;
+    if (coef.size() < 2 || coef[1] <= 0) {
+      // Copies of every size took alike (in-process copies on a busy machine): no slope to fit.
+      // The largest copies' median rate, never a bandwidth of 0 (which no profile may hold).
+      double largest = 0;
+      std::vector<double> rates;
+      for (const OpSample& x : s) largest = std::max(largest, x.x.size() > 1 ? x.x[1] : 0.0);
+      for (const OpSample& x : s)
+        if (x.x.size() > 1 && x.x[1] == largest && x.seconds > 0) rates.push_back(largest / x.seconds);
+      if (rates.empty()) return false;
+      out.latency = 0;
+      out.bw = median_of(rates);
+      p.notes[key + ".bw"] = p.notes[key + ".latency"] =
+          "the median rate of " + std::to_string(rates.size()) + " copies of " + std::to_string(uint64_t(largest)) +
+          " bytes, measured " + today() + " (the fit over the sizes had no positive slope)";
+      return true;
+    }
     out.latency = coef[0];
     out.bw = 1.0 / coef[1];
     const std::string note = "fitted " + today() + " from " + std::to_string(rep.samples) + " copies of " +

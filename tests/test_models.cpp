@@ -663,6 +663,23 @@ TEST(CalibrationSamples, AParallelOperatorsOwnCostIsWhatExtraBatchesCost) {
   EXPECT_EQ(cpu_op_overhead(none).seconds, 0.0);
 }
 
+// Peer copies of every size that took alike (in-process copies on a busy machine) leave the fit
+// no slope: the link's bandwidth is then the largest copies' median rate, never 0.
+TEST(CalibrationSamples, ALinkWithoutASlopeTakesItsLargestCopiesRate) {
+  Calibration c;
+  std::vector<CalibrationRun> runs;
+  for (double bytes : {1 << 20, 1 << 24, 1 << 26})
+    runs.push_back({"cal link.p2p 0 1 " + std::to_string(uint64_t(bytes)), 2e-3, 0, 0});
+  add_runs(c, runs);
+  CalibrationOptions opt;
+  opt.backend = "cpu";
+  Profile base;
+  base.name = "base";
+  const Profile p = fit_profile(c, base, opt);
+  EXPECT_NEAR(p.p2p.bw, double(1 << 26) / 2e-3, 1.0);
+  EXPECT_NE(p.notes.at("link.p2p.bw").find("no positive slope"), std::string::npos) << p.notes.at("link.p2p.bw");
+}
+
 TEST(CalibrationSamples, TheCpuRoofIsWhatCoresAndDmaDrewTogether) {
   // Cores alone 50 GB/s, the two DMA directions alone 40 GB/s, both at once 80 GB/s: the roof
   // that CPU work and DMA share in the simulator is the 80.
