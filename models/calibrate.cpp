@@ -977,6 +977,12 @@ std::string today() {
   return buf;
 }
 
+// The middle value (the upper of the two middle ones), 0 for none.
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
 }  // namespace
 
 void add_runs(Calibration& c, const std::vector<CalibrationRun>& runs) {
@@ -991,12 +997,10 @@ void add_runs(Calibration& c, const std::vector<CalibrationRun>& runs) {
     times[r.phase].push_back(r.seconds + (op ? r.sync_seconds : 0.0));
   }
   for (auto& name : order) {
-    std::vector<double>& t = times[name];
-    std::sort(t.begin(), t.end());
     OpSample s;
     PhaseRecord p{name, 0, 0};
     if (!parse_sample_phase(p, s)) continue;
-    s.seconds = t[t.size() / 2];
+    s.seconds = median_of(times[name]);
     if (s.seconds <= 0) continue;
     (s.model.rfind("link.", 0) == 0 ? c.links[s.model.substr(5)] : c.ops[s.model]).push_back(s);
   }
@@ -1168,11 +1172,6 @@ void measure_cpu(Calibration& c, const CalibrationOptions& opt, uint64_t rows) {
     }
 }
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
 // Per-core rate of each [cpu] kind from the samples of models `prefix`<model>, run on `threads`
 // threads: the median over the samples of the largest input, bytes per second per thread, each
 // sample's time net of `overhead` (a parallel operator's own cost, CpuSpec::op_overhead).
@@ -1241,7 +1240,6 @@ std::map<std::string, std::pair<double, std::string>> loaded_cpu_rates(const Cal
 CpuOpOverhead cpu_op_overhead(const Calibration& c) {
   const std::string batched = "op_overhead.batched", whole = "op_overhead.whole";
   CpuOpOverhead out;
-  std::vector<double> per_team;
   std::string teams;
   for (auto& [model, samples] : c.ops) {
     const size_t dot = model.find('.');
@@ -1260,12 +1258,14 @@ CpuOpOverhead cpu_op_overhead(const Calibration& c) {
     for (const OpSample& w : one->second)
       if (w.x.size() > 1 && w.x[1] == bytes) t_whole.push_back(w.seconds);
     if (bytes <= 0 || k < 2) continue;
-    per_team.push_back(std::max(0.0, (median_of(t_batched) - median_of(t_whole)) / (k - 1)));
+    const double seconds = std::max(0.0, (median_of(t_batched) - median_of(t_whole)) / (k - 1));
     const std::string threads = model.substr(std::strlen(kTeamCores), dot - std::strlen(kTeamCores));
-    out.by_team[std::atoi(threads.c_str())] = per_team.back();
-    teams += (teams.empty() ? "" : ", ") + threads + " threads " + std::to_string(per_team.back() * 1e3).substr(0, 5) + " ms";
+    out.by_team[std::atoi(threads.c_str())] = seconds;
+    teams += (teams.empty() ? "" : ", ") + threads + " threads " + std::to_string(seconds * 1e3).substr(0, 5) + " ms";
   }
-  if (per_team.empty()) return out;
+  if (out.by_team.empty()) return out;
+  std::vector<double> per_team;
+  for (auto [team, seconds] : out.by_team) per_team.push_back(seconds);
   out.seconds = median_of(per_team);
   out.how = "median over the team sizes (" + teams + ") of (median time of an input counted in " +
             std::to_string(kOverheadBatches) + " histograms - of one) / " + std::to_string(kOverheadBatches - 1) +
