@@ -198,7 +198,7 @@ Bound gpj_bound(const JoinJob& job, const ClusterShape& shape, const Bandwidths&
                          : memory_bound(streamed_join_bytes(job.workload, shape, cfg.output), bw,
                                         "chained build and probe of the streamed partitions, output");
   if (join.seconds > b.seconds) b = join;
-  if (cfg.landing_space != cfg.ring_space) {
+  if (cfg.lands_apart()) {
     const Bound copy = landed_copy_bound(job.workload, shape, bw);
     if (copy.seconds > b.seconds) b = copy;
   }
@@ -345,7 +345,7 @@ namespace {
 uint64_t gpj_host_bytes(const JoinJob& job, const ClusterShape& shape) {
   const ExchangeConfig cfg = gpj_config(job.options, shape.size(), job.workload);
   return senders_host_bytes(job, shape) +
-         (cfg.landing_space != cfg.ring_space ? gpj_ring_bytes(cfg, job.workload, uint64_t(shape.size())) : 0);
+         (cfg.lands_apart() ? gpj_ring_bytes(cfg, job.workload, uint64_t(shape.size())) : 0);
 }
 
 }  // namespace

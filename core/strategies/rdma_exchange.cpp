@@ -43,11 +43,11 @@ class Exchange {
   Exchange(Rank& rank, const Inputs& in, const OverPartitioning& parts, const ExchangeConfig& cfg)
       : rank_(rank), in_(in), parts_(parts), cfg_(cfg), n_(rank.size()), me_(rank.id()),
         rf_(in.r.tuples.fmt), sf_(in.s.tuples.fmt) {
-    const int needed = lands_apart() ? kLanded.id + 1 : kConsumer.id + 1;
+    const int needed = cfg_.lands_apart() ? kLanded.id + 1 : kConsumer.id + 1;
     if (rank.streams() < needed)
       throw RuntimeError("the one-sided exchange needs " + std::to_string(needed) +
                          " streams per rank (partition/pack, puts, credits, consumer" +
-                         (lands_apart() ? ", copies of landed chunks" : "") + "); the " + rank.backend() +
+                         (cfg_.lands_apart() ? ", copies of landed chunks" : "") + "); the " + rank.backend() +
                          " backend gives " + std::to_string(rank.streams()) + " (cluster.streams)");
     slot_rows_ = chunk_rows(cfg, rf_, sf_);
     slot_bytes_ = slot_bytes(cfg, rf_, sf_);
@@ -92,7 +92,7 @@ class Exchange {
     if (cancel) cancel->disarm();
     rank_.sync(kPuts);
     rank_.sync(kCredits);
-    if (lands_apart()) rank_.sync(kLanded);
+    if (cfg_.lands_apart()) rank_.sync(kLanded);
     rank_.barrier();  // nobody puts into this rank's windows any more
     return res;
   }
@@ -238,12 +238,12 @@ class Exchange {
     check_device_memory(mine, rings);
     const uint64_t ring_bytes = std::max<uint64_t>(1, rings * cfg_.slots * slot_bytes_);
     rings_ = rank_.alloc(cfg_.ring_space, ring_bytes, "gpj.rings");
-    if (lands_apart()) landed_ = rank_.alloc(cfg_.landing_space, ring_bytes, "gpj.rings.landed");
+    if (cfg_.lands_apart()) landed_ = rank_.alloc(cfg_.landing_space, ring_bytes, "gpj.rings.landed");
     credit_buffer_ = rank_.alloc(MemSpace::Host, 8, "gpj.credits");
     res.r = rank_.alloc_tuples(cfg_.materialize_space, mine.r_rows, rf_, "gpj.materialized.R");
     res.s = rank_.alloc_tuples(cfg_.materialize_space, mine.s_rows, sf_, "gpj.materialized.S");
     // Collective, in the same order on every rank.
-    ring_window_ = rank_.expose(lands_apart() ? landed_ : rings_, uint32_t(std::max<uint64_t>(1, rings)));
+    ring_window_ = rank_.expose(cfg_.lands_apart() ? landed_ : rings_, uint32_t(std::max<uint64_t>(1, rings)));
     credit_window_ = rank_.expose(credit_buffer_, uint32_t(parts_.fanout()));
     mat_windows_ = {rank_.expose(res.r.keys, uint32_t(n_)), rank_.expose(res.r.vals, uint32_t(n_)),
                     rank_.expose(res.s.keys, uint32_t(n_)), rank_.expose(res.s.vals, uint32_t(n_))};
@@ -266,7 +266,7 @@ class Exchange {
   // Says, before anything is allocated, when this receiver's share does not fit its GPU memory.
   void check_device_memory(const ReceiverLayout& mine, uint64_t rings) {
     uint64_t need = rings * cfg_.slots * slot_bytes_;
-    if (lands_apart() && need > rank_.capacity(cfg_.landing_space))
+    if (cfg_.lands_apart() && need > rank_.capacity(cfg_.landing_space))
       throw RuntimeError("rank " + std::to_string(me_) + ": its landing rings need " + std::to_string(need) +
                          " bytes of " + to_string(cfg_.landing_space) + " memory, but " +
                          std::to_string(rank_.capacity(cfg_.landing_space)) + " are left (gpudirect = off)");
@@ -332,7 +332,7 @@ class Exchange {
     op.progress = progress_;
     op.chunk_timeout_s = cfg_.chunk_timeout_s;
     op.idle_timeout_s = cfg_.idle_timeout_s;
-    op.copied_in = lands_apart();
+    op.copied_in = cfg_.lands_apart();
     return rank_.launch_streaming(kConsumer, op);
   }
 
@@ -354,8 +354,6 @@ class Exchange {
     return return_credits() || copied;
   }
 
-  bool lands_apart() const { return cfg_.landing_space != cfg_.ring_space; }
-
   // A put into a ring that lands apart sets the ring's flag to its last chunk's sequence number
   // (high word) and that chunk's bytes (low word), so that the receiver copies no more than arrived.
   static uint64_t landed_flag(uint64_t last_seq, uint64_t last_bytes) { return last_seq << 32 | last_bytes; }
@@ -368,7 +366,7 @@ class Exchange {
   // many partitions together), and the senders' thread, which calls this between puts, does not
   // read every ring's flag each time.
   bool copy_landed() {
-    if (!lands_apart() || !progress_ || !copies_.done()) return false;
+    if (!cfg_.lands_apart() || !progress_ || !copies_.done()) return false;
     bool any = false;
     for (size_t ring = 0; ring < forwarded_.size(); ++ring) {
       const uint64_t flag = rank_.read_flag(ring_window_, uint32_t(ring));
@@ -610,7 +608,7 @@ class Exchange {
       const uint64_t last_bytes = chunk_bytes(fmt.key_bytes, fmt.val_bytes, slot_rows_, last_rows);
       rank_.put(kPuts, j, ring_window_, (ring * cfg_.slots + at) * slot_bytes_, images, (image + c) * image_bytes,
                 (n - 1) * slot_bytes_ + last_bytes, uint32_t(ring),
-                lands_apart() ? landed_flag(last_seq, last_bytes) : last_seq);
+                cfg_.lands_apart() ? landed_flag(last_seq, last_bytes) : last_seq);
       c += n;
     }
   }

@@ -77,6 +77,7 @@ struct ExchangeConfig {
   // geometry in pinned host memory from which the receiver copies each arrived chunk into its
   // ring_space slot (gpj's option gpudirect = off).
   MemSpace landing_space = MemSpace::Device;
+  bool lands_apart() const { return landing_space != ring_space; }  // gpudirect = off
   MemSpace stream_out_space = MemSpace::Pinned;   // the streamed join result (host memory)
   MemSpace materialize_space = MemSpace::Host;    // materialized partitions
   // The senders' partitioned batches and chunk images, the puts' sources: pinned, so that a put
