@@ -576,6 +576,21 @@ RunPoint build_point(const Settings& settings, const std::string& file, const Po
   } catch (const InputError& e) {
     fail_workload(e.what(), ctx);
   }
+  // TPC-H weak scaling: the scale factor of both relations is scale_factor_per_rank x ranks.
+  const bool per_rank_sf = settings.count("workload.scale_factor_per_rank") > 0;
+  if (per_rank_sf && (b.run.workload.r.is_tpch() || b.run.workload.s.is_tpch())) {
+    if (settings.count("workload.scale_factor"))
+      ctx.fail("workload.scale_factor_per_rank", "give workload.scale_factor (total) or workload.scale_factor_per_rank, not both");
+    const double sf = b.scale_factor_per_rank * double(b.run.cluster.shape.size());
+    try {
+      tpch::orders_at(sf);
+    } catch (const InputError& e) {
+      std::ostringstream m;
+      m << "x " << b.run.cluster.shape.size() << " ranks = scale factor " << sf << ": " << e.what();
+      ctx.fail("workload.scale_factor_per_rank", m.str());
+    }
+    b.run.workload.r.scale_factor = b.run.workload.s.scale_factor = sf;
+  }
   // Sizes: a side's own key beats the both-sides shorthand; at each level rows (total) and
   // rows_per_rank exclude each other. TPC-H relations take theirs from the scale factor.
   for (const std::string side : {"r", "s"}) {
@@ -586,23 +601,9 @@ RunPoint build_point(const Settings& settings, const std::string& file, const Po
         if (settings.count(size_key))
           ctx.fail(size_key, std::string("workload.") + side + ".dist = " + to_string(spec.dist) +
                                  " takes its rows from workload.scale_factor; leave the rows unset");
-      const bool total = settings.count("workload.scale_factor"), per = settings.count("workload.scale_factor_per_rank");
-      if (total && per)
-        ctx.fail("workload.scale_factor_per_rank", "give workload.scale_factor (total) or workload.scale_factor_per_rank, not both");
-      if (!total && !per)
+      if (!settings.count("workload.scale_factor") && !per_rank_sf)
         ctx.fail_here("workload.scale_factor is not set (nor workload.scale_factor_per_rank): workload." + side +
                       ".dist = " + to_string(spec.dist) + " takes its rows from it");
-      if (per) {
-        const double sf = b.scale_factor_per_rank * double(b.run.cluster.shape.size());
-        try {
-          tpch::orders_at(sf);
-        } catch (const InputError& e) {
-          std::ostringstream m;
-          m << "x " << b.run.cluster.shape.size() << " ranks = scale factor " << sf << ": " << e.what();
-          ctx.fail("workload.scale_factor_per_rank", m.str());
-        }
-        spec.scale_factor = sf;
-      }
       try {
         spec.rows = tpch_rows(spec);
       } catch (const InputError& e) {
