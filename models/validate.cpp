@@ -123,13 +123,17 @@ ValidateArgs parse(const std::vector<std::string>& args) {
 }
 
 // The simulated twin of a hardware point: the sim backend with `profile` (or the experiment's),
-// paying the message costs of the transports of `measured_on`, the backend that ran it.
-RunPoint simulated(const RunPoint& real, const std::string& profile, const std::string& measured_on) {
+// paying the message costs of the transports of `measured_on`, the backend that ran it, and
+// meeting in collectives as its ranks did (`launch`: threads of one process, or mpirun).
+RunPoint simulated(const RunPoint& real, const std::string& profile, const std::string& measured_on,
+                   const std::string& launch) {
   RunPoint sim = real;
   sim.backend = "sim";
   // The messages cost what the measured backend's transports cost (a crj run on the cpu backend
   // puts in process, whatever backend the profile was calibrated on).
   if (measured_on == "cpu" || measured_on == "cuda") sim.cluster.options.emplace("sim_msg", measured_on);
+  if (launch == "threads" || launch == "mpirun")
+    sim.cluster.options.emplace("sim_launch", launch == "threads" ? "threads" : "processes");
   sim.verify = false;
   sim.repeat = 1;
   if (!profile.empty()) sim.cluster.profile = profile;
@@ -326,7 +330,8 @@ int validate_measured(const ValidateArgs& v, const ExperimentPlan& plan) {
       continue;
     }
     const RunPoint& real = pp->run;
-    const RunPoint sim = simulated(real, v.profile, csv.cell(row, "backend"));
+    // A CSV written before its launch column: collectives as messages (mpirun's, the default).
+    const RunPoint sim = simulated(real, v.profile, csv.cell(row, "backend"), csv.cell(row, "launch"));
     std::cerr << "validate: row " << (row + 1) << "/" << csv.rows.size() << ": simulating point " << index + 1
               << " with profile " << sim.cluster.profile << "\n";
     const RunOutcome predicted = run_point(sim);
@@ -410,10 +415,11 @@ int validate_main(const std::vector<std::string>& args) {
     RunPoint real = pp.run;
     if (real.backend == "sim")
       throw InputError("validate: the experiment runs on backend sim; give the hardware with --backend cpu|cuda");
-    const RunPoint sim = simulated(real, v.profile, real.backend);
+    simulated(real, v.profile, real.backend, "");  // a bad profile fails before the measurement
     std::cerr << "validate: point " << (i + 1) << "/" << plan.points.size() << (pp.label().empty() ? "" : " " + pp.label())
               << ": measuring on " << real.backend << "\n";
     RunOutcome measured = run_point(real);
+    const RunPoint sim = simulated(real, v.profile, real.backend, measured.launch);
     std::cerr << "validate: simulating with profile " << sim.cluster.profile << "\n";
     RunOutcome predicted = run_point(sim);
 

@@ -50,6 +50,9 @@ std::vector<std::pair<std::string, std::string>> sim_cluster_keys() {
       {"sim_precision", "sim: SimGrid time quantum (surf/precision) in seconds; 1e-4 speeds up skewed shuffles"},
       {"sim_trace", "sim: ranks whose operators and transfers are traced: auto (the first 8) | all | none | N (the first N); "
                    "phases are kept for every rank"},
+      {"sim_launch", "sim: processes (a collective is log2(ranks) rounds of messages, as over a network) | threads "
+                     "(the twin of a run whose ranks were threads of one process: a collective meets in shared "
+                     "memory, one wake-up whatever the ranks)"},
       {"sim_msg", "sim: the backend whose transports' message costs are charged: profile (msg.send, msg.put) | cpu "
                   "(inproc, or cluster.transport) | cuda (NCCL sends, UCX puts); a transport the profile did not "
                   "measure costs nothing, said on stderr"},
@@ -81,6 +84,7 @@ struct Options {
   int threads = 0;  // cores a rank's CPU operators use (cluster.threads; 0: its domain's cores over its ranks)
   std::string msg_backend = "profile";  // sim_msg
   std::string transport;                // cluster.transport (the cpu backend's)
+  bool threads_launch = false;          // sim_launch = threads
 };
 
 [[noreturn]] void bad_option(const std::string& key, const std::string& value, const std::string& why) {
@@ -149,6 +153,9 @@ Options parse_options(const BackendConfig& cfg, const Profile& prof) {
     } else if (key == "sim_msg") {
       if (v != "profile" && v != "cpu" && v != "cuda") bad_option(key, v, "expected profile, cpu or cuda");
       o.msg_backend = v;
+    } else if (key == "sim_launch") {
+      if (v != "processes" && v != "threads") bad_option(key, v, "expected processes or threads");
+      o.threads_launch = v == "threads";
     } else if (key == "transport") {
       o.transport = v;
     } else if (key == "sim_trace") {
@@ -697,10 +704,16 @@ class SimWorld {
   }
 
   // --- collectives: contributions by call index ---
-  void deposit(int call, int rank, std::vector<uint64_t> mine) {
+  // True once every rank deposited its part of `call`.
+  bool deposit(int call, int rank, std::vector<uint64_t> mine) {
     auto& c = collectives_[call];
     if (c.parts.empty()) c.parts.resize(size_t(shape.size()));
     c.parts[size_t(rank)] = std::move(mine);
+    return ++c.deposits == shape.size();
+  }
+  bool complete(int call) const {
+    auto it = collectives_.find(call);
+    return it != collectives_.end() && it->second.deposits == shape.size();
   }
   // Words [first, first + count) of every rank's contribution, in rank order (all of them:
   // allgather; this rank's: alltoall).
@@ -721,7 +734,7 @@ class SimWorld {
  private:
   struct Collective {
     std::vector<std::vector<uint64_t>> parts;
-    int reads = 0;
+    int deposits = 0, reads = 0;
   };
   std::unordered_map<ChannelKey, Channel, ChannelHash> channels_;
   std::map<int, Collective> collectives_;
@@ -2451,9 +2464,17 @@ std::vector<uint64_t> SimRank::alltoall(const std::vector<uint64_t>& mine, size_
 
 int SimRank::collective(const std::vector<uint64_t>& mine) {
   const int call = collectives_++, n = size(), me = id();
-  world_.deposit(call, me, mine);
-  // Dissemination: in round k every rank forwards what it holds to rank + 2^k.
-  for (int k = 1; k < n; k <<= 1) {
+  const bool last = world_.deposit(call, me, mine);
+  int rounds = n;  // dissemination: in round k every rank forwards what it holds to rank + 2^k
+  if (world_.options.threads_launch) {
+    // Ranks as threads meet in shared memory (the cpu and cuda backends' in-process worlds): the
+    // last to arrive wakes the others, who pay one wake-up (a message's cost) at any rank count.
+    if (last)
+      for (auto& r : world_.ranks) r->ring();
+    block_until([&] { return world_.complete(call); }, "a collective (allgather or barrier) that another rank has not reached");
+    rounds = std::min(n, 2);
+  }
+  for (int k = 1; k < rounds; k <<= 1) {
     const int to = (me + k) % n, from = (me - k + n) % n;
     const uint64_t bytes = 8 * (mine.size() + 1) * uint64_t(std::min(k, n - k));
     Event sent = enqueue(streams(), message_item(Item::Send, to, kCollectiveTag, {{nullptr, 0, bytes}}), true);

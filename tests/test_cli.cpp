@@ -1204,13 +1204,14 @@ TEST_F(CliTest, ListSaysWhichBackendsCannotRunHere) {
   EXPECT_NE(r.out.find("  scripted\n"), std::string::npos) << r.out;
 }
 
-TEST_F(CliTest, CsvNamesTheProfileAndThreadsThatWereUsed) {
+TEST_F(CliTest, CsvNamesTheProfileLaunchAndThreadsThatWereUsed) {
   std::string f = write("t.ini", cpu_experiment_text((dir_ / "out").string()));
   auto r = cli({"run", f, "--quiet"});
   ASSERT_EQ(r.code, 0) << r.err;
   std::string csv = read((dir_ / "out" / "t-cpu.csv").string());
   const unsigned threads = std::max(1u, std::thread::hardware_concurrency());  // one rank: every core
-  EXPECT_NE(csv.find(",1,1,1," + std::to_string(threads) + ","), std::string::npos) << csv;  // nodes,per node,ranks,threads
+  // nodes, per node, ranks, launch (ranks as threads of this process), threads
+  EXPECT_NE(csv.find(",1,1,1,threads," + std::to_string(threads) + ","), std::string::npos) << csv;
   if (!has_backend("sim")) return;
   auto plan = plan_experiment(f, {{"experiment.backend", "sim"}, {"experiment.strategy", "shuffle"}});
   EXPECT_EQ(plan.points[0].run.cluster.profile, "h100");  // the simulator's default, named

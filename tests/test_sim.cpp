@@ -207,6 +207,32 @@ TEST_F(SimTest, ConcurrentCopiesThroughOneHostMemoryEachTakeTheirPcieTime) {
   for (auto& p : ph) EXPECT_NEAR(seconds(p, "copy"), 1e-5 + b / 1e10, 1e-12);
 }
 
+TEST_F(SimTest, CollectivesOfThreadRanksCostOneWakeUpAtAnyRankCount) {
+  // Over messages (mpirun's ranks, a cluster) an allgather takes log2(ranks) rounds; ranks that are
+  // threads of one process meet in shared memory (one round at any count), as the cpu and cuda
+  // backends' in-process worlds do. Ten barriers per run, all ranks on one node.
+  auto barriers = [&](int ranks, const char* launch) {
+    BackendConfig c = cluster(1, ranks);
+    c.options["sim_launch"] = launch;
+    auto ph = simulate(c, [&](Rank& r) {
+      r.barrier();
+      r.phase("barriers");
+      for (int i = 0; i < 10; ++i) r.allgather({uint64_t(r.id())});
+      r.end_phases();
+    });
+    return seconds(ph[0], "barriers");
+  };
+  const double p2 = barriers(2, "processes"), p8 = barriers(8, "processes");
+  const double t2 = barriers(2, "threads"), t8 = barriers(8, "threads");
+  EXPECT_GT(p2, 0);
+  EXPECT_GE(p8, 3 * p2 * 0.99) << "three dissemination rounds at 8 ranks, one at 2";
+  EXPECT_NEAR(t2, p2, 0.01 * p2) << "two ranks: one round either way";
+  EXPECT_NEAR(t8, t2, 0.01 * t2) << "threads: one wake-up whatever the ranks";
+  BackendConfig bad = cluster(1, 2);
+  bad.options["sim_launch"] = "fork";
+  EXPECT_THROW(simulate(bad, [](Rank&) {}), InputError);
+}
+
 TEST_F(SimTest, AllToAllIsBoundedByTheNic) {
   // 4 nodes x 2 GPUs; every rank sends B to each other rank at once (a stream per peer).
   const int nodes = 4, per = 2, n = nodes * per;

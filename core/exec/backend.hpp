@@ -58,6 +58,9 @@ class Backend {
   // Worker threads each rank runs with under `cfg` (cluster.threads resolved); 0 where ranks are
   // not CPU workers (GPUs, simulated).
   virtual int threads_per_rank(const BackendConfig& cfg) { return 0; }
+  // How the ranks ran: "threads" (of this process) or "mpirun" (a process each); "" where they
+  // are simulated. The simulated twin of a run meets its collectives the same way.
+  virtual std::string launch() const { return ""; }
 };
 
 using BackendFactory = std::function<std::unique_ptr<Backend>()>;

@@ -148,7 +148,7 @@ std::string csv_text(const std::vector<ResultRow>& rows) {
   std::vector<std::string> header = {"experiment", "point", "swept"};
   header.insert(header.end(), swept_keys.begin(), swept_keys.end());
   for (const char* h : {"strategy", "backend", "hardware", "profile", "profile_overrides", "bandwidth_source", "nodes",
-                        "ranks_per_node", "ranks", "threads_per_rank", "r_rows", "s_rows", "key_bytes",
+                        "ranks_per_node", "ranks", "launch", "threads_per_rank", "r_rows", "s_rows", "key_bytes",
                         "r_payload_bytes", "s_payload_bytes"})
     header.push_back(h);
   for (const char* side : {"r", "s"})
@@ -175,7 +175,7 @@ std::string csv_text(const std::vector<ResultRow>& rows) {
     for (const std::string& cell :
          {p.strategy, p.backend, row.hardware, p.cluster.profile, key_values(p.cluster.profile_overrides),
           o.bandwidths.source, std::to_string(p.cluster.shape.nodes), std::to_string(p.cluster.shape.per_node),
-          std::to_string(p.cluster.shape.size()), o.threads_per_rank ? std::to_string(o.threads_per_rank) : std::string(),
+          std::to_string(p.cluster.shape.size()), o.launch, o.threads_per_rank ? std::to_string(o.threads_per_rank) : std::string(),
           std::to_string(w.r.rows), std::to_string(w.s.rows), std::to_string(w.r.key_bytes), widths(w.r.payload_bytes),
           widths(w.s.payload_bytes)})
       f.push_back(cell);

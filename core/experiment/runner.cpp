@@ -221,6 +221,7 @@ RunOutcome run_point(const RunPoint& p, const RepeatCallback& on_repeat) {
   o.has_checksum = med.has_checksum;
   o.sent_bytes = med.sent_bytes;
   o.threads_per_rank = backend->threads_per_rank(p.cluster);
+  o.launch = backend->launch();
   o.total_seconds = med.total;
   o.join_seconds = med.join_seconds;
   for (auto& r : runs) o.repeat_seconds.push_back(r.total);

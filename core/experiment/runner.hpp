@@ -39,6 +39,7 @@ struct RunOutcome {
   std::string verified;     // what was checked and against what ("count (no data to checksum): closed form ..."), or why not
   std::string checked = "no";  // the same in a word for the table: yes (count and checksum), count, estimated (sim, not PK-FK), no
   int threads_per_rank = 0; // worker threads each rank used (Backend::threads_per_rank); 0 = none
+  std::string launch;       // Backend::launch: threads | mpirun | "" (simulated)
   double total_seconds = 0; // median over repeats: first phase begin to last phase end, over
                             // ranks, leaving out the generate and verify phases (timed_phase, strategy.hpp);
                             // with concurrent joins, over all of them: the makespan

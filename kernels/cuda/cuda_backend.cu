@@ -62,6 +62,7 @@ uint64_t device_limit(const BackendConfig& cfg, int device, int ranks_on_device)
 class CudaBackend : public Backend {
  public:
   std::string name() const override { return "cuda"; }
+  std::string launch() const override { return launched_by_mpi() ? "mpirun" : "threads"; }
 
   uint64_t device_memory_per_rank(const BackendConfig& cfg) override {
     int devices = 0;

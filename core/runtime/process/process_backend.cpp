@@ -383,6 +383,7 @@ class LaunchAwareCpuBackend final : public Backend {
     else
       threads_->run(cfg, body, collect);
   }
+  std::string launch() const override { return launched_by_mpi() ? "mpirun" : "threads"; }
   int threads_per_rank(const BackendConfig& cfg) override {
     if (!launched_by_mpi()) return threads_->threads_per_rank(cfg);
     const LaunchInfo& L = mpi_launch();
