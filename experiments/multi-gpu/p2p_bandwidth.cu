@@ -9,6 +9,12 @@
 //   N,fan_out_GBps,fan_in_GBps,all_to_all_per_gpu_GBps: GPU 0 to the N-1 others at once (its bytes
 //   out over the time), the N-1 others to GPU 0 at once (bytes in), every GPU to every other at once
 //   (one GPU's bytes out over the time of the slowest copy).
+// With the host's memory at the other end (does one host serve every GPU's PCIe link at once, or
+// do its DMA engines, root ports or IOMMU cap the sum?):
+//   p2p_bandwidth --host N   GPUs 0..N-1, each with its own 1 GiB of pinned host memory; prints
+//   host,N,h2d_GBps,d2h_GBps,both_GBps,put_GBps: the sum over the GPUs of host-to-device copies all
+//   at once, device-to-host all at once, both directions at once (bytes each way), and GPU i's
+//   stream copying its pinned memory into GPU (i + 1) mod N's memory (a put of gpj's senders).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -95,8 +101,77 @@ int peers(int n) {
   return 0;
 }
 
+// GPUs 0..n-1 copying to and from pinned host memory at once.
+int host(int n) {
+  int have = 0;
+  CHECK(cudaGetDeviceCount(&have));
+  if (n < 1 || n > have) {
+    std::fprintf(stderr, "p2p_bandwidth: --host %d needs that many GPUs (this machine has %d)\n", n, have);
+    return 1;
+  }
+  const size_t bytes = size_t(1) << 30;
+  const size_t gpus = static_cast<size_t>(n);
+  std::vector<void*> pin_in(gpus), pin_out(gpus), dev_in(gpus), dev_out(gpus);
+  std::vector<cudaStream_t> up(gpus), down(gpus);
+  for (int i = 0; i < n; ++i) {
+    CHECK(cudaSetDevice(i));
+    for (int j = 0; j < n; ++j) {
+      int can = 0;
+      if (j != i && cudaDeviceCanAccessPeer(&can, i, j) == cudaSuccess && can) {
+        cudaError_t e = cudaDeviceEnablePeerAccess(j, 0);
+        if (e != cudaErrorPeerAccessAlreadyEnabled) CHECK(e);
+        cudaGetLastError();
+      }
+    }
+    CHECK(cudaMallocHost(&pin_in[size_t(i)], bytes));
+    CHECK(cudaMallocHost(&pin_out[size_t(i)], bytes));
+    std::fill_n(static_cast<char*>(pin_in[size_t(i)]), bytes, char(i + 1));
+    std::fill_n(static_cast<char*>(pin_out[size_t(i)]), bytes, char(0));
+    CHECK(cudaMalloc(&dev_in[size_t(i)], bytes));
+    CHECK(cudaMalloc(&dev_out[size_t(i)], bytes));
+    CHECK(cudaMemset(dev_out[size_t(i)], i + 1, bytes));
+    CHECK(cudaStreamCreateWithFlags(&up[size_t(i)], cudaStreamNonBlocking));
+    CHECK(cudaStreamCreateWithFlags(&down[size_t(i)], cudaStreamNonBlocking));
+  }
+  // Best of 5 after a warm-up, by the host's clock, of issuing `issue(i)` on every GPU at once.
+  auto run = [&](auto issue) {
+    double best = 1e30;
+    for (int rep = 0; rep < 6; ++rep) {
+      for (int i = 0; i < n; ++i) {
+        CHECK(cudaSetDevice(i));
+        CHECK(cudaDeviceSynchronize());
+      }
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < n; ++i) {
+        CHECK(cudaSetDevice(i));
+        issue(i);
+      }
+      for (int i = 0; i < n; ++i) {
+        CHECK(cudaStreamSynchronize(up[size_t(i)]));
+        CHECK(cudaStreamSynchronize(down[size_t(i)]));
+      }
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (rep > 0) best = std::min(best, s);
+    }
+    return double(n) * bytes / best / 1e9;
+  };
+  auto h2d = [&](int i) {
+    CHECK(cudaMemcpyAsync(dev_in[size_t(i)], pin_in[size_t(i)], bytes, cudaMemcpyHostToDevice, up[size_t(i)]));
+  };
+  auto d2h = [&](int i) {
+    CHECK(cudaMemcpyAsync(pin_out[size_t(i)], dev_out[size_t(i)], bytes, cudaMemcpyDeviceToHost, down[size_t(i)]));
+  };
+  const double in = run(h2d), out = run(d2h), both = run([&](int i) { h2d(i), d2h(i); });
+  const double put = run([&](int i) {
+    CHECK(cudaMemcpyAsync(dev_in[size_t((i + 1) % n)], pin_in[size_t(i)], bytes, cudaMemcpyDefault, up[size_t(i)]));
+  });
+  std::printf("host,%d,%.1f,%.1f,%.1f,%.1f\n", n, in, out, both, put);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc > 2 && std::string(argv[1]) == "--peers") return peers(std::atoi(argv[2]));
+  if (argc > 2 && std::string(argv[1]) == "--host") return host(std::atoi(argv[2]));
   const int a = argc > 2 ? std::atoi(argv[1]) : 0, b = argc > 2 ? std::atoi(argv[2]) : 1;
   int n = 0;
   CHECK(cudaGetDeviceCount(&n));
