@@ -306,19 +306,21 @@ codec::Config codec_select_windows(const std::vector<std::vector<uint64_t>>& win
   ChunkCoder coder;
   std::vector<uint64_t> x;
   for (uint8_t r = 0; r <= codec::kMaxRle; ++r)  // fewer layers first: ties keep the cheaper one
-    for (uint8_t d = 0; d <= codec::kMaxDelta; ++d) {
-      uint64_t bytes = 0;
-      values = 0;
-      for (const std::vector<uint64_t>& w : windows) {  // each window a chunk of its own
-        if (w.empty()) continue;
-        x = w;
-        if (value_bytes == 4)  // the coder reads the width's elements
-          for (size_t i = 0; i < w.size(); ++i) reinterpret_cast<uint32_t*>(x.data())[i] = uint32_t(w[i]);
-        bytes += coder.encode(x.data(), 0, uint32_t(w.size()), value_bytes, Config{r, d}, nullptr);
-        values += w.size();
+    for (uint8_t d = 0; d <= codec::kMaxDelta; ++d)
+      for (uint8_t f = 0; f <= d && f <= r; ++f) {  // delta first without RLE is delta last
+        const Config cfg{r, d, f};
+        uint64_t bytes = 0;
+        values = 0;
+        for (const std::vector<uint64_t>& w : windows) {  // each window a chunk of its own
+          if (w.empty()) continue;
+          x = w;
+          if (value_bytes == 4)  // the coder reads the width's elements
+            for (size_t i = 0; i < w.size(); ++i) reinterpret_cast<uint32_t*>(x.data())[i] = uint32_t(w[i]);
+          bytes += coder.encode(x.data(), 0, uint32_t(w.size()), value_bytes, cfg, nullptr);
+          values += w.size();
+        }
+        if (values && bytes < best_bytes) best_bytes = bytes, best = cfg;
       }
-      if (values && bytes < best_bytes) best_bytes = bytes, best = Config{r, d};
-    }
   if (ratio) *ratio = values ? double(values * value_bytes) / double(best_bytes) : 1.0;
   return best;
 }
