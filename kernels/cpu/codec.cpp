@@ -108,14 +108,15 @@ struct ChunkCoder {
     auto entry = [&](uint32_t k, uint64_t j) {
       return sh[k].bits ? (codec::unpack(words[k], j, sh[k].bits) + sh[k].base) & mask : sh[k].base;
     };
-    auto undelta = [&] {  // the header's first value, then the running sums of the differences in a
-      a.insert(a.begin(), ch.first);
+    auto undelta = [&] {  // a[1..) holds differences: the header's first value, then running sums
+      a[0] = ch.first;
       for (size_t i = 1; i < a.size(); ++i) a[i] = (a[i - 1] + a[i]) & mask;
     };
     const StreamHeader& vs = sh[c.rle];
-    a.resize(vs.count);
-    for (uint64_t j = 0; j < vs.count; ++j) a[j] = entry(c.rle, j);
-    if (c.delta && !c.delta_first) undelta();
+    const bool delta_last = c.delta && !c.delta_first;
+    a.resize(vs.count + delta_last);
+    for (uint64_t j = 0; j < vs.count; ++j) a[j + delta_last] = entry(c.rle, j);
+    if (delta_last) undelta();
     for (uint32_t k = c.rle; k-- > 0;) {  // expand layer k's runs; its input had n_{k-1} values
       const uint64_t target = k == 0 ? n0 - c.delta_first : sh[k - 1].count;
       b.clear();
@@ -127,7 +128,7 @@ struct ChunkCoder {
       if (b.size() != target) return *detail = k + 1, codec::kBadRuns;
       std::swap(a, b);
     }
-    if (c.delta_first) undelta();
+    if (c.delta_first) a.insert(a.begin(), 0), undelta();
     if (vb == 8) std::memcpy(static_cast<uint64_t*>(out) + first, a.data(), n0 * 8);
     else
       for (uint32_t i = 0; i < n0; ++i) static_cast<uint32_t*>(out)[first + i] = uint32_t(a[i]);
