@@ -64,12 +64,21 @@ std::vector<uint64_t> masked(std::vector<uint64_t> v, uint8_t vb) {
   return v;
 }
 
+// A one-buffer batch of 4-byte values compresses to exactly `expected` and back.
+void expect_words(const Batch& b, const std::vector<uint64_t>& expected) {
+  const auto [bytes, off] = compress(b, 4);
+  ASSERT_EQ(off, (std::vector<uint64_t>{0, 8 * expected.size()}));
+  std::vector<uint64_t> words(bytes.size() / 8);
+  std::memcpy(words.data(), bytes.data(), bytes.size());
+  EXPECT_EQ(words, expected);
+  EXPECT_EQ(decompress(bytes, off, 4, {b.columns[0].size()})[0], b.columns[0]);
+}
+
 // The format on a worked example: 6 values, 1 RLE + delta. Runs (3, 2, 1) and values (5, 7, 9);
 // delta: first 5, steps (2, 2); runs FOR base 1, 2 bits: 2 | 1 << 2 | 0 << 4 = 6; steps base 2,
 // 0 bits, no payload.
 TEST(Codec, FormatOfAWorkedExample) {
   Batch b{{{5, 5, 5, 7, 7, 9}}, {{1, 1}}};
-  const auto [bytes, off] = compress(b, 4);
   const std::vector<uint64_t> expected = {
       // BufferHeader: magic "JLCC", version 2, 4-byte values, rle 1, delta 1 (last); chunk_log2
       // 12, 1 chunk; 6 rows; 104 bytes
@@ -82,11 +91,7 @@ TEST(Codec, FormatOfAWorkedExample) {
       0x0000000200000003ull, 1, 0x0000000000000002ull, 2,
       // runs payload
       6};
-  ASSERT_EQ(off, (std::vector<uint64_t>{0, 104}));
-  std::vector<uint64_t> words(bytes.size() / 8);
-  std::memcpy(words.data(), bytes.data(), bytes.size());
-  EXPECT_EQ(words, expected);
-  EXPECT_EQ(decompress(bytes, off, 4, {6})[0], b.columns[0]);
+  expect_words(b, expected);
 }
 
 // Delta first on 6 values, 1 RLE: first 9, steps (-1, -1, -1, 4, 4), their runs (3, 2) of values
@@ -94,7 +99,6 @@ TEST(Codec, FormatOfAWorkedExample) {
 // 0 | 5 << 3 = 40.
 TEST(Codec, FormatOfAWorkedExampleWithDeltaFirst) {
   Batch b{{{9, 8, 7, 6, 10, 14}}, {{1, 1, 1}}};
-  const auto [bytes, off] = compress(b, 4);
   const std::vector<uint64_t> expected = {
       // BufferHeader: version 2, 4-byte values, rle 1, delta 2 (first); chunk_log2 12, 1 chunk;
       // 6 rows; 112 bytes
@@ -107,11 +111,7 @@ TEST(Codec, FormatOfAWorkedExampleWithDeltaFirst) {
       0x0000000100000002ull, 2, 0x0000000300000002ull, 0xFFFFFFFFull,
       // runs payload, values payload
       1, 40};
-  ASSERT_EQ(off, (std::vector<uint64_t>{0, 112}));
-  std::vector<uint64_t> words(bytes.size() / 8);
-  std::memcpy(words.data(), bytes.data(), bytes.size());
-  EXPECT_EQ(words, expected);
-  EXPECT_EQ(decompress(bytes, off, 4, {6})[0], b.columns[0]);
+  expect_words(b, expected);
 }
 
 // Version 1 streams (delta last only) decode as before; a version 1 header cannot say delta first.
