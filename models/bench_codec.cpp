@@ -88,6 +88,12 @@ std::string peer_line(const std::string& column, const CodecPeerRun& run, double
   return o.str();
 }
 
+// A configuration's layers in the order they run: "1rle+1delta", "1delta+1rle" (delta first).
+std::string layers_name(codec::Config c) {
+  const std::string rle = std::to_string(c.rle) + "rle", delta = std::to_string(c.delta) + "delta";
+  return c.delta_first ? delta + "+" + rle : rle + "+" + delta;
+}
+
 template <class Op>
 double best_seconds(Rank& rank, const Op& op, int repeat, OpResult* result) {
   double best = 1e30;
@@ -128,7 +134,7 @@ void bench_column(Rank& rank, const std::string& kind, const RelationSpec& spec,
     const uint64_t rows = bounds[b + 1] - bounds[b];
     c.in.push_back({t.keys, bounds[b], rows});
     c.configs.push_back(cpu::codec_select(data_of<uint8_t>(host, bounds[b] * kb), rows, kb));
-    ++picked[std::to_string(c.configs.back().rle) + "rle+" + std::to_string(c.configs.back().delta) + "delta"];
+    ++picked[layers_name(c.configs.back())];
   }
   c.out = rank.alloc(MemSpace::Device, compress_bound(c), "bench.compressed");
   OpResult packed;

@@ -640,9 +640,9 @@ class Bench {
   // Cascaded compression (the compress and decompress models): n keys cut into 64 buffers (the
   // partitions a rank sends), compressed and decompressed, for each kind of key column with the
   // layers the selector picks for it (codec_select; the device's columns are not on the host):
-  // R's keys (a permutation: bit-packing), uniform keys, and TPC-H's orders keys (sorted and
-  // sparse: delta) and lineitem keys (runs of an order's lines: RLE + delta), the last also with
-  // the deepest cascade.
+  // R's keys (a permutation: bit-packing), uniform keys, and TPC-H's orders keys (sorted, steps
+  // 1 x 7 and 25: delta, then RLE of the steps) and lineitem keys (runs of an order's lines: RLE +
+  // delta), the last also with the deepest cascade.
   void compression(uint64_t n) {
     const uint8_t kb = fmt_.key_bytes;
     RelationSpec orders = one_column_relation("R", n, KeyDist::TpchOrders, kb, fmt_.val_bytes);
@@ -660,7 +660,7 @@ class Bench {
     };
     const std::vector<Column> columns = {{&r_spec_, {{0, 0}}},
                                          {&uniform, {{0, 0}}},
-                                         {&orders, {{0, 1}}},
+                                         {&orders, {{1, 1, 1}}},
                                          {&lineitem, {{1, 1}, {2, 1}}}};
     constexpr uint64_t kBuffers = 64;
     const std::vector<uint64_t> bounds = chunk_bounds(n, kBuffers);

@@ -943,7 +943,7 @@ double sampled_bytes_per_value(const KeyContent& c, uint32_t vb, codec::Config c
   static std::mutex mu;
   static std::map<std::tuple<uint64_t, uint32_t, uint8_t, uint8_t, uint32_t>, std::map<uint64_t, double>> seen;
   const uint64_t shape = sample_shape(c), content = sample_shape(c, true);
-  const auto key = std::make_tuple(shape, vb, cfg.rle, cfg.delta, chunk_log2);
+  const auto key = std::make_tuple(shape, vb, cfg.rle, codec::delta_code(cfg), chunk_log2);
   if (shape) {
     std::lock_guard<std::mutex> lock(mu);
     if (auto it = seen.find(key); it != seen.end()) {

@@ -102,10 +102,12 @@ inline std::vector<uint8_t> narrow(const std::vector<uint64_t>& v, uint8_t width
   return b;
 }
 
+// Both orders, delta first also without RLE (the format allows it; the selector never picks it).
 inline std::vector<codec::Config> all_codec_configs() {
   std::vector<codec::Config> c;
   for (uint8_t r = 0; r <= codec::kMaxRle; ++r)
-    for (uint8_t d = 0; d <= codec::kMaxDelta; ++d) c.push_back({r, d});
+    for (uint8_t d = 0; d <= codec::kMaxDelta; ++d)
+      for (uint8_t f = 0; f <= d; ++f) c.push_back({r, d, f});
   return c;
 }
 
@@ -114,7 +116,8 @@ struct CodecBatch {
   std::vector<uint64_t> rows;
   std::vector<codec::Config> configs;
 };
-// Every column kind at sizes around the chunk edges (and many small buffers), every configuration.
+// Every column kind at sizes around the chunk edges (and many small buffers), every configuration
+// (delta first and last).
 inline CodecBatch codec_batch(uint8_t vb) {
   CodecBatch b;
   const auto cfgs = all_codec_configs();

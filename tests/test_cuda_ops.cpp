@@ -842,7 +842,8 @@ TEST(CudaOps, GatherRejectsARowIdOutsideTheColumn) {
 
 // --- cascaded compression (core/exec/codec.hpp) ---------------------------------------------------
 
-// CompressOp on the GPU writes the CPU's bytes: the same offsets and every byte of the batch.
+// CompressOp on the GPU writes the CPU's bytes: the same offsets and every byte of the batch, with
+// every configuration in both delta orders (test::codec_batch).
 TEST(CudaOps, CompressIsByteIdenticalToCpu) {
   JL_REQUIRE_GPU();
   for (uint8_t vb : {uint8_t(4), uint8_t(8)}) {

@@ -1601,7 +1601,7 @@ TEST_F(SimTest, CompressedSizesFollowTheGeneratedKeys) {
   };
   for (const Case& k : {Case{&w.r, nullptr, {0, 1}, false}, Case{&w.s, &w.r, {1, 1}, false},
                         Case{&w.s, &w.r, {1, 1}, true}, Case{&uniform, nullptr, {0, 0}, false},
-                        Case{&w.r, nullptr, {0, 1}, true}}) {
+                        Case{&w.r, nullptr, {0, 1}, true}, Case{&w.r, nullptr, {1, 1, 1}, false}}) {
     const uint64_t n = k.spec->rows;
     std::vector<uint64_t> keys = test::generated_keys(*k.spec, k.ref, n);
     std::vector<uint64_t> offsets{0, n};

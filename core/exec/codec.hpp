@@ -8,30 +8,43 @@
 // result gives each buffer's byte offset in the batch.
 //
 // A buffer's stream (all fields little-endian, every part a multiple of 8 bytes):
-//   BufferHeader (32 bytes): magic "JLCC", version 1, value_bytes (4 or 8), rle layers R (0..2),
-//     delta layers D (0..1), chunk_log2 (chunks hold 2^chunk_log2 values, 10..16), chunks
-//     (= ceil(rows / 2^chunk_log2)), rows, bytes (the whole stream, header included)
+//   BufferHeader (32 bytes): magic "JLCC", version 2, value_bytes (4 or 8), rle layers R (0..2),
+//     delta (0: no delta layer; 1: delta after the RLE layers; 2: delta before them), chunk_log2
+//     (chunks hold 2^chunk_log2 values, 10..16), chunks (= ceil(rows / 2^chunk_log2)), rows, bytes
+//     (the whole stream, header included). Version 1 is version 2 without delta = 2: decoders read
+//     both (a version 1 header with delta = 2 is kBadConfig).
 //   chunk offsets: chunks + 1 uint64, chunk c = bytes [off[c], off[c + 1]) of the stream;
 //     off[0] = 32 + 8 (chunks + 1), off[chunks] = bytes
 //   chunks, each compressed independently (a GPU thread block per chunk):
-//     ChunkHeader (16 bytes): rows (n0, the chunk's values), streams (= R + 1), first (the first
-//       value before delta, 0 without delta)
+//     ChunkHeader (16 bytes): rows (n0, the chunk's values), streams (= R + 1), first (with delta
+//       in either order the chunk's first value x[0], else 0)
 //     StreamHeader (16 bytes) per stream: count, bits (0..8 value_bytes), base (the FOR minimum)
 //     payloads, stream after stream: ceil(count * bits / 64) uint64 words each
 //
-// The layers, applied in this order to a chunk's n0 values x (arithmetic modulo 2^(8 value_bytes)):
-//  * RLE layer k (k = 1..R) replaces its input (n_{k-1} values) by the values of its runs of equal
-//    values (n_k values, the next layer's input) and the run lengths (n_k values, stored as stream
-//    k - 1). Figure 5d's "2 RLE + 1 delta" is R = 2, D = 1: the second RLE runs on the first's values.
-//  * Delta (D = 1) replaces the last values v[0..m) by first = v[0] (in the chunk header) and the
-//    m - 1 differences v[i] - v[i - 1]; the values stream then has m - 1 entries.
+// The layers, on a chunk's n0 values x (arithmetic modulo 2^(8 value_bytes)), in one of two
+// orders, frame of reference + bit-packing last in both:
+//   delta last (header delta 0 or 1): RLE layers 1..R on x, then delta (D = 1) on the last
+//     layer's values (on x without RLE);
+//   delta first (header delta 2): delta on x, then RLE layers 1..R on its n0 - 1 differences.
+//     Keys with regular steps become few runs of steps (TPC-H o_orderkey: steps 1 x 7, 25, ...).
+//  * RLE layer k (k = 1..R) replaces its input (n_{k-1} values; n_0 = n0, or n0 - 1 with delta
+//    first) by the values of its runs of equal values (n_k values, the next layer's input) and the
+//    run lengths (n_k values, stored as stream k - 1). Figure 5d's "2 RLE + 1 delta" is R = 2,
+//    delta 1: the second RLE runs on the first's values.
+//  * Delta replaces its input v[0..m) by first = v[0] (in the chunk header) and the m - 1
+//    differences v[i] - v[i - 1]. Delta last: v = the last RLE layer's values (x without RLE), the
+//    values stream has m - 1 = n_R - 1 entries. Delta first: v = x, m = n0.
 //  * Frame of reference + bit-packing, on every stored stream (the R run-length streams and the
 //    values stream, always last): base = the minimum, bits = the bit width of max - min, entry j
 //    stored as (y_j - base) in bits [j * bits, (j + 1) * bits) of the payload's words (LSB first;
-//    an entry may straddle two words). Minimum and maximum compare unsigned, except for a delta
-//    stream, where they compare as two's-complement signed values of the width (a descending step
-//    is a small negative difference, not a huge positive one).
-// Streams are stored in the order run lengths of layer 1, ..., of layer R, values.
+//    an entry may straddle two words). Minimum and maximum compare unsigned, except in the values
+//    stream with delta in either order (differences, or with delta first the values of the
+//    differences' runs), where they compare as two's-complement signed values of the width (a
+//    descending step is a small negative difference, not a huge positive one). Run lengths are
+//    always unsigned.
+// Streams are stored in the order run lengths of layer 1, ..., of layer R, values. Their counts
+// (check_chunk): layer k's run lengths 1..n_{k-1} (0 when its input is empty: delta first on a
+// chunk of one value); the values n_R - 1 with delta last, n_R without delta or with delta first.
 #pragma once
 #include <cstdint>
 
@@ -40,14 +53,18 @@
 namespace joinlab::codec {
 
 constexpr uint32_t kMagic = 0x43434C4Au;  // bytes "JLCC"
-constexpr uint8_t kVersion = 1;
+constexpr uint8_t kVersion = 2;  // decoders also read version 1
 constexpr uint32_t kMinChunkLog2 = 10, kMaxChunkLog2 = 16, kDefaultChunkLog2 = 12;
 constexpr uint32_t kMaxRle = 2, kMaxDelta = 1;
 
 struct Config {  // layers applied to every chunk of one buffer
   uint8_t rle = 0, delta = 0;
+  uint8_t delta_first = 0;  // 1: delta before the RLE layers (needs delta = 1)
 };
-JL_HD bool operator==(Config a, Config b) { return a.rle == b.rle && a.delta == b.delta; }
+JL_HD bool operator==(Config a, Config b) {
+  return a.rle == b.rle && a.delta == b.delta && a.delta_first == b.delta_first;
+}
+JL_HD bool valid(Config c) { return c.rle <= kMaxRle && c.delta <= kMaxDelta && c.delta_first <= c.delta; }
 
 struct BufferHeader {
   uint32_t magic;
@@ -73,6 +90,9 @@ JL_HD uint32_t chunk_rows(uint64_t rows, uint32_t chunk_log2, uint64_t c) {  // 
   const uint64_t first = c << chunk_log2, per = uint64_t(1) << chunk_log2;
   return uint32_t(rows - first < per ? rows - first : per);
 }
+// The header's delta byte for a configuration, and the configuration a (checked) header gives.
+JL_HD uint8_t delta_code(Config c) { return c.delta ? uint8_t(1 + c.delta_first) : 0; }
+JL_HD Config header_config(const BufferHeader& h) { return {h.rle, uint8_t(h.delta != 0), uint8_t(h.delta == 2)}; }
 // Bytes before a buffer's first chunk: its header and chunk offsets.
 JL_HD uint64_t preamble_bytes(uint64_t chunks) { return sizeof(BufferHeader) + 8 * (chunks + 1); }
 JL_HD uint64_t chunk_header_bytes(Config c) { return sizeof(ChunkHeader) + sizeof(StreamHeader) * (c.rle + 1u); }
@@ -127,7 +147,7 @@ enum Error : uint32_t {
   kBadMagic,       // detail: the magic found
   kBadVersion,     // detail: the version found
   kBadWidth,       // detail: value_bytes found
-  kBadConfig,      // detail: rle << 8 | delta
+  kBadConfig,      // detail: rle << 8 | delta (the header's byte)
   kBadChunkSize,   // detail: chunk_log2
   kBadChunkCount,  // detail: chunks in the header
   kBadSize,        // detail: bytes in the header (differs from the buffer's size in the batch)
@@ -147,9 +167,9 @@ enum Error : uint32_t {
 JL_HD uint32_t check_buffer_header(const BufferHeader& h, uint64_t bytes, uint32_t value_bytes, uint64_t capacity,
                                    uint64_t* detail) {
   if (h.magic != kMagic) return *detail = h.magic, kBadMagic;
-  if (h.version != kVersion) return *detail = h.version, kBadVersion;
+  if (h.version < 1 || h.version > kVersion) return *detail = h.version, kBadVersion;
   if (h.value_bytes != value_bytes) return *detail = h.value_bytes, kBadWidth;
-  if (h.rle > kMaxRle || h.delta > kMaxDelta) return *detail = uint64_t(h.rle) << 8 | h.delta, kBadConfig;
+  if (h.rle > kMaxRle || h.delta > (h.version == 1 ? 1 : 2)) return *detail = uint64_t(h.rle) << 8 | h.delta, kBadConfig;
   if (h.chunk_log2 < kMinChunkLog2 || h.chunk_log2 > kMaxChunkLog2) return *detail = h.chunk_log2, kBadChunkSize;
   if (h.rows >> 48 || h.chunks != chunk_count(h.rows, h.chunk_log2)) return *detail = h.chunks, kBadChunkCount;
   if (h.bytes != bytes) return *detail = h.bytes, kBadSize;
@@ -170,18 +190,18 @@ JL_HD uint32_t check_chunk_bounds(const BufferHeader& h, uint64_t c, uint64_t be
 // widths consistent with the configuration, payloads filling the chunk exactly.
 JL_HD uint32_t check_chunk(const BufferHeader& h, const ChunkHeader& ch, const StreamHeader* s, uint64_t n0,
                            uint64_t bytes, uint64_t* detail) {
-  const Config cfg{h.rle, h.delta};
+  const Config cfg = header_config(h);
   if (ch.rows != n0) return *detail = ch.rows, kBadChunkRows;
   if (ch.streams != cfg.rle + 1u) return *detail = ch.streams, kBadStreams;
   if (bytes < chunk_header_bytes(cfg)) return *detail = bytes, kTruncated;
-  uint64_t prev = n0, words = 0;
+  uint64_t prev = n0 - cfg.delta_first, words = 0;  // n0 >= 1: a chunk holds a value
   for (uint32_t k = 0; k <= cfg.rle; ++k) {
     const bool values = k == cfg.rle;
     if (s[k].bits > 8u * h.value_bytes) return *detail = uint64_t(k) << 8 | s[k].bits, kBadBits;
-    // A layer's runs: 1..n_{k-1} of them; the values: as many as the last layer's runs (less
-    // one with delta), or the chunk's rows without RLE.
-    const uint64_t m = values ? uint64_t(s[k].count) + cfg.delta : s[k].count;
-    const bool ok = values ? m == prev : (m >= 1 && m <= prev);
+    // A layer's runs: 1..n_{k-1} of them (none of an empty input); the values: as many as the
+    // last layer's runs (less one with delta last), or the first layer's input without RLE.
+    const uint64_t m = values ? uint64_t(s[k].count) + (cfg.delta - cfg.delta_first) : s[k].count;
+    const bool ok = values ? m == prev : (m <= prev && (m > 0) == (prev > 0));
     if (!ok) return *detail = uint64_t(k) << 32 | s[k].count, kBadCount;
     prev = m;
     words += payload_words(s[k].count, s[k].bits);

@@ -174,9 +174,10 @@ void check_compress(const CompressOp& o) {
                        std::to_string(codec::kMinChunkLog2) + ", " + std::to_string(codec::kMaxChunkLog2) + "]");
   for (size_t i = 0; i < o.in.size(); ++i) {
     const codec::Config c = o.configs[i];
-    if (c.rle > codec::kMaxRle || c.delta > codec::kMaxDelta)
+    if (!codec::valid(c))
       throw RuntimeError("compress: column " + std::to_string(i) + ": rle = " + std::to_string(c.rle) +
-                         ", delta = " + std::to_string(c.delta) + " (at most 2 and 1)");
+                         ", delta = " + std::to_string(c.delta) + ", delta first = " + std::to_string(c.delta_first) +
+                         " (at most 2, 1 and delta)");
     if (o.in[i].rows >> 48) throw RuntimeError("compress: column " + std::to_string(i) + " has too many rows");
     const uint64_t need = (o.in[i].first + o.in[i].rows) * o.value_bytes;
     if (o.in[i].rows && (!o.in[i].buf || o.in[i].buf->bytes < need))

@@ -66,6 +66,8 @@ std::string encodings(uint64_t flags) {
   return s.empty() ? "none" : s.substr(0, s.size() - 1);
 }
 
+// The encodings of our layers. nvcomp's options name encodings, not their order: delta first and
+// delta last get the same flags.
 nvcompBatchedCascadedCompressOpts_t matched(codec::Config c, nvcompType_t type, nvcompCascadedMode_t mode) {
   nvcompBatchedCascadedCompressOpts_t o = nvcompBatchedCascadedCompressDefaultOpts;
   o.common_opts.data_type = type;

@@ -38,6 +38,13 @@ struct ChunkCoder {
     const uint64_t mask = codec::width_mask(vb);
     a.resize(n);
     for (uint32_t i = 0; i < n; ++i) a[i] = load(x, vb, first + i);
+    ChunkHeader ch{n, c.rle + 1u, 0};
+    auto delta = [&] {  // a's first value to the header, the rest by their differences
+      ch.first = a[0];
+      for (size_t i = a.size() - 1; i >= 1; --i) a[i] = (a[i] - a[i - 1]) & mask;
+      a.erase(a.begin());
+    };
+    if (c.delta_first) delta();
     for (uint32_t k = 0; k < c.rle; ++k) {  // runs of equal values: values in b, lengths in runs[k]
       b.clear();
       runs[k].clear();
@@ -50,23 +57,17 @@ struct ChunkCoder {
       }
       std::swap(a, b);
     }
-    ChunkHeader ch{n, c.rle + 1u, 0};
-    size_t v0 = 0;  // the values stream starts here in a
-    if (c.delta) {
-      ch.first = a[0];
-      for (size_t i = a.size() - 1; i >= 1; --i) a[i] = (a[i] - a[i - 1]) & mask;
-      v0 = 1;
-    }
+    if (c.delta && !c.delta_first) delta();
     uint64_t bytes = codec::chunk_header_bytes(c);
     uint64_t* words = dst ? reinterpret_cast<uint64_t*>(dst + bytes) : nullptr;
     if (dst) std::memcpy(dst, &ch, sizeof ch);
     for (uint32_t k = 0; k <= c.rle; ++k) {
       const bool values = k == c.rle;
-      const uint64_t* y = values ? a.data() + v0 : runs[k].data();
-      const uint64_t count = values ? a.size() - v0 : runs[k].size();
+      const uint64_t* y = values ? a.data() : runs[k].data();
+      const uint64_t count = values ? a.size() : runs[k].size();
       StreamHeader sh{uint32_t(count), 0, 0};
       if (count) {
-        const bool sgn = values && c.delta;
+        const bool sgn = values && c.delta;  // differences, or (delta first) their runs' values
         uint64_t lo = y[0], hi = y[0];
         for (uint64_t j = 1; j < count; ++j) {
           const uint64_t key = codec::order_key(y[j], vb, sgn);
@@ -91,7 +92,7 @@ struct ChunkCoder {
   // Decodes a chunk of `bytes` (checked offsets) into n0 values at out (element `first`).
   uint32_t decode(const BufferHeader& h, const uint8_t* src, uint64_t bytes, uint32_t n0, void* out, uint64_t first,
                   uint64_t* detail) {
-    const Config c{h.rle, h.delta};
+    const Config c = codec::header_config(h);
     const uint32_t vb = h.value_bytes;
     const uint64_t mask = codec::width_mask(vb);
     ChunkHeader ch;
@@ -107,17 +108,17 @@ struct ChunkCoder {
     auto entry = [&](uint32_t k, uint64_t j) {
       return sh[k].bits ? (codec::unpack(words[k], j, sh[k].bits) + sh[k].base) & mask : sh[k].base;
     };
+    auto undelta = [&] {  // a[1..) holds differences: the header's first value, then running sums
+      a[0] = ch.first;
+      for (size_t i = 1; i < a.size(); ++i) a[i] = (a[i - 1] + a[i]) & mask;
+    };
     const StreamHeader& vs = sh[c.rle];
-    a.resize(vs.count + c.delta);
-    if (c.delta) {
-      uint64_t v = ch.first;
-      a[0] = v;
-      for (uint64_t j = 0; j < vs.count; ++j) a[j + 1] = v = (v + entry(c.rle, j)) & mask;
-    } else {
-      for (uint64_t j = 0; j < vs.count; ++j) a[j] = entry(c.rle, j);
-    }
+    const bool delta_last = c.delta && !c.delta_first;
+    a.resize(vs.count + delta_last);
+    for (uint64_t j = 0; j < vs.count; ++j) a[j + delta_last] = entry(c.rle, j);
+    if (delta_last) undelta();
     for (uint32_t k = c.rle; k-- > 0;) {  // expand layer k's runs; its input had n_{k-1} values
-      const uint64_t target = k == 0 ? n0 : sh[k - 1].count;
+      const uint64_t target = k == 0 ? n0 - c.delta_first : sh[k - 1].count;
       b.clear();
       for (uint64_t j = 0; j < sh[k].count; ++j) {
         const uint64_t r = entry(k, j);
@@ -127,6 +128,7 @@ struct ChunkCoder {
       if (b.size() != target) return *detail = k + 1, codec::kBadRuns;
       std::swap(a, b);
     }
+    if (c.delta_first) a.insert(a.begin(), 0), undelta();
     if (vb == 8) std::memcpy(static_cast<uint64_t*>(out) + first, a.data(), n0 * 8);
     else
       for (uint32_t i = 0; i < n0; ++i) static_cast<uint32_t*>(out)[first + i] = uint32_t(a[i]);
@@ -148,11 +150,11 @@ std::string codec_error_message(uint32_t code, uint64_t buffer, uint64_t chunk, 
   switch (code) {
     case codec::kTruncated: return b + "truncated: " + d + " bytes end before its header, chunk offsets or chunk headers";
     case codec::kBadMagic: return b + "bad header: magic " + d + " is not \"JLCC\" (not a compressed buffer)";
-    case codec::kBadVersion: return b + "bad header: format version " + d + ", this build reads version 1";
+    case codec::kBadVersion: return b + "bad header: format version " + d + ", this build reads versions 1 and 2";
     case codec::kBadWidth: return b + "bad header: values of " + d + " bytes, the operator expects another width";
     case codec::kBadConfig:
-      return b + "bad header: " + std::to_string(detail >> 8) + " rle and " + std::to_string(detail & 255) +
-             " delta layers (at most 2 and 1)";
+      return b + "bad header: " + std::to_string(detail >> 8) + " rle layers and delta " + std::to_string(detail & 255) +
+             " (at most 2 layers; delta 0, 1 after them or 2 before them, 2 from version 2 on)";
     case codec::kBadChunkSize: return b + "bad header: chunk_log2 = " + d + " outside [10, 16]";
     case codec::kBadChunkCount: return b + "bad header: " + d + " chunks do not match its rows";
     case codec::kBadSize: return b + "wrong size: its header says " + d + " bytes, the batch gives it another size";
@@ -181,10 +183,10 @@ std::vector<uint64_t> codec_compress(const std::vector<CodecIn>& in, uint32_t va
   std::vector<uint64_t> first_chunk(in.size() + 1, 0);
   for (size_t b = 0; b < in.size(); ++b) {
     const Config c = in[b].config;
-    if (c.rle > codec::kMaxRle || c.delta > codec::kMaxDelta)
+    if (!codec::valid(c))
       throw std::invalid_argument("compress: buffer " + std::to_string(b) + ": configuration rle = " +
-                                  std::to_string(c.rle) + ", delta = " + std::to_string(c.delta) +
-                                  " (at most 2 and 1)");
+                                  std::to_string(c.rle) + ", delta = " + std::to_string(c.delta) + ", delta first = " +
+                                  std::to_string(c.delta_first) + " (at most 2, 1 and delta)");
     if (in[b].rows && !in[b].data) throw std::invalid_argument("compress: buffer " + std::to_string(b) + " has no data");
     const uint64_t n = codec::chunk_count(in[b].rows, chunk_log2);
     for (uint64_t k = 0; k < n; ++k) chunks.push_back({uint32_t(b), k});
@@ -217,7 +219,7 @@ std::vector<uint64_t> codec_compress(const std::vector<CodecIn>& in, uint32_t va
                                 std::to_string(offsets.back()));
   for (size_t b = 0; b < in.size(); ++b) {
     const uint64_t n = first_chunk[b + 1] - first_chunk[b];
-    BufferHeader h{codec::kMagic, codec::kVersion, uint8_t(value_bytes), in[b].config.rle, in[b].config.delta,
+    BufferHeader h{codec::kMagic, codec::kVersion, uint8_t(value_bytes), in[b].config.rle, codec::delta_code(in[b].config),
                    chunk_log2, uint32_t(n), in[b].rows, offsets[b + 1] - offsets[b]};
     uint8_t* dst = out + offsets[b];
     std::memcpy(dst, &h, sizeof h);
@@ -305,19 +307,21 @@ codec::Config codec_select_windows(const std::vector<std::vector<uint64_t>>& win
   ChunkCoder coder;
   std::vector<uint64_t> x;
   for (uint8_t r = 0; r <= codec::kMaxRle; ++r)  // fewer layers first: ties keep the cheaper one
-    for (uint8_t d = 0; d <= codec::kMaxDelta; ++d) {
-      uint64_t bytes = 0;
-      values = 0;
-      for (const std::vector<uint64_t>& w : windows) {  // each window a chunk of its own
-        if (w.empty()) continue;
-        x = w;
-        if (value_bytes == 4)  // the coder reads the width's elements
-          for (size_t i = 0; i < w.size(); ++i) reinterpret_cast<uint32_t*>(x.data())[i] = uint32_t(w[i]);
-        bytes += coder.encode(x.data(), 0, uint32_t(w.size()), value_bytes, Config{r, d}, nullptr);
-        values += w.size();
+    for (uint8_t d = 0; d <= codec::kMaxDelta; ++d)
+      for (uint8_t f = 0; f <= d && f <= r; ++f) {  // delta first without RLE is delta last
+        const Config cfg{r, d, f};
+        uint64_t bytes = 0;
+        values = 0;
+        for (const std::vector<uint64_t>& w : windows) {  // each window a chunk of its own
+          if (w.empty()) continue;
+          x = w;
+          if (value_bytes == 4)  // the coder reads the width's elements
+            for (size_t i = 0; i < w.size(); ++i) reinterpret_cast<uint32_t*>(x.data())[i] = uint32_t(w[i]);
+          bytes += coder.encode(x.data(), 0, uint32_t(w.size()), value_bytes, cfg, nullptr);
+          values += w.size();
+        }
+        if (values && bytes < best_bytes) best_bytes = bytes, best = cfg;
       }
-      if (values && bytes < best_bytes) best_bytes = bytes, best = Config{r, d};
-    }
   if (ratio) *ratio = values ? double(values * value_bytes) / double(best_bytes) : 1.0;
   return best;
 }

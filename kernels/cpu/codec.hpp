@@ -34,11 +34,12 @@ std::vector<uint64_t> codec_decompress(const uint8_t* in, const std::vector<uint
 // The text of a decoder's error (codec::Error), the same for CPU and CUDA.
 std::string codec_error_message(uint32_t code, uint64_t buffer, uint64_t chunk, uint64_t detail);
 
-// The configuration (R in 0..2, D in 0..1) with the fewest compressed bytes on a sample of the
-// column: 4 windows of 1024 consecutive values spread evenly over it (the whole column when it is
-// no longer), each compressed as a chunk of its own (runs and steps are local: windows joined
-// into one chunk would add a jump at every seam). Ties go to fewer layers. *ratio, if given,
-// receives the sample's uncompressed / compressed bytes under the chosen configuration.
+// The configuration (R in 0..2, D in 0..1, delta before or after the RLE layers) with the fewest
+// compressed bytes on a sample of the column: 4 windows of 1024 consecutive values spread evenly
+// over it (the whole column when it is no longer), each compressed as a chunk of its own (runs and
+// steps are local: windows joined into one chunk would add a jump at every seam). Ties go to fewer
+// layers, then to delta last. *ratio, if given, receives the sample's uncompressed / compressed
+// bytes under the chosen configuration.
 // The windows codec_select samples from a column of `rows` values: (first row, rows) each.
 std::vector<std::pair<uint64_t, uint64_t>> codec_sample_windows(uint64_t rows);
 codec::Config codec_select(const void* data, uint64_t rows, uint32_t value_bytes, double* ratio = nullptr);

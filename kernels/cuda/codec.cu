@@ -137,8 +137,8 @@ __global__ void __launch_bounds__(kThreads) compress_kernel(const CompressJob* j
     uint8_t* dst = out + pos[item];
     const uint64_t bytes = pos[item + 1 + job.chunks] - pos[item];
     if (threadIdx.x == 0) {
-      codec::BufferHeader h{codec::kMagic, codec::kVersion, uint8_t(vb), job.config.rle, job.config.delta, log2,
-                            job.chunks, job.rows, bytes};
+      codec::BufferHeader h{codec::kMagic, codec::kVersion, uint8_t(vb), job.config.rle, codec::delta_code(job.config),
+                            log2, job.chunks, job.rows, bytes};
       *reinterpret_cast<codec::BufferHeader*>(dst) = h;
       words[kFirstValueWord + b] = pos[item];
       if (b + 1 == buffers) words[kCountWord] = words[kFirstValueWord + buffers] = pos[items];
@@ -164,6 +164,18 @@ __global__ void __launch_bounds__(kThreads) compress_kernel(const CompressJob* j
   uint64_t* payload = reinterpret_cast<uint64_t*>(dst + codec::chunk_header_bytes(c));
   uint64_t used = 0;  // payload words so far
   uint32_t m = n0;
+  const uint64_t mask = codec::width_mask(vb);
+  auto delta = [&] {  // tmp[0..m - 1) = the differences of in[0..m), sh.first = in[0]
+    if (threadIdx.x == 0) sh.first = in[0];
+    for (uint32_t i = threadIdx.x + 1; i < m; i += kThreads) tmp[i - 1] = (in[i] - in[i - 1]) & mask;
+    __syncthreads();
+  };
+  if (c.delta_first) {
+    delta();
+    uint64_t* t = in;
+    in = tmp, tmp = t;
+    m -= 1;
+  }
   for (uint32_t k = 0; k < c.rle; ++k) {
     // Run heads (a value unlike its predecessor) numbered by a scan: values to tmp, starts kept.
     const uint32_t runs = uint32_t(tile_scan(
@@ -181,13 +193,11 @@ __global__ void __launch_bounds__(kThreads) compress_kernel(const CompressJob* j
   }
   const uint64_t* values = in;
   uint32_t count = m;
-  if (c.delta) {
-    const uint64_t mask = codec::width_mask(vb);
-    if (threadIdx.x == 0) sh.first = in[0];
-    for (uint32_t i = threadIdx.x + 1; i < m; i += kThreads) tmp[i - 1] = (in[i] - in[i - 1]) & mask;
-    __syncthreads();
+  if (c.delta && !c.delta_first) {
+    delta();
     values = tmp, count = m - 1;
   }
+  // Signed with delta in either order: differences, or (delta first) their runs' values.
   used += pack_stream<kWrite>(values, count, c.delta != 0, vb, sh, streams + c.rle, payload + used);
   if (!kWrite) {
     if (threadIdx.x == 0) sizes[item] = codec::chunk_header_bytes(c) + 8 * used;
@@ -266,7 +276,7 @@ __global__ void __launch_bounds__(kThreads) decompress_kernel(const uint8_t* in,
       uint64_t detail = 0;
       uint32_t e = codec::check_chunk_bounds(sh.head, k, off[0], off[1], &detail);
       if (!e) {
-        const codec::Config c{sh.head.rle, sh.head.delta};
+        const codec::Config c = codec::header_config(sh.head);
         sh.chunk = *reinterpret_cast<const codec::ChunkHeader*>(base + off[0]);
         const uint64_t bytes = off[1] - off[0];
         if (sh.chunk.streams == c.rle + 1u && bytes >= codec::chunk_header_bytes(c))
@@ -285,7 +295,7 @@ __global__ void __launch_bounds__(kThreads) decompress_kernel(const uint8_t* in,
       continue;
     }
     const codec::BufferHeader h = sh.head;
-    const codec::Config c{h.rle, h.delta};
+    const codec::Config c = codec::header_config(h);
     const uint32_t vb = h.value_bytes, n0 = sh.chunk.rows;
     const uint64_t mask = codec::width_mask(vb);
     const uint32_t cap = 1u << h.chunk_log2;
@@ -299,19 +309,20 @@ __global__ void __launch_bounds__(kThreads) decompress_kernel(const uint8_t* in,
       const codec::StreamHeader& st = sh.streams[s];
       return st.bits ? (codec::unpack(pw[s], j, st.bits) + st.base) & mask : st.base;
     };
-    // Values: unpacked, then (delta) an inclusive sum from `first`.
-    const uint32_t m = sh.streams[c.rle].count + c.delta;
+    // Values: unpacked, then (delta last) an inclusive sum from `first`.
+    const bool delta_last = c.delta && !c.delta_first;
+    const uint32_t m = sh.streams[c.rle].count + delta_last;
     for (uint32_t j = threadIdx.x; j < m; j += kThreads)
-      cur[j] = !c.delta ? entry(c.rle, j) : j == 0 ? sh.chunk.first : entry(c.rle, j - 1);
+      cur[j] = !delta_last ? entry(c.rle, j) : j == 0 ? sh.chunk.first : entry(c.rle, j - 1);
     __syncthreads();
-    if (c.delta)
+    if (delta_last)
       tile_scan(m, sh, [&](uint32_t i) { return cur[i]; }, [&](uint32_t i, uint64_t x, uint64_t v) { cur[i] = (x + v) & mask; });
     // RLE layers, last first: run starts by a scan of the lengths, then each value's run found by
     // a scan of head marks.
     bool bad = false;
     for (uint32_t s = c.rle; s-- > 0;) {
       const uint32_t runs = sh.streams[s].count;
-      const uint64_t target = s == 0 ? n0 : sh.streams[s - 1].count;
+      const uint64_t target = s == 0 ? n0 - c.delta_first : sh.streams[s - 1].count;
       for (uint32_t i = threadIdx.x; i < target; i += kThreads) heads[i] = 0;
       __syncthreads();
       const uint64_t sum = tile_scan(
@@ -330,6 +341,12 @@ __global__ void __launch_bounds__(kThreads) decompress_kernel(const uint8_t* in,
       }
       tile_scan(uint32_t(target), sh, [&](uint32_t i) -> uint64_t { return heads[i]; },
                 [&](uint32_t i, uint64_t x, uint64_t v) { tmp[i] = cur[x + v - 1]; });
+      uint64_t* t = cur;
+      cur = tmp, tmp = t;
+    }
+    if (!bad && c.delta_first) {  // `first`, then its sums with the n0 - 1 differences in cur
+      tile_scan(n0, sh, [&](uint32_t i) { return i == 0 ? sh.chunk.first : cur[i - 1]; },
+                [&](uint32_t i, uint64_t x, uint64_t v) { tmp[i] = (x + v) & mask; });
       uint64_t* t = cur;
       cur = tmp, tmp = t;
     }
