@@ -377,6 +377,29 @@ TEST_F(Strategies, MgsmjOnOneTwoAndFourRanksWithSeveralChunksets) {
     expect_correct(point("mgsmj", pk_fk(20000, 80000, 4, 1.0, 1.5), {{"parts_per_gpu", "1"}, {"sort", sort}}, {1, 2}));
 }
 
+// By default a relation is sorted in one chunkset where its lanes fit half of device memory (no
+// multiway merge), and where skew sends a GPU more than its share, in as many as that GPU's rows
+// need: the histograms decide, the same on every rank.
+TEST_F(Strategies, MgsmjSortsInOneChunksetWhereItFitsAndInMoreWhereSkewWouldOverfillAGpu) {
+  auto merges = [](const RunOutcome& o) {
+    return std::count_if(o.trace.begin(), o.trace.end(),
+                         [](const TraceSpan& t) { return t.params.kind == OpKind::MultiwayMerge; });
+  };
+  // S's slice per GPU, 40000 rows of 16 bytes (and a little more a GPU may receive of uniform
+  // keys), in four device buffers: half the memory.
+  const uint64_t device = 2 * 4 * 42000 * 16;
+  // Zipf 2: key 1 is 61% of S, a bucket more than half of R and S together, which one GPU takes.
+  for (double zipf : {0.0, 2.0}) {
+    SCOPED_TRACE("S Zipf " + std::to_string(zipf));
+    RunPoint p = point("mgsmj", pk_fk(20000, 80000, 8, 1.0, zipf, {8}, {8}), {}, {1, 2});
+    p.cluster.device_memory = device;
+    expect_correct(p);
+    const RunOutcome o = run_point(p);
+    if (zipf == 0.0) EXPECT_EQ(merges(o), 0) << "uniform keys: one chunkset, nothing to merge";
+    else EXPECT_GT(merges(o), 0) << "the GPU with the hot key receives more than its share: several chunksets";
+  }
+}
+
 // Device memory so small that a join part holds 2048 rows (1024 with 8-byte keys and payloads):
 // key 1 of Zipf 1.5 (about 30000 S rows against one R row) and every key of the many-to-many joins
 // (about 1000 R x 1500 S rows, or 500 x 667) are too large for a part and are joined in pieces of

@@ -356,7 +356,7 @@ Runs sort_chunksets(Rank& rank, const Tuples& host, const RelationPlan& p, const
   struct SortLane {
     Tuples in, part, recv, sorted;
   } lanes[2];
-  for (int l = 0; l < 2; ++l) {
+  for (int l = 0; l < (p.chunks > 1 ? 2 : 1); ++l) {  // one chunkset: one lane
     const std::string t = "mgsmj." + p.name + ".lane" + std::to_string(l);
     lanes[l] = {rank.alloc_tuples(MemSpace::Device, max_in, f, t + ".in"),
                 rank.alloc_tuples(MemSpace::Device, max_in, f, t + (merge_sort ? ".sorted" : ".partitioned")),
@@ -442,37 +442,62 @@ void run_mgsmj(Rank& rank, const JoinJob& job) {
   begin_phase(rank, "histogram");
   RelationData* rels[2] = {&in.r, &in.s};
   RelationPlan plans[2];
-  std::vector<uint64_t> mine;
+  std::vector<uint32_t> owner_first;
+  // Chunk rows by default: the sort's lanes (input, scattered copy, what this GPU receives and
+  // its sorted copy; two lanes where there are several chunksets) fit half of device memory. The
+  // first guess takes what a GPU receives as its own chunk's rows (uniform keys); the histograms
+  // say what it receives, and where skew makes that more, the chunks halve and are counted again.
+  uint64_t chunk[2];
   for (int i = 0; i < 2; ++i) {
-    RelationPlan& p = plans[i];
-    const RelationSpec& spec = *rels[i]->spec;
-    p.name = spec.name;
-    p.fmt = rels[i]->tuples.fmt;
-    p.F = F;
-    // Every rank cuts its slice into the same number of chunks (the exchange pairs them up).
-    const uint64_t slice = (spec.rows + uint64_t(g) - 1) / uint64_t(g);
-    // Default: two lanes of (input, scattered copy, 2 x what this GPU may receive: g chunks when
-    // every GPU's chunk falls in its range) fit half of device memory, whatever the skew.
-    const uint64_t chunk = cfg.chunk_rows ? cfg.chunk_rows
-                                          : std::max<uint64_t>(1, device / (4 * (2 + 2 * uint64_t(g))) / p.fmt.tuple_bytes());
-    p.chunks = uint32_t(std::max<uint64_t>(1, (slice + chunk - 1) / chunk));
-    p.bounds = chunk_bounds(rels[i]->tuples.rows, p.chunks);
-    HistogramOp h{rels[i]->tuples, fn, p.bounds};
-    h.placement = HistogramOp::Placement::Host;
-    const std::vector<uint64_t> v = rank.launch(Stream{i}, h).get().values;  // a copy: the Launched is a temporary
-    mine.insert(mine.end(), v.begin(), v.end());
+    const uint64_t slice = (rels[i]->spec->rows + uint64_t(g) - 1) / uint64_t(g);
+    chunk[i] = cfg.chunk_rows ? cfg.chunk_rows : std::max<uint64_t>(1, device / 8 / rels[i]->tuples.fmt.tuple_bytes());
+    if (!cfg.chunk_rows && chunk[i] < slice) chunk[i] = std::max<uint64_t>(1, chunk[i] / 2);  // two lanes
   }
-  const std::vector<uint64_t> all = rank.allgather(mine);
-  const size_t per_rank = mine.size();
-  std::vector<uint64_t> totals(F, 0);
-  for (int i = 0; i < 2; ++i) {
-    RelationPlan& p = plans[i];
-    const size_t at = i == 0 ? 0 : size_t(plans[0].chunks) * F, n = size_t(p.chunks) * F;
-    for (int r = 0; r < g; ++r)
-      p.hist.insert(p.hist.end(), all.begin() + long(r * per_rank + at), all.begin() + long(r * per_rank + at + n));
-    for (size_t x = 0; x < p.hist.size(); ++x) totals[x % F] += p.hist[x];
+  for (;;) {
+    std::vector<uint64_t> mine;
+    for (int i = 0; i < 2; ++i) {
+      RelationPlan& p = plans[i];
+      const RelationSpec& spec = *rels[i]->spec;
+      p = RelationPlan{};
+      p.name = spec.name;
+      p.fmt = rels[i]->tuples.fmt;
+      p.F = F;
+      // Every rank cuts its slice into the same number of chunks (the exchange pairs them up).
+      const uint64_t slice = (spec.rows + uint64_t(g) - 1) / uint64_t(g);
+      p.chunks = uint32_t(std::max<uint64_t>(1, (slice + chunk[i] - 1) / chunk[i]));
+      p.bounds = chunk_bounds(rels[i]->tuples.rows, p.chunks);
+      HistogramOp h{rels[i]->tuples, fn, p.bounds};
+      h.placement = HistogramOp::Placement::Host;
+      const std::vector<uint64_t> v = rank.launch(Stream{i}, h).get().values;  // a copy: the Launched is a temporary
+      mine.insert(mine.end(), v.begin(), v.end());
+    }
+    const std::vector<uint64_t> all = rank.allgather(mine);
+    const size_t per_rank = mine.size();
+    std::vector<uint64_t> totals(F, 0);
+    for (int i = 0; i < 2; ++i) {
+      RelationPlan& p = plans[i];
+      const size_t at = i == 0 ? 0 : size_t(plans[0].chunks) * F, n = size_t(p.chunks) * F;
+      for (int r = 0; r < g; ++r)
+        p.hist.insert(p.hist.end(), all.begin() + long(r * per_rank + at), all.begin() + long(r * per_rank + at + n));
+      for (size_t x = 0; x < p.hist.size(); ++x) totals[x % F] += p.hist[x];
+    }
+    owner_first = split_buckets(totals, g);
+    // Every rank decides from the same histograms: the same chunks everywhere.
+    bool fits = true;
+    for (int i = 0; i < 2 && !cfg.chunk_rows; ++i) {
+      const RelationPlan& p = plans[i];
+      uint64_t most = 1;
+      for (uint32_t c = 0; c < p.chunks; ++c)
+        for (int j = 0; j < g; ++j)
+          most = std::max({most, received_by(p, c, owner_first, j, g), p.bounds[c + 1] - p.bounds[c]});
+      const uint64_t lanes = p.chunks > 1 ? 2 : 1;
+      if (lanes * 4 * most * p.fmt.tuple_bytes() > device / 2 && chunk[i] > 1) {
+        chunk[i] = std::max<uint64_t>(1, std::min(chunk[i], (p.bounds[1] - p.bounds[0])) / 2);
+        fits = false;
+      }
+    }
+    if (fits) break;
   }
-  const std::vector<uint32_t> owner_first = split_buckets(totals, g);
 
   begin_phase(rank, "sort");
   Runs runs[2];
