@@ -4,7 +4,8 @@
 //    chunk_rows or what device memory holds). A chunkset is copied in, sorted across the g GPUs
 //    with the radix-based multi-GPU sort (section 3.2: a scatter by the most significant key bits,
 //    one all-to-all peer exchange, a local sort of the rest) and copied back, while the next
-//    chunkset's copy runs (two device buffers per stage, copies on a stream of their own).
+//    chunkset's copy runs (two device buffers per stage, copies in and copies back each on a
+//    stream of their own); S's chunksets are copied in and sorted while R's are copied back.
 //    sort = merge sorts a chunkset with the merge-based multi-GPU sort instead (section 3.1.1:
 //    local sort, merge stages of pivot search, block swap and local merge; MergeStages below),
 //    then re-cuts it at the same global key ranges.
@@ -27,6 +28,7 @@
 // buckets that span GPUs, which this version does not).
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <optional>
 
 #include "core/common/error.hpp"
@@ -156,8 +158,9 @@ std::vector<BufferRange> column_ranges(const Tuples& t, uint64_t row, uint64_t n
 }
 
 // Streams of the sort.
+// Copies back have a stream of their own: S's chunks go in while R's sorted runs come back.
 struct SortStreams {
-  Stream compute{0}, send{1}, recv{2}, copy{3};
+  Stream compute{0}, send{1}, recv{2}, copy{3}, copy_back{4};
 };
 
 // One all-to-all over the peer links: rows [send_first[j], send_first[j + 1]) of src go to rank
@@ -202,6 +205,8 @@ std::vector<Event> all_to_all(Rank& rank, const SortStreams& st, const Tuples& s
 class MergeStages {
  public:
   static constexpr uint64_t kProbes = 1024;
+  // Device bytes a relation's stages take besides its lanes.
+  static uint64_t device_bytes(TupleFormat f) { return 3 * kProbes * f.key_bytes; }
   MergeStages(Rank& rank, const SortStreams& st, TupleFormat f, const std::string& tag) : rank_(rank), st_(st), f_(f) {
     ids_ = rank.alloc(MemSpace::Pinned, kProbes * 8, tag + ".probe_ids");
     mine_ = rank.alloc(MemSpace::Device, kProbes * f.key_bytes, tag + ".probes");
@@ -324,11 +329,24 @@ class MergeStages {
   Tuples cur_, alt_;
 };
 
-// The sort phase of one relation: returns this rank's k sorted runs, one after the other in one
-// pinned buffer (run c at run_first[c]).
+// A relation's sort lane: radix: in -> part (scattered) -> recv (exchanged) -> sorted. merge: in
+// -> part (sorted, then merged through the stages, `in` their scratch) -> recv (re-cut at the
+// owners' key ranges: the pieces arrive in order, so they need no sort) -> copied back from recv.
+struct SortLane {
+  Tuples in, part, recv, sorted;
+};
+// The device buffers a relation's queued sort works in: they live until the sort phase's end.
+struct SortBuffers {
+  SortLane lanes[2];
+  std::optional<MergeStages> stages;
+};
+
+// The sort phase of one relation, queued (not waited for): this rank's k sorted runs, one after
+// the other in one pinned buffer (run c at first[c]).
 struct Runs {
   Tuples all;
   std::vector<uint64_t> first;  // k + 1 row offsets
+  std::unique_ptr<SortBuffers> buffers;
 };
 Runs sort_chunksets(Rank& rank, const Tuples& host, const RelationPlan& p, const std::vector<uint32_t>& owner_first,
                     PartitionFn fn, bool merge_sort) {
@@ -350,12 +368,8 @@ Runs sort_chunksets(Rank& rank, const Tuples& host, const RelationPlan& p, const
   runs.first = prefix(received);
   runs.all = rank.alloc_tuples(MemSpace::Pinned, runs.first.back(), f, "mgsmj." + p.name + ".runs");
 
-  // radix: in -> part (scattered) -> recv (exchanged) -> sorted. merge: in -> part (sorted, then
-  // merged through the stages, `in` their scratch) -> recv (re-cut at the owners' key ranges:
-  // the pieces arrive in order, so they need no sort) -> copied back from recv.
-  struct SortLane {
-    Tuples in, part, recv, sorted;
-  } lanes[2];
+  runs.buffers = std::make_unique<SortBuffers>();
+  SortLane* lanes = runs.buffers->lanes;
   for (int l = 0; l < (p.chunks > 1 ? 2 : 1); ++l) {  // one chunkset: one lane
     const std::string t = "mgsmj." + p.name + ".lane" + std::to_string(l);
     lanes[l] = {rank.alloc_tuples(MemSpace::Device, max_in, f, t + ".in"),
@@ -363,8 +377,8 @@ Runs sort_chunksets(Rank& rank, const Tuples& host, const RelationPlan& p, const
                 rank.alloc_tuples(MemSpace::Device, max_recv, f, t + ".recv"),
                 merge_sort ? Tuples{} : rank.alloc_tuples(MemSpace::Device, max_recv, f, t + ".sorted")};
   }
-  std::optional<MergeStages> stages;
-  if (merge_sort) stages.emplace(rank, st, f, "mgsmj." + p.name);
+  std::optional<MergeStages>& stages = runs.buffers->stages;
+  if (merge_sort && g > 1) stages.emplace(rank, st, f, "mgsmj." + p.name);
   Event copied[2], free_again[2];  // chunk in the lane's input; the lane's last chunkset copied back
   auto copy_in = [&](uint32_t c) {
     const int l = int(c % 2);
@@ -393,7 +407,7 @@ Runs sort_chunksets(Rank& rank, const Tuples& host, const RelationPlan& p, const
       rank.launch(st.compute, SortOp{lane.in.slice(0, n), lane.part, SortAlgo::Radix});
       std::vector<uint64_t> rows(size_t(g), 0);
       for (int i = 0; i < g; ++i) rows[size_t(i)] = p.rows(i, c, 0, p.F);
-      stages->sort(lane.part.slice(0, n), lane.in, rows);
+      if (stages) stages->sort(lane.part.slice(0, n), lane.in, rows);  // one GPU: sorted already
       // GPU i holds rows [at[i], at[i + 1]) of the sorted chunkset, owner j its key range, rows
       // [cut[j], cut[j + 1]) (the histograms' counts of the buckets below the range).
       const std::vector<uint64_t> at = prefix(rows);
@@ -411,13 +425,12 @@ Runs sort_chunksets(Rank& rank, const Tuples& host, const RelationPlan& p, const
     for (const Event& e : all_to_all(rank, st, lane.part, send_first, lane.recv, recv_first)) rank.stream_wait(st.compute, e);
     const Tuples& done = merge_sort ? lane.recv : lane.sorted;
     if (!merge_sort) rank.launch(st.compute, SortOp{lane.recv.slice(0, received[c]), lane.sorted, SortAlgo::Radix});
-    rank.stream_wait(st.copy, rank.record(st.compute));
+    rank.stream_wait(st.copy_back, rank.record(st.compute));
     const uint64_t at = runs.first[c], m = received[c];
-    rank.copy(st.copy, runs.all.keys, at * f.key_bytes, done.keys, 0, m * f.key_bytes);
-    rank.copy(st.copy, runs.all.vals, at * f.val_bytes, done.vals, 0, m * f.val_bytes);
-    free_again[l] = rank.record(st.copy);
+    rank.copy(st.copy_back, runs.all.keys, at * f.key_bytes, done.keys, 0, m * f.key_bytes);
+    rank.copy(st.copy_back, runs.all.vals, at * f.val_bytes, done.vals, 0, m * f.val_bytes);
+    free_again[l] = rank.record(st.copy_back);
   }
-  rank.sync_all();
   return runs;
 }
 
@@ -430,9 +443,9 @@ void run_mgsmj(Rank& rank, const JoinJob& job) {
     throw InputError("mgsmj: sort = merge is not simulated (its merge stages' pivot search gathers keys at row ids the "
                      "host writes, and the simulator holds no data); use sort = radix, or the cpu or cuda backend");
   const MgsmjConfig cfg = mgsmj_config(job.options);
-  if (rank.streams() < 4)
+  if (rank.streams() < 5)
     throw RuntimeError("mgsmj: the " + rank.backend() + " backend gives a rank " + std::to_string(rank.streams()) +
-                       " streams, the plan needs 4 (compute, send, receive, copies)");
+                       " streams, the plan needs 5 (compute, send, receive, copies in, copies back)");
   Inputs in = generate_inputs(rank, job, MemSpace::Pinned, MemSpace::Pinned);
   const int g = rank.size();
   const PartitionFn fn = msb_buckets(job.workload, cfg.bucket_bits);
@@ -444,13 +457,18 @@ void run_mgsmj(Rank& rank, const JoinJob& job) {
   RelationPlan plans[2];
   std::vector<uint32_t> owner_first;
   // Chunk rows by default: the sort's lanes (input, scattered copy, what this GPU receives and
-  // its sorted copy; two lanes where there are several chunksets) fit half of device memory. The
+  // its sorted copy; two lanes where there are several chunksets) of both relations fit half of
+  // device memory, a quarter each (S's are filled while R's are copied back). The
   // first guess takes what a GPU receives as its own chunk's rows (uniform keys); the histograms
   // say what it receives, and where skew makes that more, the chunks halve and are counted again.
+  // The lanes' half: of device memory less both relations' merge stages (sort = merge on g > 1).
+  uint64_t lanes_room = device;
+  for (int i = 0; i < 2 && cfg.merge_sort && g > 1; ++i)
+    lanes_room -= std::min(lanes_room, MergeStages::device_bytes(rels[i]->tuples.fmt));
   uint64_t chunk[2];
   for (int i = 0; i < 2; ++i) {
     const uint64_t slice = (rels[i]->spec->rows + uint64_t(g) - 1) / uint64_t(g);
-    chunk[i] = cfg.chunk_rows ? cfg.chunk_rows : std::max<uint64_t>(1, device / 8 / rels[i]->tuples.fmt.tuple_bytes());
+    chunk[i] = cfg.chunk_rows ? cfg.chunk_rows : std::max<uint64_t>(1, lanes_room / 16 / rels[i]->tuples.fmt.tuple_bytes());
     if (!cfg.chunk_rows && chunk[i] < slice) chunk[i] = std::max<uint64_t>(1, chunk[i] / 2);  // two lanes
   }
   for (;;) {
@@ -491,7 +509,7 @@ void run_mgsmj(Rank& rank, const JoinJob& job) {
         for (int j = 0; j < g; ++j)
           most = std::max({most, received_by(p, c, owner_first, j, g), p.bounds[c + 1] - p.bounds[c]});
       const uint64_t lanes = p.chunks > 1 ? 2 : 1;
-      if (lanes * 4 * most * p.fmt.tuple_bytes() > device / 2 && chunk[i] > 1) {
+      if (lanes * 4 * most * p.fmt.tuple_bytes() > lanes_room / 4 && chunk[i] > 1) {
         chunk[i] = std::max<uint64_t>(1, std::min(chunk[i], (p.bounds[1] - p.bounds[0])) / 2);
         fits = false;
       }
@@ -500,9 +518,13 @@ void run_mgsmj(Rank& rank, const JoinJob& job) {
   }
 
   begin_phase(rank, "sort");
+  // Both relations' sorts queued, then waited for: S's chunks are copied in and sorted while R's
+  // runs are copied back (the lanes of both fit half of device memory).
   Runs runs[2];
+  for (int i = 0; i < 2; ++i) runs[i] = sort_chunksets(rank, rels[i]->tuples, plans[i], owner_first, fn, cfg.merge_sort);
+  rank.sync_all();
   for (int i = 0; i < 2; ++i) {
-    runs[i] = sort_chunksets(rank, rels[i]->tuples, plans[i], owner_first, fn, cfg.merge_sort);
+    runs[i].buffers.reset();
     rels[i]->tuples = Tuples{};  // the unsorted slice is no longer needed
   }
 
@@ -521,7 +543,8 @@ void run_mgsmj(Rank& rank, const JoinJob& job) {
     merged[i] = m.out;
   }
   rank.sync_all();
-  runs[0] = runs[1] = Runs{};
+  runs[0] = Runs{};
+  runs[1] = Runs{};
 
   begin_phase(rank, "join");
   const Tuples &r = merged[0], &s = merged[1];
