@@ -348,8 +348,23 @@ struct Runs {
   std::vector<uint64_t> first;  // k + 1 row offsets
   std::unique_ptr<SortBuffers> buffers;
 };
+// Rows [first, first + n) of a relation in host memory into `dev` (from row 0), on `st`.
+void copy_rows_in(Rank& rank, Stream st, const Tuples& dev, const Tuples& host, uint64_t first, uint64_t n) {
+  const TupleFormat f = host.fmt;
+  rank.copy(st, dev.keys, 0, host.keys, first * f.key_bytes, n * f.key_bytes);
+  rank.copy(st, dev.vals, 0, host.vals, first * f.val_bytes, n * f.val_bytes);
+}
+
+// R's first chunk, copied in while the host counts the histograms: the sort's first input lane,
+// where the histograms kept the chunk count it was cut for.
+struct Prefetch {
+  uint32_t chunks = 0;
+  Tuples in;
+  Event copied;
+};
+
 Runs sort_chunksets(Rank& rank, const Tuples& host, const RelationPlan& p, const std::vector<uint32_t>& owner_first,
-                    PartitionFn fn, bool merge_sort) {
+                    PartitionFn fn, bool merge_sort, const Prefetch* pre) {
   const int g = rank.size(), me = rank.id();
   const SortStreams st;
   const TupleFormat f = p.fmt;
@@ -370,9 +385,10 @@ Runs sort_chunksets(Rank& rank, const Tuples& host, const RelationPlan& p, const
 
   runs.buffers = std::make_unique<SortBuffers>();
   SortLane* lanes = runs.buffers->lanes;
+  const bool prefetched = pre && pre->chunks == p.chunks;
   for (int l = 0; l < (p.chunks > 1 ? 2 : 1); ++l) {  // one chunkset: one lane
     const std::string t = "mgsmj." + p.name + ".lane" + std::to_string(l);
-    lanes[l] = {rank.alloc_tuples(MemSpace::Device, max_in, f, t + ".in"),
+    lanes[l] = {l == 0 && prefetched ? pre->in : rank.alloc_tuples(MemSpace::Device, max_in, f, t + ".in"),
                 rank.alloc_tuples(MemSpace::Device, max_in, f, t + (merge_sort ? ".sorted" : ".partitioned")),
                 rank.alloc_tuples(MemSpace::Device, max_recv, f, t + ".recv"),
                 merge_sort ? Tuples{} : rank.alloc_tuples(MemSpace::Device, max_recv, f, t + ".sorted")};
@@ -382,10 +398,12 @@ Runs sort_chunksets(Rank& rank, const Tuples& host, const RelationPlan& p, const
   Event copied[2], free_again[2];  // chunk in the lane's input; the lane's last chunkset copied back
   auto copy_in = [&](uint32_t c) {
     const int l = int(c % 2);
+    if (c == 0 && prefetched) {
+      copied[0] = pre->copied;
+      return;
+    }
     if (free_again[l].impl()) rank.stream_wait(st.copy, free_again[l]);
-    const uint64_t first = p.bounds[c], n = p.bounds[c + 1] - first;
-    rank.copy(st.copy, lanes[l].in.keys, 0, host.keys, first * f.key_bytes, n * f.key_bytes);
-    rank.copy(st.copy, lanes[l].in.vals, 0, host.vals, first * f.val_bytes, n * f.val_bytes);
+    copy_rows_in(rank, st.copy, lanes[l].in, host, p.bounds[c], p.bounds[c + 1] - p.bounds[c]);
     copied[l] = rank.record(st.copy);
   };
   copy_in(0);
@@ -471,6 +489,21 @@ void run_mgsmj(Rank& rank, const JoinJob& job) {
     chunk[i] = cfg.chunk_rows ? cfg.chunk_rows : std::max<uint64_t>(1, lanes_room / 16 / rels[i]->tuples.fmt.tuple_bytes());
     if (!cfg.chunk_rows && chunk[i] < slice) chunk[i] = std::max<uint64_t>(1, chunk[i] / 2);  // two lanes
   }
+  auto chunks_of = [&](int i) {  // every rank cuts its slice into as many chunks (the exchange pairs them up)
+    const uint64_t slice = (rels[i]->spec->rows + uint64_t(g) - 1) / uint64_t(g);
+    return uint32_t(std::max<uint64_t>(1, (slice + chunk[i] - 1) / chunk[i]));
+  };
+  Prefetch pre;
+  {
+    const Tuples& t = rels[0]->tuples;
+    pre.chunks = chunks_of(0);
+    const std::vector<uint64_t> b = chunk_bounds(t.rows, pre.chunks);
+    uint64_t most = 1;
+    for (size_t c = 0; c + 1 < b.size(); ++c) most = std::max(most, b[c + 1] - b[c]);
+    pre.in = rank.alloc_tuples(MemSpace::Device, most, t.fmt, "mgsmj." + rels[0]->spec->name + ".lane0.in");
+    copy_rows_in(rank, SortStreams{}.copy, pre.in, t, 0, b[1]);
+    pre.copied = rank.record(SortStreams{}.copy);
+  }
   for (;;) {
     std::vector<uint64_t> mine;
     for (int i = 0; i < 2; ++i) {
@@ -480,9 +513,7 @@ void run_mgsmj(Rank& rank, const JoinJob& job) {
       p.name = spec.name;
       p.fmt = rels[i]->tuples.fmt;
       p.F = F;
-      // Every rank cuts its slice into the same number of chunks (the exchange pairs them up).
-      const uint64_t slice = (spec.rows + uint64_t(g) - 1) / uint64_t(g);
-      p.chunks = uint32_t(std::max<uint64_t>(1, (slice + chunk[i] - 1) / chunk[i]));
+      p.chunks = chunks_of(i);
       p.bounds = chunk_bounds(rels[i]->tuples.rows, p.chunks);
       HistogramOp h{rels[i]->tuples, fn, p.bounds};
       h.placement = HistogramOp::Placement::Host;
@@ -521,7 +552,13 @@ void run_mgsmj(Rank& rank, const JoinJob& job) {
   // Both relations' sorts queued, then waited for: S's chunks are copied in and sorted while R's
   // runs are copied back (the lanes of both fit half of device memory).
   Runs runs[2];
-  for (int i = 0; i < 2; ++i) runs[i] = sort_chunksets(rank, rels[i]->tuples, plans[i], owner_first, fn, cfg.merge_sort);
+  if (pre.chunks != plans[0].chunks) {  // skew cut R finer: its first chunk is copied again
+    rank.sync_all();
+    pre = Prefetch{};
+  }
+  for (int i = 0; i < 2; ++i)
+    runs[i] = sort_chunksets(rank, rels[i]->tuples, plans[i], owner_first, fn, cfg.merge_sort, i == 0 ? &pre : nullptr);
+  pre = Prefetch{};
   rank.sync_all();
   for (int i = 0; i < 2; ++i) {
     runs[i].buffers.reset();
