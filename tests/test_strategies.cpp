@@ -377,7 +377,7 @@ TEST_F(Strategies, MgsmjOnOneTwoAndFourRanksWithSeveralChunksets) {
     expect_correct(point("mgsmj", pk_fk(20000, 80000, 4, 1.0, 1.5), {{"parts_per_gpu", "1"}, {"sort", sort}}, {1, 2}));
 }
 
-// By default a relation is sorted in one chunkset where its lanes fit a quarter of device memory (no
+// By default a relation is sorted in one chunkset where its lanes fit 3/8 of device memory (no
 // multiway merge), and where skew sends a GPU more than its share, in as many as that GPU's rows
 // need: the histograms decide, the same on every rank.
 TEST_F(Strategies, MgsmjSortsInOneChunksetWhereItFitsAndInMoreWhereSkewWouldOverfillAGpu) {
@@ -386,8 +386,8 @@ TEST_F(Strategies, MgsmjSortsInOneChunksetWhereItFitsAndInMoreWhereSkewWouldOver
                          [](const TraceSpan& t) { return t.params.kind == OpKind::MultiwayMerge; });
   };
   // S's slice per GPU, 40000 rows of 16 bytes (and a little more a GPU may receive of uniform
-  // keys), in four device buffers: a quarter of the memory (R's and S's lanes fit half).
-  const uint64_t device = 4 * 4 * 42000 * 16;
+  // keys), in four device buffers: 3/8 of the memory (R's and S's lanes fit three quarters).
+  const uint64_t device = 4 * 42000 * 16 * 8 / 3;
   // Zipf 2: key 1 is 61% of S, a bucket more than half of R and S together, which one GPU takes.
   for (double zipf : {0.0, 2.0}) {
     SCOPED_TRACE("S Zipf " + std::to_string(zipf));

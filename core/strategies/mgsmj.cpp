@@ -475,18 +475,19 @@ void run_mgsmj(Rank& rank, const JoinJob& job) {
   RelationPlan plans[2];
   std::vector<uint32_t> owner_first;
   // Chunk rows by default: the sort's lanes (input, scattered copy, what this GPU receives and
-  // its sorted copy; two lanes where there are several chunksets) of both relations fit half of
-  // device memory, a quarter each (S's are filled while R's are copied back). The
+  // its sorted copy; two lanes where there are several chunksets) of both relations fit three
+  // quarters of device memory, 3/8 each (S's are filled while R's are copied back; the rest is
+  // the sorts' scratch). The
   // first guess takes what a GPU receives as its own chunk's rows (uniform keys); the histograms
   // say what it receives, and where skew makes that more, the chunks halve and are counted again.
-  // The lanes' half: of device memory less both relations' merge stages (sort = merge on g > 1).
+  // The lanes' room: device memory less both relations' merge stages (sort = merge on g > 1).
   uint64_t lanes_room = device;
   for (int i = 0; i < 2 && cfg.merge_sort && g > 1; ++i)
     lanes_room -= std::min(lanes_room, MergeStages::device_bytes(rels[i]->tuples.fmt));
   uint64_t chunk[2];
   for (int i = 0; i < 2; ++i) {
     const uint64_t slice = (rels[i]->spec->rows + uint64_t(g) - 1) / uint64_t(g);
-    chunk[i] = cfg.chunk_rows ? cfg.chunk_rows : std::max<uint64_t>(1, lanes_room / 16 / rels[i]->tuples.fmt.tuple_bytes());
+    chunk[i] = cfg.chunk_rows ? cfg.chunk_rows : std::max<uint64_t>(1, lanes_room * 3 / 8 / 4 / rels[i]->tuples.fmt.tuple_bytes());
     if (!cfg.chunk_rows && chunk[i] < slice) chunk[i] = std::max<uint64_t>(1, chunk[i] / 2);  // two lanes
   }
   auto chunks_of = [&](int i) {  // every rank cuts its slice into as many chunks (the exchange pairs them up)
@@ -540,7 +541,7 @@ void run_mgsmj(Rank& rank, const JoinJob& job) {
         for (int j = 0; j < g; ++j)
           most = std::max({most, received_by(p, c, owner_first, j, g), p.bounds[c + 1] - p.bounds[c]});
       const uint64_t lanes = p.chunks > 1 ? 2 : 1;
-      if (lanes * 4 * most * p.fmt.tuple_bytes() > lanes_room / 4 && chunk[i] > 1) {
+      if (lanes * 4 * most * p.fmt.tuple_bytes() > lanes_room * 3 / 8 && chunk[i] > 1) {
         chunk[i] = std::max<uint64_t>(1, std::min(chunk[i], (p.bounds[1] - p.bounds[0])) / 2);
         fits = false;
       }
@@ -550,7 +551,7 @@ void run_mgsmj(Rank& rank, const JoinJob& job) {
 
   begin_phase(rank, "sort");
   // Both relations' sorts queued, then waited for: S's chunks are copied in and sorted while R's
-  // runs are copied back (the lanes of both fit half of device memory).
+  // runs are copied back (the lanes of both fit three quarters of device memory).
   Runs runs[2];
   if (pre.chunks != plans[0].chunks) {  // skew cut R finer: its first chunk is copied again
     rank.sync_all();
