@@ -33,22 +33,22 @@
     }                                                                                        \
   } while (0)
 
-// GPUs 0..n-1 copying to each other at once, every copy its own stream on its source GPU.
-int peers(int n) {
+// Whether GPUs 0..n-1 exist (at least `least` of them asked for), else says so.
+bool have_gpus(const char* flag, int n, int least) {
   int have = 0;
   CHECK(cudaGetDeviceCount(&have));
-  if (n < 2 || n > have) {
-    std::fprintf(stderr, "p2p_bandwidth: --peers %d needs that many GPUs (this machine has %d)\n", n, have);
-    return 1;
-  }
-  const size_t bytes = size_t(1) << 30;
-  std::vector<void*> src(size_t(n) * n, nullptr), dst(size_t(n) * n, nullptr);
-  std::vector<cudaStream_t> st(size_t(n) * n);
+  if (n >= least && n <= have) return true;
+  std::fprintf(stderr, "p2p_bandwidth: %s %d needs that many GPUs (this machine has %d)\n", flag, n, have);
+  return false;
+}
+
+// Peer access among GPUs 0..n-1 wherever the hardware allows it.
+void enable_peer_access(int n) {
   for (int i = 0; i < n; ++i) {
     CHECK(cudaSetDevice(i));
     for (int j = 0; j < n; ++j) {
-      if (i == j) continue;
       int can = 0;
+      if (j == i) continue;
       CHECK(cudaDeviceCanAccessPeer(&can, i, j));
       if (can) {
         cudaError_t e = cudaDeviceEnablePeerAccess(j, 0);
@@ -57,6 +57,35 @@ int peers(int n) {
       }
     }
   }
+}
+
+// Seconds of the best of 5 repeats after a warm-up, by the host's clock (events of different GPUs
+// cannot be compared), from the first issue to the last end: every GPU idle, then issue(), then
+// wait() for its copies.
+template <class Issue, class Wait>
+double best_of_five(int n, Issue issue, Wait wait) {
+  double best = 1e30;
+  for (int rep = 0; rep < 6; ++rep) {
+    for (int i = 0; i < n; ++i) {
+      CHECK(cudaSetDevice(i));
+      CHECK(cudaDeviceSynchronize());
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    issue();
+    wait();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (rep > 0) best = std::min(best, s);
+  }
+  return best;
+}
+
+// GPUs 0..n-1 copying to each other at once, every copy its own stream on its source GPU.
+int peers(int n) {
+  if (!have_gpus("--peers", n, 2)) return 1;
+  const size_t bytes = size_t(1) << 30;
+  std::vector<void*> src(size_t(n) * n, nullptr), dst(size_t(n) * n, nullptr);
+  std::vector<cudaStream_t> st(size_t(n) * n);
+  enable_peer_access(n);
   for (int i = 0; i < n; ++i)
     for (int j = 0; j < n; ++j) {
       if (i == j) continue;
@@ -68,31 +97,25 @@ int peers(int n) {
       CHECK(cudaMemset(src[k], i + 1, bytes));
       CHECK(cudaStreamCreateWithFlags(&st[k], cudaStreamNonBlocking));
     }
-  // The copies (i -> j) for which pick(i, j) holds, all at once: seconds of the best repeat from
-  // the first issue to the last end, by the host's clock (events of different GPUs cannot be
-  // compared; issuing 12 copies takes tens of microseconds against milliseconds of copying).
+  // The copies (i -> j) for which pick(i, j) holds, all at once (issuing 12 copies takes tens of
+  // microseconds against milliseconds of copying).
   auto run = [&](auto pick) {
-    double best = 1e30;
-    for (int rep = 0; rep < 6; ++rep) {
-      for (int i = 0; i < n; ++i) {
-        CHECK(cudaSetDevice(i));
-        CHECK(cudaDeviceSynchronize());
-      }
-      const auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < n; ++i)
-        for (int j = 0; j < n; ++j)
-          if (i != j && pick(i, j)) {
-            const size_t k = size_t(i) * n + j;
-            CHECK(cudaSetDevice(i));
-            CHECK(cudaMemcpyPeerAsync(dst[k], j, src[k], i, bytes, st[k]));
-          }
-      for (int i = 0; i < n; ++i)
-        for (int j = 0; j < n; ++j)
-          if (i != j && pick(i, j)) CHECK(cudaStreamSynchronize(st[size_t(i) * n + j]));
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (rep > 0) best = std::min(best, s);  // the first is a warm-up
-    }
-    return best;
+    return best_of_five(
+        n,
+        [&] {
+          for (int i = 0; i < n; ++i)
+            for (int j = 0; j < n; ++j)
+              if (i != j && pick(i, j)) {
+                const size_t k = size_t(i) * n + j;
+                CHECK(cudaSetDevice(i));
+                CHECK(cudaMemcpyPeerAsync(dst[k], j, src[k], i, bytes, st[k]));
+              }
+        },
+        [&] {
+          for (int i = 0; i < n; ++i)
+            for (int j = 0; j < n; ++j)
+              if (i != j && pick(i, j)) CHECK(cudaStreamSynchronize(st[size_t(i) * n + j]));
+        });
   };
   const double fan_out = double(n - 1) * bytes / run([](int i, int) { return i == 0; }) / 1e9;
   const double fan_in = double(n - 1) * bytes / run([](int, int j) { return j == 0; }) / 1e9;
@@ -103,26 +126,14 @@ int peers(int n) {
 
 // GPUs 0..n-1 copying to and from pinned host memory at once.
 int host(int n) {
-  int have = 0;
-  CHECK(cudaGetDeviceCount(&have));
-  if (n < 1 || n > have) {
-    std::fprintf(stderr, "p2p_bandwidth: --host %d needs that many GPUs (this machine has %d)\n", n, have);
-    return 1;
-  }
+  if (!have_gpus("--host", n, 1)) return 1;
   const size_t bytes = size_t(1) << 30;
   const size_t gpus = static_cast<size_t>(n);
   std::vector<void*> pin_in(gpus), pin_out(gpus), dev_in(gpus), dev_out(gpus);
   std::vector<cudaStream_t> up(gpus), down(gpus);
+  enable_peer_access(n);
   for (int i = 0; i < n; ++i) {
     CHECK(cudaSetDevice(i));
-    for (int j = 0; j < n; ++j) {
-      int can = 0;
-      if (j != i && cudaDeviceCanAccessPeer(&can, i, j) == cudaSuccess && can) {
-        cudaError_t e = cudaDeviceEnablePeerAccess(j, 0);
-        if (e != cudaErrorPeerAccessAlreadyEnabled) CHECK(e);
-        cudaGetLastError();
-      }
-    }
     CHECK(cudaMallocHost(&pin_in[size_t(i)], bytes));
     CHECK(cudaMallocHost(&pin_out[size_t(i)], bytes));
     std::fill_n(static_cast<char*>(pin_in[size_t(i)]), bytes, char(i + 1));
@@ -133,27 +144,23 @@ int host(int n) {
     CHECK(cudaStreamCreateWithFlags(&up[size_t(i)], cudaStreamNonBlocking));
     CHECK(cudaStreamCreateWithFlags(&down[size_t(i)], cudaStreamNonBlocking));
   }
-  // Best of 5 after a warm-up, by the host's clock, of issuing `issue(i)` on every GPU at once.
+  // GB/s of issue(i) on every GPU at once (1 GiB per GPU each way it copies).
   auto run = [&](auto issue) {
-    double best = 1e30;
-    for (int rep = 0; rep < 6; ++rep) {
-      for (int i = 0; i < n; ++i) {
-        CHECK(cudaSetDevice(i));
-        CHECK(cudaDeviceSynchronize());
-      }
-      const auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < n; ++i) {
-        CHECK(cudaSetDevice(i));
-        issue(i);
-      }
-      for (int i = 0; i < n; ++i) {
-        CHECK(cudaStreamSynchronize(up[size_t(i)]));
-        CHECK(cudaStreamSynchronize(down[size_t(i)]));
-      }
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (rep > 0) best = std::min(best, s);
-    }
-    return double(n) * bytes / best / 1e9;
+    const double s = best_of_five(
+        n,
+        [&] {
+          for (int i = 0; i < n; ++i) {
+            CHECK(cudaSetDevice(i));
+            issue(i);
+          }
+        },
+        [&] {
+          for (int i = 0; i < n; ++i) {
+            CHECK(cudaStreamSynchronize(up[size_t(i)]));
+            CHECK(cudaStreamSynchronize(down[size_t(i)]));
+          }
+        });
+    return double(n) * bytes / s / 1e9;
   };
   auto h2d = [&](int i) {
     CHECK(cudaMemcpyAsync(dev_in[size_t(i)], pin_in[size_t(i)], bytes, cudaMemcpyHostToDevice, up[size_t(i)]));
