@@ -476,23 +476,22 @@ void run_mgsmj(Rank& rank, const JoinJob& job) {
   std::vector<uint32_t> owner_first;
   // Chunk rows by default: the sort's lanes (input, scattered copy, what this GPU receives and
   // its sorted copy; two lanes where there are several chunksets) of both relations fit three
-  // quarters of device memory, 3/8 each (S's are filled while R's are copied back; the rest is
-  // the sorts' scratch). The
-  // first guess takes what a GPU receives as its own chunk's rows (uniform keys); the histograms
-  // say what it receives, and where skew makes that more, the chunks halve and are counted again.
-  // The lanes' room: device memory less both relations' merge stages (sort = merge on g > 1).
+  // quarters of device memory less the merge stages' buffers, 3/8 each (S's are filled while R's
+  // are copied back; the rest is the sorts' scratch). The first guess takes what a GPU receives
+  // as its own chunk's rows (uniform keys); the histograms say what it receives, and where skew
+  // makes that more, the chunks halve and are counted again.
   uint64_t lanes_room = device;
   for (int i = 0; i < 2 && cfg.merge_sort && g > 1; ++i)
     lanes_room -= std::min(lanes_room, MergeStages::device_bytes(rels[i]->tuples.fmt));
+  const uint64_t per_relation = lanes_room * 3 / 8;
+  auto slice_of = [&](int i) { return (rels[i]->spec->rows + uint64_t(g) - 1) / uint64_t(g); };
   uint64_t chunk[2];
   for (int i = 0; i < 2; ++i) {
-    const uint64_t slice = (rels[i]->spec->rows + uint64_t(g) - 1) / uint64_t(g);
-    chunk[i] = cfg.chunk_rows ? cfg.chunk_rows : std::max<uint64_t>(1, lanes_room * 3 / 8 / 4 / rels[i]->tuples.fmt.tuple_bytes());
-    if (!cfg.chunk_rows && chunk[i] < slice) chunk[i] = std::max<uint64_t>(1, chunk[i] / 2);  // two lanes
+    chunk[i] = cfg.chunk_rows ? cfg.chunk_rows : std::max<uint64_t>(1, per_relation / 4 / rels[i]->tuples.fmt.tuple_bytes());
+    if (!cfg.chunk_rows && chunk[i] < slice_of(i)) chunk[i] = std::max<uint64_t>(1, chunk[i] / 2);  // two lanes
   }
   auto chunks_of = [&](int i) {  // every rank cuts its slice into as many chunks (the exchange pairs them up)
-    const uint64_t slice = (rels[i]->spec->rows + uint64_t(g) - 1) / uint64_t(g);
-    return uint32_t(std::max<uint64_t>(1, (slice + chunk[i] - 1) / chunk[i]));
+    return uint32_t(std::max<uint64_t>(1, (slice_of(i) + chunk[i] - 1) / chunk[i]));
   };
   Prefetch pre;
   {
@@ -541,7 +540,7 @@ void run_mgsmj(Rank& rank, const JoinJob& job) {
         for (int j = 0; j < g; ++j)
           most = std::max({most, received_by(p, c, owner_first, j, g), p.bounds[c + 1] - p.bounds[c]});
       const uint64_t lanes = p.chunks > 1 ? 2 : 1;
-      if (lanes * 4 * most * p.fmt.tuple_bytes() > lanes_room * 3 / 8 && chunk[i] > 1) {
+      if (lanes * 4 * most * p.fmt.tuple_bytes() > per_relation && chunk[i] > 1) {
         chunk[i] = std::max<uint64_t>(1, std::min(chunk[i], (p.bounds[1] - p.bounds[0])) / 2);
         fits = false;
       }
