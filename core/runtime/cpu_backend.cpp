@@ -57,6 +57,7 @@ T option(const BackendConfig& cfg, const std::string& key, T fallback, T min) {
 class CpuBackend final : public Backend {
  public:
   std::string name() const override { return "cpu"; }
+  std::string launch() const override { return "threads"; }  // its ranks are threads of this process
   // This machine's available memory, shared by the ranks. With cluster.device_memory (a GPU's
   // limit emulated on the CPU) the rank's pool enforces it at run time, where strategies that
   // place what fits (gpj-h) and the tests of running out see it: no plan-time check then.
