@@ -2465,16 +2465,18 @@ std::vector<uint64_t> SimRank::alltoall(const std::vector<uint64_t>& mine, size_
 int SimRank::collective(const std::vector<uint64_t>& mine) {
   const int call = collectives_++, n = size(), me = id();
   const bool last = world_.deposit(call, me, mine);
-  int rounds = n;  // dissemination: in round k every rank forwards what it holds to rank + 2^k
+  // Dissemination: in round k = 1, 2, 4, ... (below `reach`) every rank forwards what it holds
+  // to rank + k.
+  int reach = n;
   if (world_.options.threads_launch) {
     // Ranks as threads meet in shared memory (the cpu and cuda backends' in-process worlds): the
-    // last to arrive wakes the others, who pay one wake-up (a message's cost) at any rank count.
+    // last to arrive wakes the others, who pay one wake-up (one round's message) at any rank count.
     if (last)
       for (auto& r : world_.ranks) r->ring();
     block_until([&] { return world_.complete(call); }, "a collective (allgather or barrier) that another rank has not reached");
-    rounds = std::min(n, 2);
+    reach = std::min(n, 2);
   }
-  for (int k = 1; k < rounds; k <<= 1) {
+  for (int k = 1; k < reach; k <<= 1) {
     const int to = (me + k) % n, from = (me - k + n) % n;
     const uint64_t bytes = 8 * (mine.size() + 1) * uint64_t(std::min(k, n - k));
     Event sent = enqueue(streams(), message_item(Item::Send, to, kCollectiveTag, {{nullptr, 0, bytes}}), true);
