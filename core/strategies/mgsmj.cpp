@@ -157,6 +157,16 @@ std::vector<BufferRange> column_ranges(const Tuples& t, uint64_t row, uint64_t n
   return {{t.keys, (t.offset + row) * f.key_bytes, n * f.key_bytes}, {t.vals, (t.offset + row) * f.val_bytes, n * f.val_bytes}};
 }
 
+// Rows [src_row, src_row + n) of src to rows [dst_row, dst_row + n) of dst, both columns, on st.
+std::vector<Event> copy_rows(Rank& rank, Stream st, const Tuples& dst, uint64_t dst_row, const Tuples& src,
+                             uint64_t src_row, uint64_t n) {
+  const std::vector<BufferRange> to = column_ranges(dst, dst_row, n), from = column_ranges(src, src_row, n);
+  std::vector<Event> done;
+  for (size_t col = 0; col < 2; ++col)
+    done.push_back(rank.copy(st, to[col].buf, to[col].off, from[col].buf, from[col].off, from[col].bytes));
+  return done;
+}
+
 // Streams of the sort.
 // Copies back have a stream of their own: S's chunks go in while R's sorted runs come back.
 struct SortStreams {
@@ -175,11 +185,9 @@ std::vector<Event> all_to_all(Rank& rank, const SortStreams& st, const Tuples& s
     const uint64_t ns = send_first[size_t(to) + 1] - send_first[size_t(to)];
     const uint64_t nr = recv_first[size_t(from) + 1] - recv_first[size_t(from)];
     if (k == 0) {
-      for (int col = 0; col < 2 && ns; ++col) {
-        const BufferRange from_r = column_ranges(src, send_first[size_t(me)], ns)[size_t(col)];
-        const BufferRange to_r = column_ranges(dst, recv_first[size_t(me)], ns)[size_t(col)];
-        moved.push_back(rank.copy(st.compute, to_r.buf, to_r.off, from_r.buf, from_r.off, from_r.bytes));
-      }
+      if (ns)
+        for (const Event& e : copy_rows(rank, st.compute, dst, recv_first[size_t(me)], src, send_first[size_t(me)], ns))
+          moved.push_back(e);
       continue;
     }
     if (nr) moved.push_back(rank.recv_v(st.recv, from, column_ranges(dst, recv_first[size_t(from)], nr), 0));
@@ -267,11 +275,7 @@ class MergeStages {
     if (!got) return;
     if (left) kept_rows = n - got;  // its first rows stay, the received ones follow
     else kept_first = got, kept_rows = n - got;  // the received rows come first
-    for (int col = 0; col < 2 && kept_rows; ++col) {
-      const BufferRange kept = column_ranges(cur_, kept_first, kept_rows)[size_t(col)];
-      const BufferRange to = column_ranges(alt_, kept_first, kept_rows)[size_t(col)];
-      rank_.copy(st_.compute, to.buf, to.off, kept.buf, kept.off, kept.bytes);
-    }
+    if (kept_rows) copy_rows(rank_, st_.compute, alt_, kept_first, cur_, kept_first, kept_rows);
     for (const Event& e : moved) rank_.stream_wait(st_.compute, e);  // cur is read until the sends are done
     const uint64_t split = left ? kept_rows : got;
     rank_.launch(st_.compute, MergeOp{alt_.slice(0, split), alt_.slice(split, n - split), cur_});
@@ -348,13 +352,6 @@ struct Runs {
   std::vector<uint64_t> first;  // k + 1 row offsets
   std::unique_ptr<SortBuffers> buffers;
 };
-// Rows [first, first + n) of a relation in host memory into `dev` (from row 0), on `st`.
-void copy_rows_in(Rank& rank, Stream st, const Tuples& dev, const Tuples& host, uint64_t first, uint64_t n) {
-  const TupleFormat f = host.fmt;
-  rank.copy(st, dev.keys, 0, host.keys, first * f.key_bytes, n * f.key_bytes);
-  rank.copy(st, dev.vals, 0, host.vals, first * f.val_bytes, n * f.val_bytes);
-}
-
 // R's first chunk, copied in while the host counts the histograms: the sort's first input lane,
 // where the histograms kept the chunk count it was cut for.
 struct Prefetch {
@@ -403,7 +400,7 @@ Runs sort_chunksets(Rank& rank, const Tuples& host, const RelationPlan& p, const
       return;
     }
     if (free_again[l].impl()) rank.stream_wait(st.copy, free_again[l]);
-    copy_rows_in(rank, st.copy, lanes[l].in, host, p.bounds[c], p.bounds[c + 1] - p.bounds[c]);
+    copy_rows(rank, st.copy, lanes[l].in, 0, host, p.bounds[c], p.bounds[c + 1] - p.bounds[c]);
     copied[l] = rank.record(st.copy);
   };
   copy_in(0);
@@ -444,9 +441,7 @@ Runs sort_chunksets(Rank& rank, const Tuples& host, const RelationPlan& p, const
     const Tuples& done = merge_sort ? lane.recv : lane.sorted;
     if (!merge_sort) rank.launch(st.compute, SortOp{lane.recv.slice(0, received[c]), lane.sorted, SortAlgo::Radix});
     rank.stream_wait(st.copy_back, rank.record(st.compute));
-    const uint64_t at = runs.first[c], m = received[c];
-    rank.copy(st.copy_back, runs.all.keys, at * f.key_bytes, done.keys, 0, m * f.key_bytes);
-    rank.copy(st.copy_back, runs.all.vals, at * f.val_bytes, done.vals, 0, m * f.val_bytes);
+    copy_rows(rank, st.copy_back, runs.all, runs.first[c], done, 0, received[c]);
     free_again[l] = rank.record(st.copy_back);
   }
   return runs;
@@ -497,11 +492,10 @@ void run_mgsmj(Rank& rank, const JoinJob& job) {
   {
     const Tuples& t = rels[0]->tuples;
     pre.chunks = chunks_of(0);
-    const std::vector<uint64_t> b = chunk_bounds(t.rows, pre.chunks);
-    uint64_t most = 1;
-    for (size_t c = 0; c + 1 < b.size(); ++c) most = std::max(most, b[c + 1] - b[c]);
-    pre.in = rank.alloc_tuples(MemSpace::Device, most, t.fmt, "mgsmj." + rels[0]->spec->name + ".lane0.in");
-    copy_rows_in(rank, SortStreams{}.copy, pre.in, t, 0, b[1]);
+    const uint64_t first = chunk_bounds(t.rows, pre.chunks)[1];  // the first chunk is the largest
+    pre.in = rank.alloc_tuples(MemSpace::Device, std::max<uint64_t>(1, first), t.fmt,
+                               "mgsmj." + rels[0]->spec->name + ".lane0.in");
+    copy_rows(rank, SortStreams{}.copy, pre.in, 0, t, 0, first);
     pre.copied = rank.record(SortStreams{}.copy);
   }
   for (;;) {
@@ -558,7 +552,7 @@ void run_mgsmj(Rank& rank, const JoinJob& job) {
   }
   for (int i = 0; i < 2; ++i)
     runs[i] = sort_chunksets(rank, rels[i]->tuples, plans[i], owner_first, fn, cfg.merge_sort, i == 0 ? &pre : nullptr);
-  pre = Prefetch{};
+  pre = Prefetch{};  // R's lane holds the buffer now, until the sort phase's end
   rank.sync_all();
   for (int i = 0; i < 2; ++i) {
     runs[i].buffers.reset();
