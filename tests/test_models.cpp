@@ -564,6 +564,15 @@ TEST(CalibrationSamples, CpuRatesPerCoreAloneAndUnderFullLoad) {
   EXPECT_TRUE(loaded_cpu_rates(c).empty());
 }
 
+// The profile a calibration on `backend` fits from `c` over an empty profile named "base".
+static Profile fit_over_empty(const Calibration& c, const std::string& backend) {
+  CalibrationOptions opt;
+  opt.backend = backend;
+  Profile base;
+  base.name = "base";
+  return fit_profile(c, base, opt);
+}
+
 // The profile a GPU calibration fits from `c` over the synthetic test machine.
 static Profile fit_on_synthetic_machine(const Calibration& c) {
   CalibrationOptions opt;
@@ -671,11 +680,7 @@ TEST(CalibrationSamples, ALinkWithoutASlopeTakesItsLargestCopiesRate) {
   for (double bytes : {1 << 20, 1 << 24, 1 << 26})
     runs.push_back({"cal link.p2p 0 1 " + std::to_string(uint64_t(bytes)), 2e-3, 0, 0});
   add_runs(c, runs);
-  CalibrationOptions opt;
-  opt.backend = "cpu";
-  Profile base;
-  base.name = "base";
-  const Profile p = fit_profile(c, base, opt);
+  const Profile p = fit_over_empty(c, "cpu");
   EXPECT_NEAR(p.p2p.bw, double(1 << 26) / 2e-3, 1.0);
   EXPECT_NE(p.notes.at("link.p2p.bw").find("no positive slope"), std::string::npos) << p.notes.at("link.p2p.bw");
 }
@@ -697,11 +702,7 @@ TEST(CalibrationSamples, TheCpuRoofIsWhatCoresAndDmaDrewTogether) {
     runs.push_back(at("mixed", 80e9));
   }
   add_runs(c, runs);
-  CalibrationOptions opt;
-  opt.backend = "cuda";
-  Profile base;
-  base.name = "base";
-  const Profile p = fit_profile(c, base, opt);
+  const Profile p = fit_over_empty(c, "cuda");
   EXPECT_NEAR(p.cpu.mem_bw, 80e9, 0.01 * 80e9);
   EXPECT_NEAR(p.host.mem_bw, 80e9, 0.01 * 80e9);
   EXPECT_NE(p.notes.at("cpu.mem_bw").find("both at once (80"), std::string::npos) << p.notes.at("cpu.mem_bw");
