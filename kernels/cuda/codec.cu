@@ -7,7 +7,9 @@
 //    layers again and writes. One work item per buffer (its header and chunk offsets) and per
 //    chunk, every buffer of the batch in the same launches.
 //  * Decompression: a one-block launch checks every buffer's header and numbers the chunks (a
-//    scan over the buffers), then one persistent launch decodes every chunk of the batch.
+//    scan over the buffers), a thread per chunk reads and checks its offsets and headers into a
+//    job, then one persistent launch decodes every chunk of the batch, each block fetching its
+//    next job while it decodes (the header chain is latency, not work).
 // Errors found in the data (a bad header, offsets, counts or runs) are reported through the
 // result words as (class, buffer, chunk, code) and a detail; the host turns them into the CPU's
 // message. Where several chunks fail at once the lowest (buffer, chunk) is named; its detail may
@@ -41,11 +43,7 @@ struct CodecShared {
     BlockScanU64::TempStorage scan;
     BlockReduceU64::TempStorage reduce;
   } temp;
-  uint64_t lo, hi, words, first, total;
-  uint32_t fail;
-  codec::BufferHeader head;
-  codec::ChunkHeader chunk;
-  codec::StreamHeader streams[codec::kMaxRle + 1];
+  uint64_t lo, hi, first;
 };
 
 // Dynamic shared memory of a chunk of 2^log2 values: two value arrays and a row-index array.
@@ -252,112 +250,185 @@ __global__ void __launch_bounds__(kThreads) decompress_headers_kernel(const uint
   if (threadIdx.x == 0) chunk_first[buffers] = chunks, words[kCountWord] = rows_total;
 }
 
-// Decodes every chunk of the batch: block-strided over the chunks numbered by the headers kernel.
-__global__ void __launch_bounds__(kThreads) decompress_kernel(const uint8_t* in, const DecompressJob* jobs,
+// One chunk with its headers read and checked: all a decoding block needs, in one read of
+// kChunkWords words (which the block issues while it decodes the chunk before: the chain of
+// header, offsets and chunk headers costs no decoder time).
+struct ChunkJob {
+  const uint64_t* payload;  // the first stream's words
+  void* out;                // the chunk's first value in the output
+  uint64_t first;           // the chunk header's first value
+  uint64_t chunk;           // within its buffer (for a report)
+  uint32_t rows, fail;      // fail: the Error already reported, or kOk
+  uint32_t buffer;
+  uint8_t value_bytes, rle, delta, delta_first;
+  codec::StreamHeader streams[codec::kMaxRle + 1];
+};
+constexpr int kChunkWords = int(sizeof(ChunkJob) / 8);
+static_assert(sizeof(ChunkJob) % 8 == 0 && kChunkWords <= kThreads, "a chunk's job is read a word per thread");
+
+// A thread per chunk of the batch (numbered by the headers kernel): finds its buffer, reads and
+// checks its offsets and headers, writes its job.
+__global__ void __launch_bounds__(kThreads) chunk_jobs_kernel(const uint8_t* in, const DecompressJob* jobs,
                                                               uint32_t buffers, const uint64_t* chunk_first,
-                                                              uint64_t* err) {
+                                                              ChunkJob* out, uint64_t* err) {
+  const uint64_t item = uint64_t(blockIdx.x) * kThreads + threadIdx.x;
+  if (item >= chunk_first[buffers]) return;
+  uint32_t lo = 0, hi = buffers;  // the buffer: the last b with chunk_first[b] <= item
+  while (hi - lo > 1) {
+    const uint32_t mid = (lo + hi) / 2;
+    if (chunk_first[mid] <= item) lo = mid;
+    else hi = mid;
+  }
+  const uint32_t b = lo;
+  const uint64_t k = item - chunk_first[b];
+  const DecompressJob job = jobs[b];
+  const uint8_t* base = in + job.begin;
+  const codec::BufferHeader head = *reinterpret_cast<const codec::BufferHeader*>(base);
+  const uint64_t* off = reinterpret_cast<const uint64_t*>(base + sizeof(codec::BufferHeader)) + k;
+  ChunkJob c{};
+  c.chunk = k, c.buffer = b;
+  uint64_t detail = 0;
+  uint32_t e = codec::check_chunk_bounds(head, k, off[0], off[1], &detail);
+  if (!e) {
+    const codec::Config cfg = codec::header_config(head);
+    const codec::ChunkHeader ch = *reinterpret_cast<const codec::ChunkHeader*>(base + off[0]);
+    const uint64_t bytes = off[1] - off[0];
+    if (ch.streams == cfg.rle + 1u && bytes >= codec::chunk_header_bytes(cfg))
+      for (uint32_t s = 0; s <= cfg.rle; ++s)
+        c.streams[s] = reinterpret_cast<const codec::StreamHeader*>(base + off[0] + sizeof(codec::ChunkHeader))[s];
+    e = codec::check_chunk(head, ch, c.streams, codec::chunk_rows(head.rows, head.chunk_log2, k), bytes, &detail);
+    c.payload = reinterpret_cast<const uint64_t*>(base + off[0] + codec::chunk_header_bytes(cfg));
+    c.out = static_cast<uint8_t*>(job.out) + (k << head.chunk_log2) * head.value_bytes;
+    c.first = ch.first, c.rows = ch.rows;
+    c.value_bytes = head.value_bytes, c.rle = cfg.rle, c.delta = cfg.delta, c.delta_first = cfg.delta_first;
+  }
+  if (e) report(err, true, b, k, e, detail);
+  c.fail = e;
+  out[item] = c;
+}
+
+// Where value i of a decoder's array is in shared memory: XOR-swizzled within its 128-byte row of
+// 16 values, so that tile_scan's blocked items (thread t's 8 values at 8t) fall on distinct banks
+// (unswizzled, 8-byte values 64 bytes apart meet 16 threads to a bank); striped access stays
+// conflict-free.
+__device__ __forceinline__ uint32_t slot(uint32_t i) { return i ^ ((i >> 4) & 7); }
+
+// Entries [0, count) of a stream (base added, masked to the width) to dst[slot(at + j)]. Striped,
+// and each thread issues the loads of its kItems entries before it uses any: the payload is in
+// global memory, and one load in flight per thread leaves the decoder waiting on latency.
+__device__ void unpack_stream(const uint64_t* w, const codec::StreamHeader st, uint64_t mask, uint64_t* dst,
+                              uint32_t at) {
+  const uint32_t bits = st.bits;
+  if (!bits) {
+    for (uint32_t j = threadIdx.x; j < st.count; j += kThreads) dst[slot(at + j)] = st.base;
+    return;
+  }
+  const uint64_t entry_mask = bits == 64 ? ~0ull : (1ull << bits) - 1;
+  for (uint32_t base = 0; base < st.count; base += kTile) {
+    uint64_t lo[kItems], hi[kItems];
+#pragma unroll
+    for (int u = 0; u < kItems; ++u) {
+      const uint64_t j = base + uint32_t(u) * kThreads + threadIdx.x, bit = j * bits;
+      lo[u] = hi[u] = 0;
+      if (j < st.count) {
+        lo[u] = w[bit >> 6];
+        if ((bit & 63) + bits > 64) hi[u] = w[(bit >> 6) + 1];
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kItems; ++u) {
+      const uint64_t j = base + uint32_t(u) * kThreads + threadIdx.x, bit = j * bits;
+      if (j >= st.count) break;
+      const uint32_t sh = uint32_t(bit & 63);
+      uint64_t v = lo[u] >> sh;
+      if (sh + bits > 64) v |= hi[u] << (64 - sh);
+      dst[slot(at + uint32_t(j))] = ((v & entry_mask) + st.base) & mask;
+    }
+  }
+}
+
+// Shared memory of a decoding block: two value arrays and a head mark per value of the largest
+// chunk the CUDA kernels take (17 bytes a value: three blocks fit on an SM of 228 KB).
+constexpr uint32_t kDecodeCap = 1u << kCudaMaxChunkLog2;
+constexpr size_t kDecodeSmem = size_t(kDecodeCap) * (8 + 8 + 1);
+
+// Decodes one chunk whose job passed the checks (the block's threads together).
+__device__ void decode_chunk(const ChunkJob& job, uint64_t* dyn, CodecShared& sh, uint64_t* err) {
+  const uint32_t vb = job.value_bytes, n0 = job.rows, rle = job.rle;
+  const uint64_t mask = codec::width_mask(vb);
+  uint64_t* cur = dyn;
+  uint64_t* tmp = dyn + kDecodeCap;
+  uint8_t* heads = reinterpret_cast<uint8_t*>(dyn + 2 * kDecodeCap);
+  const uint64_t* pw[codec::kMaxRle + 1];
+  const uint64_t* w = job.payload;
+  for (uint32_t s = 0; s <= rle; ++s) pw[s] = w, w += codec::payload_words(job.streams[s].count, job.streams[s].bits);
+  // Values: unpacked, then (delta last) an inclusive sum from `first`.
+  const bool delta_last = job.delta && !job.delta_first;
+  const uint32_t m = job.streams[rle].count + delta_last;
+  unpack_stream(pw[rle], job.streams[rle], mask, cur, delta_last);
+  if (delta_last && threadIdx.x == 0) cur[0] = job.first;
+  __syncthreads();
+  if (delta_last)
+    tile_scan(m, sh, [&](uint32_t i) { return cur[slot(i)]; },
+              [&](uint32_t i, uint64_t x, uint64_t v) { cur[slot(i)] = (x + v) & mask; });
+  // RLE layers, last first: run starts by a scan of the lengths, then each value's run found by
+  // a scan of head marks.
+  for (uint32_t s = rle; s-- > 0;) {
+    const codec::StreamHeader st = job.streams[s];
+    const uint32_t target = s == 0 ? n0 - job.delta_first : job.streams[s - 1].count;
+    for (uint32_t i = threadIdx.x; i < (target + 3) / 4; i += kThreads) reinterpret_cast<uint32_t*>(heads)[i] = 0;
+    __syncthreads();
+    const uint64_t sum = tile_scan(
+        st.count, sh,
+        [&](uint32_t j) -> uint64_t {
+          const uint64_t r = st.bits ? (codec::unpack(pw[s], j, st.bits) + st.base) & mask : st.base;
+          return r == 0 || r > target ? target + 1 : r;  // a bad run makes the sum miss the target
+        },
+        [&](uint32_t, uint64_t start, uint64_t) {
+          if (start < target) heads[start] = 1;
+        });
+    if (sum != target) {
+      if (threadIdx.x == 0) report(err, true, job.buffer, job.chunk, codec::kBadRuns, s + 1);
+      return;  // sum is the block's: every thread returns
+    }
+    tile_scan(target, sh, [&](uint32_t i) -> uint64_t { return heads[i]; },
+              [&](uint32_t i, uint64_t x, uint64_t v) { tmp[slot(i)] = cur[slot(uint32_t(x + v - 1))]; });
+    uint64_t* t = cur;
+    cur = tmp, tmp = t;
+  }
+  if (job.delta_first) {  // `first`, then its sums with the n0 - 1 differences in cur
+    tile_scan(n0, sh, [&](uint32_t i) { return i == 0 ? job.first : cur[slot(i - 1)]; },
+              [&](uint32_t i, uint64_t x, uint64_t v) { tmp[slot(i)] = (x + v) & mask; });
+    cur = tmp;
+  }
+  if (vb == 8)
+    for (uint32_t i = threadIdx.x; i < n0; i += kThreads) static_cast<uint64_t*>(job.out)[i] = cur[slot(i)];
+  else
+    for (uint32_t i = threadIdx.x; i < n0; i += kThreads) static_cast<uint32_t*>(job.out)[i] = uint32_t(cur[slot(i)]);
+}
+
+// Decodes every chunk of the batch, block-strided over the jobs; each block reads its next job
+// while it decodes the current one.
+constexpr int kDecodeBlocksPerSm = 3;
+__global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm)
+    decompress_kernel(const ChunkJob* jobs, uint32_t buffers, const uint64_t* chunk_first, uint64_t* err) {
   extern __shared__ uint64_t dyn[];
   __shared__ CodecShared sh;
+  __shared__ ChunkJob job;
   const uint64_t total = chunk_first[buffers];
-  for (uint64_t item = blockIdx.x; item < total; item += gridDim.x) {
-    uint32_t lo = 0, hi = buffers;  // the buffer: the last b with chunk_first[b] <= item
-    while (hi - lo > 1) {
-      const uint32_t mid = (lo + hi) / 2;
-      if (chunk_first[mid] <= item) lo = mid;
-      else hi = mid;
-    }
-    const uint32_t b = lo;
-    const uint64_t k = item - chunk_first[b];
-    const DecompressJob job = jobs[b];
-    const uint8_t* base = in + job.begin;
-    if (threadIdx.x == 0) {
-      sh.head = *reinterpret_cast<const codec::BufferHeader*>(base);
-      const uint64_t* off = reinterpret_cast<const uint64_t*>(base + sizeof(codec::BufferHeader)) + k;
-      uint64_t detail = 0;
-      uint32_t e = codec::check_chunk_bounds(sh.head, k, off[0], off[1], &detail);
-      if (!e) {
-        const codec::Config c = codec::header_config(sh.head);
-        sh.chunk = *reinterpret_cast<const codec::ChunkHeader*>(base + off[0]);
-        const uint64_t bytes = off[1] - off[0];
-        if (sh.chunk.streams == c.rle + 1u && bytes >= codec::chunk_header_bytes(c))
-          for (uint32_t s = 0; s <= c.rle; ++s)
-            sh.streams[s] = reinterpret_cast<const codec::StreamHeader*>(base + off[0] + sizeof(codec::ChunkHeader))[s];
-        e = codec::check_chunk(sh.head, sh.chunk, sh.streams,
-                               codec::chunk_rows(sh.head.rows, sh.head.chunk_log2, k), bytes, &detail);
-        sh.first = off[0];
-      }
-      if (e) report(err, true, b, k, e, detail);
-      sh.fail = e;
-    }
+  const uint64_t* job_words = reinterpret_cast<const uint64_t*>(jobs);
+  uint64_t* own = reinterpret_cast<uint64_t*>(&job);
+  uint64_t item = blockIdx.x;
+  if (threadIdx.x < kChunkWords && item < total) own[threadIdx.x] = job_words[item * kChunkWords + threadIdx.x];
+  __syncthreads();
+  for (; item < total; item += gridDim.x) {
+    const uint64_t next = item + gridDim.x;
+    const uint64_t ahead =
+        threadIdx.x < kChunkWords && next < total ? job_words[next * kChunkWords + threadIdx.x] : 0;
+    if (!job.fail) decode_chunk(job, dyn, sh, err);
+    __syncthreads();  // the chunk's job and shared memory are free
+    if (threadIdx.x < kChunkWords) own[threadIdx.x] = ahead;
     __syncthreads();
-    if (sh.fail) {
-      __syncthreads();  // everyone read sh.fail before thread 0 overwrites it
-      continue;
-    }
-    const codec::BufferHeader h = sh.head;
-    const codec::Config c = codec::header_config(h);
-    const uint32_t vb = h.value_bytes, n0 = sh.chunk.rows;
-    const uint64_t mask = codec::width_mask(vb);
-    const uint32_t cap = 1u << h.chunk_log2;
-    uint64_t* cur = dyn;
-    uint64_t* tmp = dyn + cap;
-    uint32_t* heads = reinterpret_cast<uint32_t*>(dyn + 2 * cap);
-    const uint64_t* pw[codec::kMaxRle + 1];
-    const uint64_t* w = reinterpret_cast<const uint64_t*>(base + sh.first + codec::chunk_header_bytes(c));
-    for (uint32_t s = 0; s <= c.rle; ++s) pw[s] = w, w += codec::payload_words(sh.streams[s].count, sh.streams[s].bits);
-    auto entry = [&](uint32_t s, uint64_t j) {
-      const codec::StreamHeader& st = sh.streams[s];
-      return st.bits ? (codec::unpack(pw[s], j, st.bits) + st.base) & mask : st.base;
-    };
-    // Values: unpacked, then (delta last) an inclusive sum from `first`.
-    const bool delta_last = c.delta && !c.delta_first;
-    const uint32_t m = sh.streams[c.rle].count + delta_last;
-    for (uint32_t j = threadIdx.x; j < m; j += kThreads)
-      cur[j] = !delta_last ? entry(c.rle, j) : j == 0 ? sh.chunk.first : entry(c.rle, j - 1);
-    __syncthreads();
-    if (delta_last)
-      tile_scan(m, sh, [&](uint32_t i) { return cur[i]; }, [&](uint32_t i, uint64_t x, uint64_t v) { cur[i] = (x + v) & mask; });
-    // RLE layers, last first: run starts by a scan of the lengths, then each value's run found by
-    // a scan of head marks.
-    bool bad = false;
-    for (uint32_t s = c.rle; s-- > 0;) {
-      const uint32_t runs = sh.streams[s].count;
-      const uint64_t target = s == 0 ? n0 - c.delta_first : sh.streams[s - 1].count;
-      for (uint32_t i = threadIdx.x; i < target; i += kThreads) heads[i] = 0;
-      __syncthreads();
-      const uint64_t sum = tile_scan(
-          runs, sh,
-          [&](uint32_t j) -> uint64_t {
-            const uint64_t r = entry(s, j);
-            return r == 0 || r > target ? target + 1 : r;  // a bad run makes the sum miss the target
-          },
-          [&](uint32_t j, uint64_t start, uint64_t) {
-            if (start < target) heads[start] = 1;
-          });
-      if (sum != target) {
-        bad = true;
-        if (threadIdx.x == 0) report(err, true, b, k, codec::kBadRuns, s + 1);
-        break;
-      }
-      tile_scan(uint32_t(target), sh, [&](uint32_t i) -> uint64_t { return heads[i]; },
-                [&](uint32_t i, uint64_t x, uint64_t v) { tmp[i] = cur[x + v - 1]; });
-      uint64_t* t = cur;
-      cur = tmp, tmp = t;
-    }
-    if (!bad && c.delta_first) {  // `first`, then its sums with the n0 - 1 differences in cur
-      tile_scan(n0, sh, [&](uint32_t i) { return i == 0 ? sh.chunk.first : cur[i - 1]; },
-                [&](uint32_t i, uint64_t x, uint64_t v) { tmp[i] = (x + v) & mask; });
-      uint64_t* t = cur;
-      cur = tmp, tmp = t;
-    }
-    if (!bad) {
-      const uint64_t first_row = k << h.chunk_log2;
-      for (uint32_t i = threadIdx.x; i < n0; i += kThreads) {
-        if (vb == 8) static_cast<uint64_t*>(job.out)[first_row + i] = cur[i];
-        else static_cast<uint32_t*>(job.out)[first_row + i] = uint32_t(cur[i]);
-      }
-    }
-    __syncthreads();  // shared state is reused by the next chunk
   }
 }
 
@@ -406,10 +477,12 @@ void codec_decompress(KernelContext& ctx, const uint8_t* in, const std::vector<u
   const uint32_t buffers = uint32_t(outs.size());
   if (!buffers) return;
   std::vector<DecompressJob> jobs(buffers);
-  uint64_t max_chunks = 0;  // at the smallest chunks the format allows
+  // Chunks the headers can number: a checked header has at least 2^kMinChunkLog2 rows a chunk,
+  // rows within the output's capacity and a chunk offset (8 bytes) each within its bytes.
+  uint64_t max_chunks = 0;
   for (uint32_t b = 0; b < buffers; ++b) {
     jobs[b] = {offsets[b], offsets[b + 1] - offsets[b], outs[b].data, outs[b].capacity};
-    max_chunks += codec::chunk_count(outs[b].capacity, codec::kMinChunkLog2);
+    max_chunks += std::min(codec::chunk_count(outs[b].capacity, codec::kMinChunkLog2), jobs[b].bytes / 8);
   }
   const DecompressJob* d_jobs = ctx.upload(jobs);
   uint64_t* chunk_first = ctx.scratch_array<uint64_t>(buffers + 1);
@@ -417,12 +490,19 @@ void codec_decompress(KernelContext& ctx, const uint8_t* in, const std::vector<u
   decompress_headers_kernel<<<1, kThreads, 0, ctx.stream()>>>(in, d_jobs, buffers, vb, chunk_first, d_words, err);
   JL_CUDA_LAUNCHED("decompress_headers_kernel");
   ctx.mark("decompress_headers_kernel");
-  // Shared memory for the largest chunk the CUDA kernels take; the headers kernel rejected larger.
-  const size_t smem = chunk_smem(kCudaMaxChunkLog2);
-  JL_CUDA_CHECK(cudaFuncSetAttribute(decompress_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  const uint64_t per_sm = std::max<uint64_t>(1, ctx.info().smem_per_block_optin / (smem + sizeof(CodecShared)));
-  const uint64_t grid = std::max<uint64_t>(1, std::min<uint64_t>(max_chunks, uint64_t(ctx.info().sm_count) * per_sm * 2));
-  decompress_kernel<<<unsigned(grid), kThreads, smem, ctx.stream()>>>(in, d_jobs, buffers, chunk_first, err);
+  if (!max_chunks) return;
+  ChunkJob* chunk_jobs = ctx.scratch_array<ChunkJob>(max_chunks);
+  chunk_jobs_kernel<<<unsigned((max_chunks + kThreads - 1) / kThreads), kThreads, 0, ctx.stream()>>>(
+      in, d_jobs, buffers, chunk_first, chunk_jobs, err);
+  JL_CUDA_LAUNCHED("chunk_jobs_kernel");
+  ctx.mark("chunk_jobs_kernel");
+  // Shared memory for the largest chunk the CUDA kernels take (the headers kernel rejected larger);
+  // a persistent grid of the blocks that fit at once.
+  JL_CUDA_CHECK(cudaFuncSetAttribute(decompress_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kDecodeSmem)));
+  int per_sm = 0;
+  JL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, decompress_kernel, kThreads, kDecodeSmem));
+  const uint64_t grid = std::max<uint64_t>(1, std::min<uint64_t>(max_chunks, uint64_t(ctx.info().sm_count) * std::max(per_sm, 1)));
+  decompress_kernel<<<unsigned(grid), kThreads, kDecodeSmem, ctx.stream()>>>(chunk_jobs, buffers, chunk_first, err);
   JL_CUDA_LAUNCHED("decompress_kernel");
   ctx.mark("decompress_kernel");
 }

@@ -258,7 +258,8 @@ void checksum(KernelContext& ctx, ColumnPtr keys, const std::vector<ColumnPtr>& 
 void exclusive_scan(KernelContext& ctx, const uint64_t* in, uint64_t* out, uint64_t n);
 
 // --- cascaded compression (core/exec/codec.hpp; kernels/cuda/codec.cu) --------------------------
-// Chunks the CUDA kernels take: their layers run in a block's shared memory (20 bytes a value).
+// Chunks the CUDA kernels take: their layers run in a block's shared memory (20 bytes a value to
+// compress, 17 to decompress).
 constexpr uint32_t kCudaMaxChunkLog2 = 12;
 struct CodecColumnRef {
   const void* data = nullptr;  // element 0 of the buffer's values
