@@ -1093,6 +1093,32 @@ TEST_F(CliTest, GpuBackendsCheckTheHostMemoryOfStrategiesThatKeepDataThere) {
   }
 }
 
+// npj holds in device memory only what its spaces put there: with its table and its data pinned
+// (lutz2022's baseline) 2^18 rows pass a GPU of 4 MiB, with its data on the device they do not.
+TEST_F(CliTest, NpjCountsOnlyWhatItKeepsInDeviceMemory) {
+  struct SmallGpu : Backend {
+    std::string name() const override { return "cuda"; }
+    void run(const BackendConfig&, const std::function<void(Rank&)>&, const std::function<void(Rank&)>&) override {}
+    uint64_t device_memory_per_rank(const BackendConfig&) override { return 4 << 20; }
+  } backend;
+  std::string f = write("npj.ini", cpu_experiment_text((dir_ / "out").string()));
+  auto point_with = [&](const std::string& input_space) {
+    return plan_experiment(f, {{"experiment.strategy", "npj"}, {"workload.rows", "2^18"}, {"cluster.device_memory", "4Mi"},
+                               {"strategy.table_space", "pinned"}, {"strategy.input_space", input_space}})
+        .points.front()
+        .run;
+  };
+  const RunPoint pinned = point_with("pinned");
+  EXPECT_NO_THROW(check_device_memory(pinned, make_job(pinned), backend));
+  const RunPoint device = point_with("device");
+  try {
+    check_device_memory(device, make_job(device), backend);
+    ADD_FAILURE() << "2^18 rows of R and S fit in 4 MiB of device memory?";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("strategy npj needs about"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(CliTest, SimulatorRefusesRunsBeyondItsLimits) {
   if (!has_backend("sim")) GTEST_SKIP() << "no sim backend in this build";
   std::string f = write("sim.ini", "[experiment]\nstrategy = shuffle\nbackend = sim\noutput_dir = " +

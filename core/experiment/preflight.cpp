@@ -53,7 +53,10 @@ uint64_t estimate(const std::string& name, const JoinJob& job, const ClusterShap
   if (job.options.count("load_factor")) lf = job.options["load_factor"].as<double>();
   const TableKind kind = option_text(job, "table") == "chained" ? TableKind::Chained : TableKind::LinearProbing;
   const uint64_t out = output_bytes(job, n);
-  if (name == "npj") return r + s + hash_table_bytes(kind, rf, r_rows, lf) + out;
+  if (name == "npj") {  // only what its spaces put on the device (lutz2022's baseline pins both)
+    const uint64_t data = option_text(job, "input_space") == "pinned" ? 0 : r + s + out;
+    return data + (option_text(job, "table_space") == "pinned" ? 0 : hash_table_bytes(kind, rf, r_rows, lf));
+  }
   // phj: inputs and their partitioned copies; a pass above one kernel pass uses one more copy.
   if (name == "phj") return 2 * (r + s) + std::max(r_rows * rf.tuple_bytes(), s_rows * sf.tuple_bytes()) + out;
   // smj: inputs, sorted copies, the sort's alternate buffers, merge-join scratch (32 B per S row).
