@@ -822,6 +822,11 @@ TEST_F(CliTest, PaperSmallFilesRunOnTheCpuBackend) {
   }
 }
 
+bool has_backend(const std::string& name) {
+  auto b = backend_names();
+  return std::find(b.begin(), b.end(), name) != b.end();
+}
+
 // A python3 with matplotlib, as reproduce looks for one (its plots need it).
 bool can_plot() {
   return std::system("python3 -c 'import matplotlib' >/dev/null 2>&1") == 0 ||
@@ -852,6 +857,37 @@ TEST_F(CliTest, ReproduceOneFigureWritesItsCsvPlotAndIndex) {
   } else {
     std::cout << "[ note ] no python3 with matplotlib: the plot is not checked\n";
   }
+}
+
+// The cpu backend as a one-GPU machine would show it to reproduce.
+struct OneGpuCpuBackend : Backend {
+  std::unique_ptr<Backend> cpu = make_backend("cpu");
+  std::string name() const override { return "cpu"; }
+  void run(const BackendConfig& cfg, const std::function<void(Rank&)>& body,
+           const std::function<void(Rank&)>& collect) override {
+    cpu->run(cfg, body, collect);
+  }
+  int gpus() override { return 1; }
+  int threads_per_rank(const BackendConfig& cfg) override { return cpu->threads_per_rank(cfg); }
+  std::string launch() const override { return cpu->launch(); }
+};
+
+// On a GPU backend reproduce leaves out the points of more ranks than the machine has GPUs, runs
+// the rest and says what it left out: of gao2021's small TPC-H weak scaling (1, 2 and 4 ranks)
+// the 1-rank points run on one GPU.
+TEST_F(CliTest, ReproduceOnAGpuBackendLeavesOutPointsOfMoreRanksThanGpus) {
+  register_backend("one-gpu-cpu", [] { return std::make_unique<OneGpuCpuBackend>(); });
+  const fs::path out = dir_ / "repro";
+  auto r = cli({"reproduce", "gao2021/tpch-weak-scaling", "gao2021/one-vs-two-level", "--scale=small",
+                "--backend=one-gpu-cpu", "--out=" + out.string(), "--quiet"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string csv = read((out / "gao2021" / "tpch-weak-scaling.csv").string());
+  const long points = std::count(csv.begin(), csv.end(), '\n') - 1;
+  EXPECT_EQ(points, 3) << csv;  // one node of one rank, three compressions
+  const std::string md = read((out / "index.md").string());
+  EXPECT_NE(md.find("points not run here: needs more ranks than this machine's 1 GPU ("), std::string::npos) << md;
+  EXPECT_NE(md.find("Not run here:\n\n- gao2021/one-vs-two-level: needs more ranks"), std::string::npos) << md;
+  EXPECT_FALSE(fs::exists(out / "gao2021" / "one-vs-two-level.csv"));
 }
 
 TEST_F(CliTest, ReproduceWithoutMatplotlibWritesTheReportAndSaysPlotsWereSkipped) {
@@ -897,6 +933,10 @@ TEST_F(CliTest, ReproduceDryRunChecksEveryFigureAtBothScales) {
     long small = 0;
     for (size_t at = 0; (at = r.out.find("-small.ini,", at)) != std::string::npos; ++at) ++small;
     EXPECT_EQ(small, std::string(scale) == "small" ? figures : 0) << r.out;
+  }
+  if (has_backend("cuda")) {  // on GPUs the small variants' ranks may share them (cluster.share_gpus)
+    auto r = cli({"reproduce", "--dry-run", "--scale=small", "--backend=cuda"});
+    EXPECT_EQ(r.code, 0) << r.err;
   }
   for (auto& entry : fs::recursive_directory_iterator(root)) {
     const std::string stem = entry.path().stem().string();
@@ -1017,11 +1057,6 @@ TEST_F(CliTest, SubcommandUsageErrors) {
 }
 
 // --- sizes, memory and scale checked before any work; the rough edges of run and list --------
-
-bool has_backend(const std::string& name) {
-  auto b = backend_names();
-  return std::find(b.begin(), b.end(), name) != b.end();
-}
 
 // A small real join on the cpu backend, for checks the scripted backend cannot make.
 std::string cpu_experiment_text(const std::string& out_dir) {

@@ -51,6 +51,8 @@ class Backend {
   // Checks `cfg` before any work: its [cluster] options (InputError naming the option as
   // "cluster.<key>") and whether the backend can run the shape at all (the simulator's limits).
   virtual void check(const BackendConfig& cfg) {}
+  // GPUs this machine gives the backend's ranks (0: not a GPU backend, or none found).
+  virtual int gpus() { return 0; }
   // Why this backend cannot run on this machine ("no GPU found"), "" when it can.
   virtual std::string unavailable() { return ""; }
   // The profile a run without cluster.profile uses ("" where none is used).

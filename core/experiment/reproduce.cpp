@@ -27,7 +27,8 @@ const char* const kReproduceUsage =
 const char* const kReproduceHelp =
     "\n"
     "  PAPER, PAPER/FIGURE  what to run: experiments/papers/<paper>/<figure>.ini (default: every figure)\n"
-    "  --backend B          run every figure on B instead of the backend its file names\n"
+    "  --backend B          run every figure on B instead of the backend its file names (cuda: the\n"
+    "                       points of more ranks than this machine has GPUs are left out, and said so)\n"
     "  --scale S            full (default): the paper's setup; small: each figure's -small.ini variant,\n"
     "                       every figure in a few minutes on two cores\n"
     "  --out DIR            where the outputs go (default results/reproduce)\n"
@@ -96,6 +97,7 @@ struct Figure {
   std::vector<std::string> series;
   bool logx = false, logy = false;
   std::vector<ResultRow> rows;
+  std::string left_out;  // the points a GPU backend left out, and why ("" if none)
   std::string id() const { return paper + "/" + name; }
 };
 
@@ -275,6 +277,7 @@ std::string md_cell(std::string s) {
 // What the report says of a whole reproduce run.
 struct RunFacts {
   std::string scale, backend, commit, date, plots;  // plots: "" if drawn, else why not
+  std::vector<std::string> left_out;                // figures none of whose points ran here, and why
   double seconds = 0;
 };
 
@@ -295,10 +298,16 @@ void write_markdown(const std::string& path, const std::vector<Figure>& figures,
         << ", " << num(facts.seconds, "%.1f") << " s. " << kNotThePapers
         << " The bound is the analytic one: the time the run's bytes take through its tightest resource; the busiest "
            "resource per phase is read from the run's trace (the share of the phase it was busy).\n\n";
+    if (!facts.left_out.empty()) {
+      out << "Not run here:\n\n";
+      for (auto& l : facts.left_out) out << "- " << md_cell(l) << "\n";
+      out << "\n";
+    }
     for (auto& f : figures) {
       out << "## " << f.id() << ": " << f.title << "\n\n";
       if (!f.measures.empty()) out << f.measures << "\n\n";
       out << "From " << about(f) << "; CSV: [" << f.name << ".csv](" << f.id() << ".csv).\n\n";
+      if (!f.left_out.empty()) out << f.left_out << ".\n\n";
       if (facts.plots.empty()) out << "![" << f.title << "](" << f.id() << ".png)\n\n";
       else out << "(plot skipped: " << facts.plots << ")\n\n";
       const Cells t = point_table(f);
@@ -331,11 +340,17 @@ void write_html(const std::string& path, const std::vector<Figure>& figures, con
     for (auto& f : figures)
       out << "<li><a href=\"#" << html_escape(f.id()) << "\">" << html_escape(f.id()) << "</a>: " << html_escape(f.title) << "</li>\n";
     out << "</ul>\n";
+    if (!facts.left_out.empty()) {
+      out << "<p>Not run here:</p>\n<ul>\n";
+      for (auto& l : facts.left_out) out << "<li>" << html_escape(l) << "</li>\n";
+      out << "</ul>\n";
+    }
     for (auto& f : figures) {
       out << "<h2 id=\"" << html_escape(f.id()) << "\">" << html_escape(f.id() + ": " + f.title) << "</h2>\n";
       if (!f.measures.empty()) out << "<p>" << html_escape(f.measures) << "</p>\n";
       out << "<p>From " << html_escape(about(f)) << "; CSV: <a href=\"" << html_escape(f.id()) << ".csv\">"
           << html_escape(f.name) << ".csv</a>.</p>\n";
+      if (!f.left_out.empty()) out << "<p>" << html_escape(f.left_out) << ".</p>\n";
       if (facts.plots.empty()) out << "<p><img src=\"" << html_escape(f.id()) << ".png\" alt=\"" << html_escape(f.title) << "\"></p>\n";
       else out << "<p>(plot skipped: " << html_escape(facts.plots) << ")</p>\n";
       const Cells t = point_table(f);
@@ -408,6 +423,10 @@ int reproduce_command(const std::vector<std::string>& args) {
   std::vector<Figure> figures;
   // Every figure is planned and checked before the first runs: bad input costs no work.
   int total = 0;
+  // On a GPU backend the points of more ranks than this machine has GPUs are left out (the small
+  // variants are sized for one or two GPUs; ranks sharing a GPU are for tests of the transport).
+  const int gpus = a.backend.empty() ? 0 : make_backend(a.backend)->gpus();
+  std::vector<std::string> left_out;
   for (auto& [paper, name] : select(paper_figures(dir), a.selectors)) {
     Figure f;
     f.paper = paper;
@@ -420,10 +439,29 @@ int reproduce_command(const std::vector<std::string>& args) {
     if (!a.backend.empty()) overrides.push_back({"experiment.backend", a.backend});
     f.plan = plan_experiment(f.file, overrides);
     resolve_drawing(f);
+    if (gpus > 0) {
+      std::vector<std::string> labels;
+      auto& points = f.plan.points;
+      points.erase(std::remove_if(points.begin(), points.end(),
+                                  [&](const PlannedPoint& p) {
+                                    const bool more = p.run.cluster.shape.size() > gpus;
+                                    if (more) labels.push_back(p.label().empty() ? "its one point" : p.label());
+                                    return more;
+                                  }),
+                   points.end());
+      const std::string why = "needs more ranks than this machine's " + std::to_string(gpus) + " GPU" +
+                              (gpus == 1 ? "" : "s") + " (" + join(labels, "; ") + ")";
+      if (points.empty()) {
+        left_out.push_back(f.id() + ": " + why);
+        continue;
+      }
+      if (!labels.empty()) f.left_out = std::to_string(labels.size()) + " point" + (labels.size() == 1 ? "" : "s") + " not run here: " + why;
+    }
     total += int(f.plan.points.size());
     figures.push_back(std::move(f));
   }
   if (a.dry_run) {
+    for (auto& l : left_out) std::cout << "not run here: " << l << "\n";
     for (auto& f : figures)
       std::cout << f.id() << ": " << f.shown << ", " << f.plan.points.size() << " run point"
                 << (f.plan.points.size() == 1 ? "" : "s") << ", all valid; x " << f.x << ", y " << f.y
@@ -464,6 +502,7 @@ int reproduce_command(const std::vector<std::string>& args) {
   RunFacts facts;
   facts.scale = a.scale;
   facts.backend = a.backend.empty() ? "as each file says" : a.backend;
+  facts.left_out = left_out;
   facts.commit = git_commit();
   facts.date = utc_timestamp();
   facts.plots = draw(a.out, manifest, a.quiet);

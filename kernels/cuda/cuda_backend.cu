@@ -64,6 +64,15 @@ class CudaBackend : public Backend {
   std::string name() const override { return "cuda"; }
   std::string launch() const override { return launched_by_mpi() ? "mpirun" : "threads"; }
 
+  int gpus() override {
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    return devices;
+  }
+
   uint64_t device_memory_per_rank(const BackendConfig& cfg) override {
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
