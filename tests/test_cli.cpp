@@ -1099,15 +1099,22 @@ TEST_F(CliTest, CpuBackendChecksMemoryBeforeGeneratingData) {
   EXPECT_FALSE(fs::exists(dir_ / "out"));
 }
 
+// A stand-in GPU backend for the memory checks: this much device and host memory per rank (0: not
+// checked); it runs nothing.
+struct StandInGpuBackend : Backend {
+  uint64_t device_bytes = 0, host_bytes = 0;
+  std::string name() const override { return "cuda"; }
+  void run(const BackendConfig&, const std::function<void(Rank&)>&, const std::function<void(Rank&)>&) override {}
+  uint64_t device_memory_per_rank(const BackendConfig&) override { return device_bytes; }
+  uint64_t host_memory_per_rank(const BackendConfig&) override { return host_bytes; }
+};
+
 // A GPU backend checks the host memory of strategies that keep data there (chunked's S, gpj's
 // senders, crj) before any work, as it checks device memory: a stand-in backend with 1 MiB of
 // host memory per rank refuses chunked's 2^20 S rows and lets npj (all on the device) pass.
 TEST_F(CliTest, GpuBackendsCheckTheHostMemoryOfStrategiesThatKeepDataThere) {
-  struct SmallHost : Backend {
-    std::string name() const override { return "cuda"; }
-    void run(const BackendConfig&, const std::function<void(Rank&)>&, const std::function<void(Rank&)>&) override {}
-    uint64_t host_memory_per_rank(const BackendConfig&) override { return 1 << 20; }
-  } backend;
+  StandInGpuBackend backend;
+  backend.host_bytes = 1 << 20;
   std::string f = write("host.ini", cpu_experiment_text((dir_ / "out").string()));
   for (const std::string strategy : {"chunked", "npj"}) {
     const ExperimentPlan plan = plan_experiment(f, {{"experiment.strategy", strategy}, {"workload.rows", "2^20"}});
@@ -1131,11 +1138,8 @@ TEST_F(CliTest, GpuBackendsCheckTheHostMemoryOfStrategiesThatKeepDataThere) {
 // npj holds in device memory only what its spaces put there: with its table and its data pinned
 // (lutz2022's baseline) 2^18 rows pass a GPU of 4 MiB, with its data on the device they do not.
 TEST_F(CliTest, NpjCountsOnlyWhatItKeepsInDeviceMemory) {
-  struct SmallGpu : Backend {
-    std::string name() const override { return "cuda"; }
-    void run(const BackendConfig&, const std::function<void(Rank&)>&, const std::function<void(Rank&)>&) override {}
-    uint64_t device_memory_per_rank(const BackendConfig&) override { return 4 << 20; }
-  } backend;
+  StandInGpuBackend backend;
+  backend.device_bytes = 4 << 20;
   std::string f = write("npj.ini", cpu_experiment_text((dir_ / "out").string()));
   auto point_with = [&](const std::string& input_space) {
     return plan_experiment(f, {{"experiment.strategy", "npj"}, {"workload.rows", "2^18"}, {"cluster.device_memory", "4Mi"},
