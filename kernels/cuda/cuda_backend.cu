@@ -74,11 +74,8 @@ class CudaBackend : public Backend {
   }
 
   uint64_t device_memory_per_rank(const BackendConfig& cfg) override {
-    int devices = 0;
-    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-      cudaGetLastError();
-      return 0;  // no GPU: run() reports that
-    }
+    const int devices = gpus();
+    if (!devices) return 0;  // no GPU: run() reports that
     const int n = cfg.shape.size();
     uint64_t least = ~0ull;
     for (int d = 0; d < std::min(n, devices); ++d) {
