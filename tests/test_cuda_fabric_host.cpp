@@ -3,6 +3,10 @@
 // path a put takes, and the choice of transport from [cluster].
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <string>
+
+#include "core/builtin.hpp"
 #include "core/common/error.hpp"
 #include "kernels/cuda/cuda_fabric.hpp"
 
@@ -90,6 +94,17 @@ TEST(CudaFabricProtocol, TransportDefaultsAndChoices) {
   EXPECT_NE(error_of("tcp", false, true).find("peer, nccl or ucx"), std::string::npos);
   EXPECT_NE(error_of("nccl", true, false).find("no NCCL"), std::string::npos);
   EXPECT_EQ(fabric_kind(with_transport(""), true, false), "ucx");  // processes without NCCL: staged over UCX
+}
+
+// Registering the backend (before any CUDA call) asks for 32 hardware work queues per device,
+// unless the user set a number: with the default 8, ranks sharing a GPU put more streams on it than
+// queues, and a stream parked on a receive gate stopped others behind it in its queue (8 ranks
+// of mgsmj on 2 GPUs hung in one run of two).
+TEST(CudaBackendSetup, AsksForAWorkQueuePerStreamOfSharedGpus) {
+  register_cuda_backend();
+  const char* queues = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  ASSERT_NE(queues, nullptr);
+  EXPECT_GE(std::stoi(queues), 32);
 }
 
 }  // namespace

@@ -289,6 +289,11 @@ void register_cuda_backend() {
   // fabric's receive gates) spin until another kernel of this process has run - a deadlock.
   // Registration runs before any CUDA call; a value the user set is kept.
   setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+  // Hardware work queues per device (default 8, at most 32): streams beyond them share queues, and
+  // a stream parked on a receive gate (cuStreamWaitValue32) then also stops the streams behind it
+  // in its queue, among them possibly the one whose copy would open the gate. Ranks that share a
+  // GPU, or concurrent joins, put 5 streams each on it: 8 ranks on 2 GPUs hung now and then.
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   register_backend("cuda", [] { return std::make_unique<cuda::CudaBackend>(); });
   register_cluster_key("transport", "cuda: peer | nccl | ucx | mpi (default peer for threads, nccl under mpirun)", "cuda");
   register_cluster_key("streams", "cuda: streams per rank (default 5)", "cuda");
