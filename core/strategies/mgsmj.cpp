@@ -120,6 +120,8 @@ struct RelationPlan {
   // hist[(i * chunks + c) * F + b]: rank i's chunk c, bucket b
   std::vector<uint64_t> hist;
   uint32_t F = 1;
+  // Device lanes its sort works in: two where a chunkset is copied in while the one before sorts.
+  int lanes() const { return chunks > 1 ? 2 : 1; }
   uint64_t rows(int i, uint32_t c, uint32_t b0, uint32_t b1) const {
     uint64_t n = 0;
     for (uint32_t b = b0; b < b1; ++b) n += hist[(size_t(i) * chunks + c) * F + b];
@@ -383,7 +385,7 @@ Runs sort_chunksets(Rank& rank, const Tuples& host, const RelationPlan& p, const
   runs.buffers = std::make_unique<SortBuffers>();
   SortLane* lanes = runs.buffers->lanes;
   const bool prefetched = pre && pre->chunks == p.chunks;
-  for (int l = 0; l < (p.chunks > 1 ? 2 : 1); ++l) {  // one chunkset: one lane
+  for (int l = 0; l < p.lanes(); ++l) {
     const std::string t = "mgsmj." + p.name + ".lane" + std::to_string(l);
     lanes[l] = {l == 0 && prefetched ? pre->in : rank.alloc_tuples(MemSpace::Device, max_in, f, t + ".in"),
                 rank.alloc_tuples(MemSpace::Device, max_in, f, t + (merge_sort ? ".sorted" : ".partitioned")),
@@ -533,8 +535,7 @@ void run_mgsmj(Rank& rank, const JoinJob& job) {
       for (uint32_t c = 0; c < p.chunks; ++c)
         for (int j = 0; j < g; ++j)
           most = std::max({most, received_by(p, c, owner_first, j, g), p.bounds[c + 1] - p.bounds[c]});
-      const uint64_t lanes = p.chunks > 1 ? 2 : 1;
-      if (lanes * 4 * most * p.fmt.tuple_bytes() > per_relation && chunk[i] > 1) {
+      if (uint64_t(p.lanes()) * 4 * most * p.fmt.tuple_bytes() > per_relation && chunk[i] > 1) {
         chunk[i] = std::max<uint64_t>(1, std::min(chunk[i], (p.bounds[1] - p.bounds[0])) / 2);
         fits = false;
       }
