@@ -858,7 +858,20 @@ bool absorb_uniform(ContentPtr& into, const KeyContent& b) {
   return b.parts.size() == 1 && absorb_rows(into, b.parts.front(), b.parts.front().constraints);
 }
 
+namespace {
+// Sorted rows as the union of their order's pieces. A piece is a whole partition of every run that
+// went into the sort, its cover exact; the components from before the sort are each run's own
+// (a rank's slice), whose joins are estimated from densities.
+KeyContent pieces_of(const KeyContent& c) {
+  if (!c.order) return c;
+  KeyContent out;
+  for (const ContentPtr& p : c.order->pieces) out.parts.insert(out.parts.end(), p->parts.begin(), p->parts.end());
+  return out;
+}
+}  // namespace
+
 double expected_matches(const KeyContent& r, const KeyContent& s) {
+  if (r.order || s.order) return expected_matches(pieces_of(r), pieces_of(s));
   // Light-row densities of each component, once.
   // A relation's unique keys: their share of the relation (exactly 1 for a whole partition).
   auto densities = [](const KeyContent& c) {

@@ -130,6 +130,40 @@ TEST(CudaStrategies, TritonOutOfCoreSameAsCpuBackend) {
         }
 }
 
+// mgsmj on the GPUs there are (2 when there are two): the resident plan (runs kept on the GPUs,
+// R's histograms counted there) and the paper's (resident = off), both sorts, and device memory
+// capped so that every relation has several chunksets (the CPU multiway merge, the join's parts
+// copied in): the CPU backend's count and checksum on the same ranks.
+TEST(CudaStrategies, MgsmjSameAsCpuBackend) {
+  JL_REQUIRE_GPU();
+  register_builtin();
+  int devices = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
+  const int g = devices >= 2 ? 2 : 1;
+  const std::vector<Case> all = workloads();
+  for (const Case& c : {all[0], all[2], all[5], all[6]})
+    for (const char* sort : {"radix", "merge"})
+      for (const char* plan : {"auto", "off", "capped"}) {
+        const Options o = {{"sort", sort}, {"resident", plan == std::string("off") ? "off" : "auto"}, {"output", "direct"}};
+        const std::string what = "mgsmj on " + c.name + ", " + std::to_string(g) + " GPUs, sort " + sort + ", " + plan;
+        RunPoint cpu_point = point("mgsmj", "cpu", c.w, o), gpu_point = point("mgsmj", "cuda", c.w, o);
+        for (RunPoint* p : {&cpu_point, &gpu_point}) {
+          p->cluster.shape = {1, g};
+          if (plan == std::string("capped")) p->cluster.device_memory = uint64_t(8) << 20;
+        }
+        RunOutcome cpu, gpu;
+        ASSERT_NO_THROW(cpu = run_point(cpu_point)) << what;
+        try {
+          gpu = run_point(gpu_point);
+        } catch (const std::exception& e) {
+          FAIL() << what << ": " << e.what();
+        }
+        EXPECT_EQ(gpu.digest.count, cpu.digest.count) << what;
+        EXPECT_EQ(gpu.digest.checksum, cpu.digest.checksum) << what;
+        EXPECT_GT(gpu.digest.count, 0u) << what;
+      }
+}
+
 TEST(CudaStrategies, TraceHasEveryKernelWithParametersInsideItsPhases) {
   JL_REQUIRE_GPU();
   Workload w;

@@ -142,6 +142,20 @@ TEST_F(SimCounts, MgsmjCountsExactlyAcrossGpus) {
   }
 }
 
+// One chunkset per relation (the default sizing): the histograms are counted on the GPUs from the
+// copied-in relations and the join reads the runs where they were sorted (the resident plan), or,
+// with resident = off, the runs go back to the host and the join's parts come in again.
+TEST_F(SimCounts, MgsmjCountsExactlyWithItsRunsKeptOnTheGpus) {
+  for (auto& [what, w] : workloads()) {
+    if (what.find("tpch") != std::string::npos) continue;
+    for (int gpus : {1, 2, 4})
+      for (const char* resident : {"auto", "off"}) {
+        SCOPED_TRACE(what + ", " + std::to_string(gpus) + " GPUs, resident = " + resident);
+        expect_exact(point("mgsmj", w, {1, gpus}, {{"resident", resident}, {"bucket_bits", "6"}, {"output", "count_only"}}));
+      }
+  }
+}
+
 // sort = merge's pivot search gathers keys at row ids the host writes: refused in simulation.
 TEST_F(SimCounts, MgsmjMergeSortIsRefused) {
   try {

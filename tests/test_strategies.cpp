@@ -372,9 +372,45 @@ TEST_F(Strategies, MgsmjOnOneTwoAndFourRanksWithSeveralChunksets) {
         expect_correct(capped(w, g, {{"sort", sort}, {"chunk_rows", "3000"}, {"bucket_bits", "3"}, {"output", "count_then_write"}}));
         expect_correct_or_counted(capped(w, g, {{"sort", sort}, {"parts_per_gpu", "5"}, {"output", "count_only"}}));
       }
-  // One chunkset (k = 1: no merge) and one part per GPU.
+  // One chunkset (k = 1: no merge), its runs kept on the GPUs or, resident = off, one part per GPU.
   for (std::string sort : {"radix", "merge"})
-    expect_correct(point("mgsmj", pk_fk(20000, 80000, 4, 1.0, 1.5), {{"parts_per_gpu", "1"}, {"sort", sort}}, {1, 2}));
+    for (std::string resident : {"auto", "off"})
+      expect_correct(point("mgsmj", pk_fk(20000, 80000, 4, 1.0, 1.5),
+                           {{"parts_per_gpu", "1"}, {"sort", sort}, {"resident", resident}}, {1, 2}));
+}
+
+// Where both relations sort in one chunkset, the resident plan copies each tuple in once: nothing
+// is copied back to the host in the sort phase, nothing in again in the join phase. resident =
+// off runs the paper's plan: the runs come back and the join's parts go in.
+TEST_F(Strategies, MgsmjKeepsTheSortedRunsOfOneChunksetOnTheGpus) {
+  auto bytes = [](const RunOutcome& o, const std::string& phase, MemSpace from, MemSpace to) {
+    double begin = 0, end = 0;
+    for (const PhaseRecord& ph : o.rank_phases.at(0))
+      if (ph.name == phase) begin = ph.begin, end = ph.end;
+    uint64_t n = 0;
+    for (const TraceSpan& sp : o.trace)
+      if (sp.rank == 0 && sp.params.kind == OpKind::Copy && sp.params.mem_src == int(from) &&
+          sp.params.mem_dst == int(to) && sp.begin >= begin && sp.end <= end)
+        n += sp.params.bytes;
+    return n;
+  };
+  for (std::string sort : {"radix", "merge"})
+    for (int g : {1, 2, 4})
+      for (std::string resident : {"auto", "off"}) {
+        SCOPED_TRACE("sort = " + sort + ", " + std::to_string(g) + " ranks, resident = " + resident);
+        const RunPoint p = point("mgsmj", pk_fk(20000, 80000, 8, 0.5, 1.0), {{"sort", sort}, {"resident", resident}}, {1, g});
+        expect_correct(p);
+        const RunOutcome o = run_point(p);
+        const uint64_t back = bytes(o, "sort", MemSpace::Device, MemSpace::Pinned);
+        const uint64_t again = bytes(o, "join", MemSpace::Pinned, MemSpace::Device);
+        if (resident == "auto") {
+          EXPECT_EQ(back, 0u);
+          EXPECT_EQ(again, 0u);
+        } else {
+          EXPECT_GT(back, 0u);
+          EXPECT_GT(again, 0u);
+        }
+      }
 }
 
 // By default a relation is sorted in one chunkset where its lanes fit 3/8 of device memory (no
@@ -638,6 +674,16 @@ TEST_F(Strategies, BoundsCountTheBytesOverTheTightestResource) {
   // Two levels on 2 x 2: half of each rank's share crosses the network, then half NVLink.
   EXPECT_DOUBLE_EQ(bound("shuffle", {{"levels", "2"}}, {2, 2}).seconds, rs / 4 / 2 / bw.net + rs / 4 / 2 / bw.p2p);
   EXPECT_EQ(bound("phj", {}, {1, 1}).resource.find("device memory"), 0u);
+  // mgsmj on 2 GPUs: resident (one chunkset each), every tuple in once; the paper's plan in twice
+  // and back once; relations larger than a chunk (device memory known) add the multiway merge's
+  // host-memory traffic.
+  EXPECT_DOUBLE_EQ(bound("mgsmj", {}, {1, 2}).seconds, rs / 2 / bw.h2d);
+  EXPECT_DOUBLE_EQ(bound("mgsmj", {{"resident", "off"}}, {1, 2}).seconds, 2 * rs / 2 / bw.h2d);
+  Bandwidths host = bw;
+  host.host_mem = 100e9;
+  JoinJob small = make_job(point("mgsmj", w, {}, {1, 2}));
+  small.device_memory = 1 << 20;  // chunks of 3/8 MiB / 4 / 8 bytes, halved: several per relation
+  EXPECT_DOUBLE_EQ(find_strategy("mgsmj").bound(small, {1, 2}, host).seconds, 2 * rs / 2 / bw.h2d + 2 * rs / host.host_mem);
 }
 
 // A strategy that joins like npj and then flips one bit of one output value before the

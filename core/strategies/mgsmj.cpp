@@ -16,6 +16,13 @@
 //    (merge_path_parts); each part is copied in (its keys alone for output = count_only) and
 //    merge-joined (MergeJoinOp) on one of two streams, its output rows written to pinned host
 //    memory.
+// The resident plan (resident = auto, where both relations are one chunkset, i.e. they fit the
+// GPUs): the paper copies the sorted runs back and the join copies them in again, twice the
+// input's bytes over PCIe for nothing. Here R is copied in whole during the histogram phase; the
+// host's CPUs count S's histograms meanwhile and the GPU counts R's once it is in, so R is sorted
+// while S is copied in. The runs stay where they were sorted, and the join is one merge join over
+// them, its output written to pinned host memory. Skew that would overfill a GPU falls back to the
+// paper's plan.
 // Deviation from the paper, for the SPMD model (every rank holds its own slice of host memory):
 // the sort's splitters are global, not per chunkset. The most-significant-bit histograms of every
 // chunk of R and S are counted first (on the host's CPUs) and exchanged (allgather); the buckets
@@ -44,6 +51,7 @@ struct MgsmjConfig {
   uint64_t chunk_rows = 0;  // 0 = from device memory
   uint32_t bucket_bits = 12;
   uint32_t parts_per_gpu = 3;
+  bool resident = true;  // resident = auto: one chunkset's sorted runs stay on the GPUs for the join
   OutputMode output = OutputMode::Direct;
 };
 
@@ -57,7 +65,11 @@ void add_mgsmj_options(po::options_description& d) {
       "bucket_bits", int_option("bucket_bits", 12, 1, 16),
       "most significant key bits the sort's histograms count: the granularity of the GPUs' key ranges")("parts_per_gpu", int_option("parts_per_gpu", 3, 1, 1 << 20),
                           "fewest merge-path parts a GPU's share of the join is cut into (more when a part would not fit "
-                          "a quarter of device memory)");
+                          "a quarter of device memory)")(
+      "resident", choice_option("resident", {"auto", "off"}, "auto"),
+      "auto: where both relations sort in one chunkset, their histograms are counted on the GPUs after the copy in "
+      "and the sorted runs stay in device memory for the join (nothing is copied back or in again); off: the "
+      "paper's plan at any size (CPU histograms, runs copied back, the join's parts copied in)");
   add_output_option(d, "direct");
 }
 
@@ -67,6 +79,7 @@ MgsmjConfig mgsmj_config(const po::variables_map& vm) {
   c.chunk_rows = uint64_t(vm["chunk_rows"].as<int64_t>());
   c.bucket_bits = uint32_t(vm["bucket_bits"].as<int64_t>());
   c.parts_per_gpu = uint32_t(vm["parts_per_gpu"].as<int64_t>());
+  c.resident = vm["resident"].as<std::string>() == "auto";
   c.output = output_mode(vm);
   return c;
 }
@@ -348,7 +361,8 @@ struct SortBuffers {
 };
 
 // The sort phase of one relation, queued (not waited for): this rank's k sorted runs, one after
-// the other in one pinned buffer (run c at first[c]).
+// the other in one pinned buffer (run c at first[c]); a resident run (k = 1) stays in its lane's
+// device buffer instead.
 struct Runs {
   Tuples all;
   std::vector<uint64_t> first;  // k + 1 row offsets
@@ -363,7 +377,7 @@ struct Prefetch {
 };
 
 Runs sort_chunksets(Rank& rank, const Tuples& host, const RelationPlan& p, const std::vector<uint32_t>& owner_first,
-                    PartitionFn fn, bool merge_sort, const Prefetch* pre) {
+                    PartitionFn fn, bool merge_sort, const Prefetch* pre, bool resident) {
   const int g = rank.size(), me = rank.id();
   const SortStreams st;
   const TupleFormat f = p.fmt;
@@ -380,7 +394,7 @@ Runs sort_chunksets(Rank& rank, const Tuples& host, const RelationPlan& p, const
   }
   Runs runs;
   runs.first = prefix(received);
-  runs.all = rank.alloc_tuples(MemSpace::Pinned, runs.first.back(), f, "mgsmj." + p.name + ".runs");
+  if (!resident) runs.all = rank.alloc_tuples(MemSpace::Pinned, runs.first.back(), f, "mgsmj." + p.name + ".runs");
 
   runs.buffers = std::make_unique<SortBuffers>();
   SortLane* lanes = runs.buffers->lanes;
@@ -442,6 +456,10 @@ Runs sort_chunksets(Rank& rank, const Tuples& host, const RelationPlan& p, const
     for (const Event& e : all_to_all(rank, st, lane.part, send_first, lane.recv, recv_first)) rank.stream_wait(st.compute, e);
     const Tuples& done = merge_sort ? lane.recv : lane.sorted;
     if (!merge_sort) rank.launch(st.compute, SortOp{lane.recv.slice(0, received[c]), lane.sorted, SortAlgo::Radix});
+    if (resident) {  // one chunkset: its run is the relation, sorted, where the join will read it
+      runs.all = done.slice(0, received[c]);
+      continue;
+    }
     rank.stream_wait(st.copy_back, rank.record(st.compute));
     copy_rows(rank, st.copy_back, runs.all, runs.first[c], done, 0, received[c]);
     free_again[l] = rank.record(st.copy_back);
@@ -490,18 +508,24 @@ void run_mgsmj(Rank& rank, const JoinJob& job) {
   auto chunks_of = [&](int i) {  // every rank cuts its slice into as many chunks (the exchange pairs them up)
     return uint32_t(std::max<uint64_t>(1, (slice_of(i) + chunk[i] - 1) / chunk[i]));
   };
-  Prefetch pre;
-  {
-    const Tuples& t = rels[0]->tuples;
-    pre.chunks = chunks_of(0);
-    const uint64_t first = chunk_bounds(t.rows, pre.chunks)[1];  // the first chunk is the largest
-    pre.in = rank.alloc_tuples(MemSpace::Device, std::max<uint64_t>(1, first), t.fmt,
-                               "mgsmj." + rels[0]->spec->name + ".lane0.in");
-    copy_rows(rank, SortStreams{}.copy, pre.in, 0, t, 0, first);
-    pre.copied = rank.record(SortStreams{}.copy);
-  }
+  // R's first chunk is copied in while the histograms are counted. In the resident plan (both
+  // relations one chunkset) that is all of R, and the GPU counts R's histograms once it is in
+  // (milliseconds) while the host's CPUs count S's: S is copied in at the sort phase's start, while
+  // R is sorted. Otherwise the CPUs count both relations' histograms.
+  bool on_device = cfg.resident && chunks_of(0) == 1 && chunks_of(1) == 1;
+  Prefetch pre[2];
+  auto prefetch = [&](int i) {
+    const Tuples& t = rels[i]->tuples;
+    pre[i].chunks = chunks_of(i);
+    const uint64_t first = chunk_bounds(t.rows, pre[i].chunks)[1];  // the first chunk is the largest
+    pre[i].in = rank.alloc_tuples(MemSpace::Device, std::max<uint64_t>(1, first), t.fmt,
+                                  "mgsmj." + rels[i]->spec->name + ".lane0.in");
+    copy_rows(rank, SortStreams{}.copy, pre[i].in, 0, t, 0, first);
+    pre[i].copied = rank.record(SortStreams{}.copy);
+  };
+  prefetch(0);
   for (;;) {
-    std::vector<uint64_t> mine;
+    std::vector<Launched> counted;  // both relations' counts under way before either is waited for
     for (int i = 0; i < 2; ++i) {
       RelationPlan& p = plans[i];
       const RelationSpec& spec = *rels[i]->spec;
@@ -511,9 +535,15 @@ void run_mgsmj(Rank& rank, const JoinJob& job) {
       p.F = F;
       p.chunks = chunks_of(i);
       p.bounds = chunk_bounds(rels[i]->tuples.rows, p.chunks);
-      HistogramOp h{rels[i]->tuples, fn, p.bounds};
-      h.placement = HistogramOp::Placement::Host;
-      const std::vector<uint64_t> v = rank.launch(Stream{i}, h).get().values;  // a copy: the Launched is a temporary
+      const bool on_gpu = on_device && i == 0;  // R, in device memory
+      HistogramOp h{on_gpu ? pre[i].in.slice(0, rels[i]->tuples.rows) : rels[i]->tuples, fn, p.bounds};
+      h.placement = on_gpu ? HistogramOp::Placement::Device : HistogramOp::Placement::Host;
+      if (on_gpu) rank.stream_wait(Stream{i}, pre[i].copied);
+      counted.push_back(rank.launch(Stream{i}, h));
+    }
+    std::vector<uint64_t> mine;
+    for (Launched& l : counted) {
+      const std::vector<uint64_t>& v = l.get().values;
       mine.insert(mine.end(), v.begin(), v.end());
     }
     const std::vector<uint64_t> all = rank.allgather(mine);
@@ -541,19 +571,22 @@ void run_mgsmj(Rank& rank, const JoinJob& job) {
       }
     }
     if (fits) break;
+    on_device = false;  // skew: several chunksets, counted on the host
   }
+  const bool resident = on_device;
 
   begin_phase(rank, "sort");
   // Both relations' sorts queued, then waited for: S's chunks are copied in and sorted while R's
   // runs are copied back (the lanes of both fit three quarters of device memory).
   Runs runs[2];
-  if (pre.chunks != plans[0].chunks) {  // skew cut R finer: its first chunk is copied again
+  if (pre[0].chunks != plans[0].chunks) {  // skew cut R finer: its first chunk is copied again
     rank.sync_all();
-    pre = Prefetch{};
+    pre[0] = Prefetch{};
   }
+  if (resident) prefetch(1);  // before R's sort is queued (the merge sort's pivot search waits on the host)
   for (int i = 0; i < 2; ++i)
-    runs[i] = sort_chunksets(rank, rels[i]->tuples, plans[i], owner_first, fn, cfg.merge_sort, i == 0 ? &pre : nullptr);
-  pre = Prefetch{};  // R's lane holds the buffer now, until the sort phase's end
+    runs[i] = sort_chunksets(rank, rels[i]->tuples, plans[i], owner_first, fn, cfg.merge_sort, &pre[i], resident);
+  for (Prefetch& p : pre) p = Prefetch{};  // the lanes hold the buffers now, until the sort phase's end
   rank.sync_all();
   for (int i = 0; i < 2; ++i) {
     runs[i].buffers.reset();
@@ -580,6 +613,16 @@ void run_mgsmj(Rank& rank, const JoinJob& job) {
 
   begin_phase(rank, "join");
   const Tuples &r = merged[0], &s = merged[1];
+  OutputSink sink(rank, MemSpace::Pinned, r.fmt, s.fmt, "mgsmj.out");
+  const uint64_t segment_rows = std::max<uint64_t>(direct_output_estimate(0, s.rows), 1);
+  const OutputSizing sizing{segment_rows, segment_rows};
+  if (resident) {  // the sorted runs are in device memory: one merge join over them
+    run_join(rank, Stream{0}, cfg.output, sink, sizing, [&](const JoinOutput& out, uint64_t first, OutputMode mode) -> Op {
+      return MergeJoinOp{r, s, out, first, mode};
+    });
+    report_output(rank, Stream{0}, sink, in.r, in.s, MemSpace::Device);
+    return;
+  }
   // Parts by merge path: near-equal R + S rows, at least parts_per_gpu of them, each at most what
   // one of two device lanes holds (a quarter of device memory: a lane's R and S buffers are sized
   // by the largest R and the largest S of any part, together at most twice that). The cuts move to
@@ -624,9 +667,6 @@ void run_mgsmj(Rank& rank, const JoinJob& job) {
     }
     copied[l] = rank.record(copy_stream);
   };
-  OutputSink sink(rank, MemSpace::Pinned, r.fmt, s.fmt, "mgsmj.out");
-  const uint64_t segment_rows = std::max<uint64_t>(direct_output_estimate(0, s.rows), 1);
-  const OutputSizing sizing{segment_rows, segment_rows};
   if (!parts.empty()) copy_in(0);
   for (size_t q = 0; q < parts.size(); ++q) {
     const int l = int(q % 2);
@@ -644,10 +684,20 @@ void run_mgsmj(Rank& rank, const JoinJob& job) {
   report_output(rank, Stream{0}, sink, in.r, in.s, MemSpace::Device);
 }
 
-// Per GPU, the link each way: towards the device every tuple twice (the sort's copy in, the
-// join's: its keys alone for count_only), towards the host once (the sort's copy back) plus the output; and the host's memory for
-// the merge (every tuple read and written once when a relation has several chunksets: known only
-// from chunk_rows, else not counted). The phases run one after the other: bound = link + merge.
+// Chunk rows of a relation's slice as the plan sizes them with uniform keys (run_mgsmj): 0 where
+// neither chunk_rows nor the device memory is known.
+double planned_chunk_rows(const JoinJob& job, const MgsmjConfig& cfg, const RelationSpec& spec, double slice) {
+  if (cfg.chunk_rows) return double(cfg.chunk_rows);
+  if (!job.device_memory) return 0;
+  const double chunk = double(job.device_memory) * 3 / 8 / 4 / double(tuple_format(spec).tuple_bytes());
+  return chunk < slice ? chunk / 2 : chunk;
+}
+
+// Per GPU, the link each way. The paper's plan: towards the device every tuple twice (the sort's
+// copy in, the join's: its keys alone for count_only), towards the host once (the sort's copy
+// back) plus the output; and the host's memory for the merge (every tuple read and written once
+// when a relation has several chunksets). The phases run one after the other: bound = link +
+// merge. The resident plan (one chunkset each): every tuple in once, the output back.
 Bound mgsmj_bound(const JoinJob& job, const ClusterShape& shape, const Bandwidths& bw) {
   const Workload& w = job.workload;
   const MgsmjConfig cfg = mgsmj_config(job.options);
@@ -655,13 +705,18 @@ Bound mgsmj_bound(const JoinJob& job, const ClusterShape& shape, const Bandwidth
   const double in = tuple_bytes_total(w.r) + tuple_bytes_total(w.s);
   const double out = bound_output_bytes(w, cfg.output);
   if (bw.h2d <= 0) return memory_bound(in, bw, "inputs once (no link rate known)");
+  bool several = false;
+  for (const RelationSpec* s : {&w.r, &w.s}) {
+    const double slice = std::ceil(double(s->rows) / g), chunk = planned_chunk_rows(job, cfg, *s, slice);
+    several = several || (chunk > 0 && slice > chunk);
+  }
+  if (cfg.resident && !several)
+    return {std::max(in, out) / g / bw.h2d,
+            "link " + rate_text(bw.h2d) + " per GPU: tuples in once (sorted runs kept on the GPUs), output back"};
   // The join copies a part's keys alone for count_only.
   const bool keys_only = cfg.output == OutputMode::CountOnly;
   const double join_in = keys_only ? double(w.r.rows) * w.r.key_bytes + double(w.s.rows) * w.s.key_bytes : in;
   const double link = std::max(in + join_in, in + out) / g / bw.h2d;
-  bool several = false;
-  if (cfg.chunk_rows)
-    for (const RelationSpec* s : {&w.r, &w.s}) several = several || double(s->rows) / g > double(cfg.chunk_rows);
   const double merge = several && bw.host_mem > 0 ? 2 * in / bw.host_mem : 0.0;
   return {link + merge, "link " + rate_text(bw.h2d) + " per GPU: tuples in twice (the second time keys only for "
                             "count_only) and back once, output" +
