@@ -734,6 +734,26 @@ TEST(CudaOps, RadixSortOfKeysAboveTheSampledRangeMatchesCpu) {
           "sort with " + std::to_string(outliers) + " keys above the sampled range, key bytes " + std::to_string(kb));
 }
 
+// A run of a key range far from 0 (a GPU's share of a multi-GPU sort: dense keys from 2^29 up):
+// the MSD sort plans its partitions from the sampled range's density, not from [0, largest key].
+// Some rows that the sample skips (16 j + 9) lie below the sampled smallest key.
+TEST(CudaOps, RadixSortOfAKeyRangeFarFromZeroMatchesCpu) {
+  JL_REQUIRE_GPU();
+  constexpr uint64_t n = uint64_t(1) << 21;
+  for (uint8_t kb : {uint8_t(4), uint8_t(8)})
+    same_on_both(
+        [&](Rank& rank) {
+          const uint64_t base = uint64_t(1) << 29;
+          // A permutation of base .. base + n - 1 (an odd multiplier modulo 2^21), and a few keys below.
+          const Tuples in = keyed_tuples(rank, n, kb, [&](uint64_t i) {
+            if (i % 16 == 9 && i / 16 < 100) return base - 1000 + i / 16;
+            return base + (i * uint64_t(0x9e3779b1)) % n;
+          });
+          return sorted_observations(rank, in, SortAlgo::Radix, 128);
+        },
+        "sort of keys from 2^29, key bytes " + std::to_string(kb));
+}
+
 TEST(CudaOps, MergeJoinMatchesCpuForManyToMany) {
   JL_REQUIRE_GPU();
   for (const JoinCase& c : join_cases()) {

@@ -34,9 +34,11 @@ inline uint64_t planned_max_key(uint64_t sampled) {
 }
 
 // The low key bits a block sorts: the most (up to kLocalBits, below end_bit) that keep a
-// partition's expected rows, for keys spread over [0, max_key], at kLocalTarget.
-inline int local_bits(double rows, double max_key, int end_bit) {
-  const double range = std::max(max_key, 0.0) + 1.0;
+// partition's expected rows, for keys spread over [min_key, max_key], at kLocalTarget. (A run of
+// a key range far from 0, as a GPU's range of a multi-GPU sort, is as dense as its range says:
+// planned over [0, max_key], its partitions overflowed a block.)
+inline int local_bits(double rows, double max_key, int end_bit, double min_key = 0) {
+  const double range = std::max(max_key - std::min(std::max(min_key, 0.0), max_key), 0.0) + 1.0;
   int low = 0;
   while (low < int(kLocalBits) && low < end_bit && rows * double(uint64_t(2) << low) / range <= kLocalTarget) ++low;
   return low;

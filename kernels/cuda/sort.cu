@@ -41,6 +41,10 @@ struct KeyMax {
   template <class K>
   __device__ K operator()(const K& a, const K& b) const { return larger(a, b); }
 };
+struct KeyMin {
+  template <class K>
+  __device__ K operator()(const K& a, const K& b) const { return smaller(a, b); }
+};
 
 // --- MSD: on-chip counting sort of one partition ---------------------------------------------
 // A block of 256 threads sorts up to 5120 rows (20 per thread) on up to 13 low bits; the MSD
@@ -295,8 +299,8 @@ void sort_oversized(KernelContext& ctx, K* keys, V* vals, const uint64_t* d_offs
 // those left to the blocks (msd_sort::local_bits). Returns -1 where the partitioning would need
 // more than two passes (wide sparse keys: onesweep sorts those).
 int msd_partition_bits(const DeviceInfo& info, uint32_t key_bytes, uint32_t val_bytes, uint64_t rows,
-                       uint64_t max_key, int end_bit) {
-  const int bits = end_bit - msd_sort::local_bits(double(rows), double(max_key), end_bit);
+                       uint64_t min_key, uint64_t max_key, int end_bit) {
+  const int bits = end_bit - msd_sort::local_bits(double(rows), double(max_key), end_bit, double(min_key));
   return bits > int(2 * max_one_pass_bits(info, key_bytes, val_bytes)) ? -1 : bits;
 }
 
@@ -333,40 +337,58 @@ void msd_sort(KernelContext& ctx, const K* in_k, const V* in_v, uint64_t rows, K
 
 using msd_sort::kMaxSamples;  // keys the MSD sort samples for its range
 
-// The largest of `samples` keys spread evenly over keys[0, rows) (every key where rows <= samples).
+// The largest and the smallest of `samples` keys spread evenly over keys[0, rows) (every key
+// where rows <= samples): out[0] = max, out[1] = min (out[1] starts at all ones).
 template <class K>
-__global__ void sample_max_kernel(const K* keys, uint64_t rows, uint64_t samples, unsigned long long* out) {
+__global__ void sample_range_kernel(const K* keys, uint64_t rows, uint64_t samples, unsigned long long* out) {
   using Reduce = cub::BlockReduce<unsigned long long, 256>;
   __shared__ typename Reduce::TempStorage storage;
-  unsigned long long m = 0;
-  for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < samples; i += uint64_t(gridDim.x) * blockDim.x)
-    m = larger(m, (unsigned long long)keys[i * rows / samples]);
-  m = Reduce(storage).Reduce(m, KeyMax{});
-  if (threadIdx.x == 0) atomicMax(out, m);
+  unsigned long long hi = 0, lo = ~0ull;
+  for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < samples; i += uint64_t(gridDim.x) * blockDim.x) {
+    const unsigned long long k = keys[i * rows / samples];
+    hi = larger(hi, k), lo = smaller(lo, k);
+  }
+  hi = Reduce(storage).Reduce(hi, KeyMax{});
+  __syncthreads();  // the reductions share their storage
+  lo = Reduce(storage).Reduce(lo, KeyMin{});
+  if (threadIdx.x == 0) atomicMax(&out[0], hi), atomicMin(&out[1], lo);
 }
 
-// The largest key: exact (a device reduction) or estimated from a sample (one small kernel).
+struct KeyRange {
+  uint64_t min = 0, max = 0;
+};
+
+// The largest key, exact (a device reduction).
 template <class K>
-uint64_t max_key_of(KernelContext& ctx, const K* keys, uint64_t rows, bool exact) {
+uint64_t max_key_of(KernelContext& ctx, const K* keys, uint64_t rows) {
   unsigned long long* d_max = ctx.scratch_array<unsigned long long>(1);
   JL_CUDA_CHECK(cudaMemsetAsync(d_max, 0, sizeof(*d_max), ctx.stream()));
-  if (exact) {
-    K* d_key = reinterpret_cast<K*>(d_max);  // the low bytes: little-endian, the rest zero
-    size_t temp = 0;
-    JL_CUDA_CHECK(cub::DeviceReduce::Max(nullptr, temp, keys, d_key, int64_t(rows), ctx.stream()));
-    void* d_temp = ctx.scratch(temp);
-    JL_CUDA_CHECK(cub::DeviceReduce::Max(d_temp, temp, keys, d_key, int64_t(rows), ctx.stream()));
-    ctx.mark("cub::DeviceReduce::Max");
-  } else {
-    const uint64_t samples = std::min(rows, kMaxSamples);
-    sample_max_kernel<K><<<unsigned((samples + 1023) / 1024), 256, 0, ctx.stream()>>>(keys, rows, samples, d_max);
-    JL_CUDA_LAUNCHED("sample_max_kernel");
-    ctx.mark("sample_max_kernel");
-  }
+  K* d_key = reinterpret_cast<K*>(d_max);  // the low bytes: little-endian, the rest zero
+  size_t temp = 0;
+  JL_CUDA_CHECK(cub::DeviceReduce::Max(nullptr, temp, keys, d_key, int64_t(rows), ctx.stream()));
+  void* d_temp = ctx.scratch(temp);
+  JL_CUDA_CHECK(cub::DeviceReduce::Max(d_temp, temp, keys, d_key, int64_t(rows), ctx.stream()));
+  ctx.mark("cub::DeviceReduce::Max");
   unsigned long long max_key = 0;
   JL_CUDA_CHECK(cudaMemcpyAsync(&max_key, d_max, sizeof(max_key), cudaMemcpyDeviceToHost, ctx.stream()));
   ctx.sync();
   return max_key;
+}
+
+// The smallest and largest key of a sample (one small kernel).
+template <class K>
+KeyRange sampled_key_range(KernelContext& ctx, const K* keys, uint64_t rows) {
+  unsigned long long* d_range = ctx.scratch_array<unsigned long long>(2);
+  JL_CUDA_CHECK(cudaMemsetAsync(d_range, 0, sizeof(*d_range), ctx.stream()));
+  JL_CUDA_CHECK(cudaMemsetAsync(d_range + 1, 0xff, sizeof(*d_range), ctx.stream()));
+  const uint64_t samples = std::min(rows, kMaxSamples);
+  sample_range_kernel<K><<<unsigned((samples + 1023) / 1024), 256, 0, ctx.stream()>>>(keys, rows, samples, d_range);
+  JL_CUDA_LAUNCHED("sample_range_kernel");
+  ctx.mark("sample_range_kernel");
+  unsigned long long h[2] = {0, 0};
+  JL_CUDA_CHECK(cudaMemcpyAsync(h, d_range, sizeof(h), cudaMemcpyDeviceToHost, ctx.stream()));
+  ctx.sync();
+  return {h[1], h[0]};
 }
 
 }  // namespace
@@ -388,8 +410,10 @@ void sort_pairs(KernelContext& ctx, const K* in_k, const V* in_v, uint64_t rows,
   if (out_k == in_k || out_v == in_v)  // both radix sorts read and write distinct arrays
     std::tie(in_k, in_v) = scratch_copy(ctx, in_k, in_v, rows);
   // MSD: bits [0, bit width of the sampled largest key), larger keys with the last partition.
+  // The partitions' rows are planned from the sampled range's density.
   if (!ctx.options.onesweep_sort) {
-    const uint64_t sampled = max_key_of(ctx, in_k, rows, false);
+    const KeyRange range = sampled_key_range(ctx, in_k, rows);
+    const uint64_t sampled = range.max;
     const int end_bit = msd_sort::bit_width(sampled);
     const uint64_t limit = msd_sort::largest_of_bits(end_bit);  // a K: end_bit is at most its bits
     // The partition sizes are planned for a range 1/16 above the sample's (planned_max_key; the benchmark's
@@ -398,14 +422,14 @@ void sort_pairs(KernelContext& ctx, const K* in_k, const V* in_v, uint64_t rows,
     // most 1/16 below the target is still far from a block's capacity (5120).
     const uint64_t samples = std::min(rows, kMaxSamples);
     const uint64_t planned = samples == rows ? sampled : msd_sort::planned_max_key(sampled);
-    const int bits = msd_partition_bits(ctx.info(), sizeof(K), sizeof(V), rows, planned, end_bit);
+    const int bits = msd_partition_bits(ctx.info(), sizeof(K), sizeof(V), rows, range.min, planned, end_bit);
     if (bits >= 0) {
       msd_sort(ctx, in_k, in_v, rows, out_k, out_v, end_bit, uint32_t(bits), limit);
       return;
     }
   }
   // Onesweep (LSD): bits [0, bit width of the largest key).
-  const int end_bit = msd_sort::bit_width(max_key_of(ctx, in_k, rows, true));
+  const int end_bit = msd_sort::bit_width(max_key_of(ctx, in_k, rows));
   cub_radix_sort(ctx, in_k, out_k, in_v, out_v, rows, end_bit);
   ctx.mark("cub::DeviceRadixSort::SortPairs");
 }
