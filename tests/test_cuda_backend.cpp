@@ -100,6 +100,20 @@ TEST(CudaStrategies, SameCountAndChecksumAsCpuBackend) {
     }
 }
 
+// The same point on the cpu and the cuda backend: the same count and checksum, and a non-empty join.
+void expect_same_as_cpu(const RunPoint& cpu_point, const RunPoint& gpu_point, const std::string& what) {
+  RunOutcome cpu, gpu;
+  ASSERT_NO_THROW(cpu = run_point(cpu_point)) << what;
+  try {
+    gpu = run_point(gpu_point);
+  } catch (const std::exception& e) {
+    FAIL() << what << ": " << e.what();
+  }
+  EXPECT_EQ(gpu.digest.count, cpu.digest.count) << what;
+  EXPECT_EQ(gpu.digest.checksum, cpu.digest.checksum) << what;
+  EXPECT_GT(gpu.digest.count, 0u) << what;
+}
+
 // triton's out-of-core plan on the GPU (in_gpu off, a cache smaller than R and S, so the first
 // pass spills): every materializing output policy and space and both spill reads give the CPU
 // backend's result (the second pass's histograms queued ahead, the next partition's layout
@@ -117,16 +131,7 @@ TEST(CudaStrategies, TritonOutOfCoreSameAsCpuBackend) {
           const std::string what = "triton on " + c.name + " output " + output + " in " + space + " spill read " + read;
           RunPoint cpu_point = point("triton", "cpu", c.w, o), gpu_point = point("triton", "cuda", c.w, o);
           cpu_point.cluster.device_memory = gpu_point.cluster.device_memory = uint64_t(16) << 20;
-          RunOutcome cpu, gpu;
-          ASSERT_NO_THROW(cpu = run_point(cpu_point)) << what;
-          try {
-            gpu = run_point(gpu_point);
-          } catch (const std::exception& e) {
-            FAIL() << what << ": " << e.what();
-          }
-          EXPECT_EQ(gpu.digest.count, cpu.digest.count) << what;
-          EXPECT_EQ(gpu.digest.checksum, cpu.digest.checksum) << what;
-          EXPECT_GT(gpu.digest.count, 0u) << what;
+          expect_same_as_cpu(cpu_point, gpu_point, what);
         }
 }
 
@@ -151,16 +156,7 @@ TEST(CudaStrategies, MgsmjSameAsCpuBackend) {
           p->cluster.shape = {1, g};
           if (plan == std::string("capped")) p->cluster.device_memory = uint64_t(8) << 20;
         }
-        RunOutcome cpu, gpu;
-        ASSERT_NO_THROW(cpu = run_point(cpu_point)) << what;
-        try {
-          gpu = run_point(gpu_point);
-        } catch (const std::exception& e) {
-          FAIL() << what << ": " << e.what();
-        }
-        EXPECT_EQ(gpu.digest.count, cpu.digest.count) << what;
-        EXPECT_EQ(gpu.digest.checksum, cpu.digest.checksum) << what;
-        EXPECT_GT(gpu.digest.count, 0u) << what;
+        expect_same_as_cpu(cpu_point, gpu_point, what);
       }
 }
 

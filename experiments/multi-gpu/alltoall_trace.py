@@ -7,14 +7,11 @@ received over that span; and the local copies (round 0) and messages. Phases "sh
 "shuffle_node"; the trace of a run with repeats is its median repeat's."""
 import json, sys
 
-from trace_csv import print_breakdowns
+from trace_csv import load_trace, print_breakdowns
 
 
 def breakdown(path):
-    d = json.load(open(path))
-    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in d["traceEvents"]
-             if e.get("ph") == "M" and e.get("name") == "thread_name"}
-    spans = [e for e in d["traceEvents"] if e.get("ph") == "X"]
+    names, spans = load_trace(path)
     rows = []
     for ph in spans:
         if names.get((ph["pid"], ph["tid"])) != "phases" or ph["name"] not in ("shuffle", "shuffle_node"):

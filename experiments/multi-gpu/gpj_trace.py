@@ -8,20 +8,7 @@ credit puts (flag only), the consumer (stream_consume), and the lead-in / tail o
 Prints CSV (one row per trace, rank and phase)."""
 import json, sys
 
-from trace_csv import print_breakdowns
-
-
-def union(spans):
-    """Total length of the union of [b, e) intervals."""
-    total, end = 0.0, None
-    for b, e in sorted(spans):
-        if end is None or b > end:
-            total += e - b
-            end = e
-        elif e > end:
-            total += e - end
-            end = e
-    return total
+from trace_csv import load_trace, print_breakdowns, union
 
 
 def overlap(a, b):
@@ -30,10 +17,7 @@ def overlap(a, b):
 
 
 def breakdown(path):
-    d = json.load(open(path))
-    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in d["traceEvents"]
-             if e.get("ph") == "M" and e.get("name") == "thread_name"}
-    spans = [e for e in d["traceEvents"] if e.get("ph") == "X"]
+    names, spans = load_trace(path)
     # The cuda backend marks what its host CPUs ran ("host CPUs"); on the cpu backend every op is.
     marked = any("host CPUs" in e.get("args", {}).get("detail", "") for e in spans)
     on_host = lambda e: not marked or "host CPUs" in e.get("args", {}).get("detail", "")

@@ -7,23 +7,11 @@ direction, since every GPU sends while it receives. The trace of a run with repe
 repeat's."""
 import json, sys
 
-from trace_csv import print_breakdowns
-
-
-def union_us(spans):
-    total, end = 0.0, float("-inf")
-    for b, e in sorted(spans):
-        if e > end:
-            total += e - max(b, end)
-            end = e
-    return total
+from trace_csv import load_trace, print_breakdowns, union
 
 
 def breakdown(path):
-    d = json.load(open(path))
-    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in d["traceEvents"]
-             if e.get("ph") == "M" and e.get("name") == "thread_name"}
-    spans = [e for e in d["traceEvents"] if e.get("ph") == "X"]
+    names, spans = load_trace(path)
     rows = []
     for ph in spans:
         if names.get((ph["pid"], ph["tid"])) != "phases" or ph["name"] != "sort":
@@ -34,7 +22,7 @@ def breakdown(path):
         if not sends:
             continue
         sent = sum(e.get("args", {}).get("bytes", 0) for e in sends)
-        busy = union_us([(e["ts"], e["ts"] + e["dur"]) for e in sends])
+        busy = union([(e["ts"], e["ts"] + e["dur"]) for e in sends])
         rows.append({"phase": ph["name"], "rank": ph["pid"], "phase_ms": ph["dur"] / 1e3, "sends": len(sends),
                      "sent_GB": sent / 1e9, "send_busy_ms": busy / 1e3,
                      "send_GBps": sent / busy / 1e3 if busy > 0 else float("nan")})

@@ -1,5 +1,28 @@
-"""CSV output shared by the per-rank trace breakdowns (alltoall_trace.py, gpj_trace.py)."""
+"""What the per-rank trace breakdowns share (alltoall_trace.py, gpj_trace.py, peer_exchange_trace.py):
+reading a joinlab trace, the union of intervals, and the CSV output."""
+import json
 import sys
+
+
+def load_trace(path):
+    """A Chrome trace's thread names by (pid, tid) and its complete spans ("X" events)."""
+    d = json.load(open(path))
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in d["traceEvents"]
+             if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    return names, [e for e in d["traceEvents"] if e.get("ph") == "X"]
+
+
+def union(spans):
+    """Total length of the union of [b, e) intervals."""
+    total, end = 0.0, None
+    for b, e in sorted(spans):
+        if end is None or b > end:
+            total += e - b
+            end = e
+        elif e > end:
+            total += e - end
+            end = e
+    return total
 
 
 def print_breakdowns(breakdown, cols, paths):
