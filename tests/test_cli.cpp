@@ -1158,6 +1158,39 @@ TEST_F(CliTest, NpjCountsOnlyWhatItKeepsInDeviceMemory) {
   }
 }
 
+// mgsmj keeps in pinned host memory what its plan keeps there: the slices alone where the runs
+// stay on the GPUs (resident), the runs too in the paper's plan, and the merged relations with
+// several chunksets (device memory too small for one).
+TEST_F(CliTest, MgsmjCountsTheHostMemoryOfItsPlan) {
+  StandInGpuBackend backend;
+  const uint64_t slices = uint64_t(2) << 20 << 4;  // R and S of 2^20 rows of 16 bytes, one rank
+  backend.host_bytes = slices + slices / 2;
+  std::string f = write("mgsmj.ini", cpu_experiment_text((dir_ / "out").string()));
+  auto point_with = [&](const std::string& resident, const std::string& device) {
+    return plan_experiment(f, {{"experiment.strategy", "mgsmj"}, {"workload.rows", "2^20"}, {"workload.key_bytes", "8"},
+                               {"workload.payload_bytes", "8"}, {"strategy.resident", resident}, {"cluster.device_memory", device}})
+        .points.front()
+        .run;
+  };
+  for (const std::string device : {"1Gi", "1Mi"}) {
+    backend.device_bytes = device == "1Gi" ? uint64_t(1) << 30 : uint64_t(1) << 20;
+    for (const std::string resident : {"auto", "off"}) {
+      SCOPED_TRACE("resident = " + resident + ", device memory " + device);
+      const RunPoint p = point_with(resident, device);
+      if (resident == "auto" && device == "1Gi") {
+        EXPECT_NO_THROW(check_device_memory(p, make_job(p), backend));
+        continue;
+      }
+      try {
+        check_device_memory(p, make_job(p), backend);
+        ADD_FAILURE() << "the runs fit beside the slices in 1.5 times their bytes?";
+      } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("strategy mgsmj keeps about"), std::string::npos) << e.what();
+      }
+    }
+  }
+}
+
 TEST_F(CliTest, SimulatorRefusesRunsBeyondItsLimits) {
   if (!has_backend("sim")) GTEST_SKIP() << "no sim backend in this build";
   std::string f = write("sim.ini", "[experiment]\nstrategy = shuffle\nbackend = sim\noutput_dir = " +

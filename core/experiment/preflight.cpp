@@ -130,7 +130,10 @@ void check_host_memory(const RunPoint& p, const JoinJob& job, Backend& backend) 
   if (!info.host_bytes) return;
   const uint64_t avail = backend.host_memory_per_rank(p.cluster);
   if (!avail) return;
-  const uint64_t need = info.host_bytes(job, p.cluster.shape) * uint64_t(p.cluster.jobs);
+  JoinJob sized = job;  // a plan may depend on the device memory a rank has (mgsmj's chunksets)
+  if (!sized.device_memory) sized.device_memory = backend.device_memory_per_rank(p.cluster);
+  if (!sized.device_memory) sized.device_memory = p.cluster.device_memory;
+  const uint64_t need = info.host_bytes(sized, p.cluster.shape) * uint64_t(p.cluster.jobs);
   if (need <= avail) return;
   std::ostringstream m;
   m << "strategy " << p.strategy << " keeps about " << gib(need) << " in host memory per rank" << joins_text(p)

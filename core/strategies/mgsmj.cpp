@@ -731,9 +731,20 @@ StrategyInfo mgsmj_strategy() {
                                  "multiway merge, merge join per part",
                                  1, 0, add_mgsmj_options, run_mgsmj, mgsmj_bound);
   i.check = check_mgsmj;
-  // The slices, their sorted runs and the merged relations wait in pinned host memory.
+  // Pinned host memory: the slices; the paper's plan also the sorted runs, and with several
+  // chunksets the merged relations. The resident plan keeps its runs on the GPUs. Where the
+  // device memory is not known, the chunksets are not either: the most.
   i.host_bytes = [](const JoinJob& job, const ClusterShape& shape) {
-    return uint64_t(3 * tuple_bytes_per_rank(job.workload, shape.size()));
+    const MgsmjConfig cfg = mgsmj_config(job.options);
+    const Workload& w = job.workload;
+    const double g = shape.size();
+    bool several = false, known = job.device_memory || cfg.chunk_rows;
+    for (const RelationSpec* s : {&w.r, &w.s}) {
+      const double slice = std::ceil(double(s->rows) / g);
+      several = several || slice > planned_chunk_rows(job, cfg, *s, slice);
+    }
+    const int copies = !known || several ? 3 : cfg.resident ? 1 : 2;
+    return uint64_t(copies * tuple_bytes_per_rank(w, shape.size()));
   };
   return i;
 }
