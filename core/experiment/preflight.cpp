@@ -124,6 +124,11 @@ std::string joins_text(const RunPoint& p) {
 }
 }  // namespace
 
+uint64_t rank_device_memory(const RunPoint& p, Backend& backend) {
+  const uint64_t given = backend.device_memory_per_rank(p.cluster);
+  return given ? given : p.cluster.device_memory;
+}
+
 // The host memory a GPU backend's rank holds for strategies that keep data there.
 void check_host_memory(const RunPoint& p, const JoinJob& job, Backend& backend) {
   const StrategyInfo& info = find_strategy(p.strategy);
@@ -131,8 +136,7 @@ void check_host_memory(const RunPoint& p, const JoinJob& job, Backend& backend) 
   const uint64_t avail = backend.host_memory_per_rank(p.cluster);
   if (!avail) return;
   JoinJob sized = job;  // a plan may depend on the device memory a rank has (mgsmj's chunksets)
-  if (!sized.device_memory) sized.device_memory = backend.device_memory_per_rank(p.cluster);
-  if (!sized.device_memory) sized.device_memory = p.cluster.device_memory;
+  if (!sized.device_memory) sized.device_memory = rank_device_memory(p, backend);
   const uint64_t need = info.host_bytes(sized, p.cluster.shape) * uint64_t(p.cluster.jobs);
   if (need <= avail) return;
   std::ostringstream m;

@@ -25,6 +25,10 @@ double join_output_rows(const Workload& w);
 // Throws InputError when the join's result cannot be counted in 64 bits.
 void check_sizes(const RunPoint& p);
 
+// The device memory a rank has, as plans and bounds see it: what the backend gives a rank, else
+// cluster.device_memory (the simulator's cap); 0 = not known.
+uint64_t rank_device_memory(const RunPoint& p, Backend& backend);
+
 // Throws InputError when working_set_bytes exceeds backend.device_memory_per_rank (if both known).
 // On the cpu backend without cluster.device_memory the need is at least the generated inputs and
 // the available amount is this machine's free memory (MemAvailable) shared by the ranks.

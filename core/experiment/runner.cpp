@@ -170,9 +170,7 @@ RunOutcome run_point(const RunPoint& p, const RepeatCallback& on_repeat) {
   o.verified = "not verified (experiment.verify = false)";
   auto backend = make_backend(p.backend);
   check_device_memory(p, job, *backend);  // before the expected result and any kernel
-  // For the bounds: what the backend gives a rank, else the cluster's cap (the simulator's).
-  job.device_memory = backend->device_memory_per_rank(p.cluster);
-  if (!job.device_memory) job.device_memory = p.cluster.device_memory;
+  job.device_memory = rank_device_memory(p, *backend);  // for the bounds
   std::vector<SingleRun> runs;
   const std::string what = p.strategy + " on " + p.backend;
   for (int i = 0; i < p.repeat; ++i) {

@@ -467,6 +467,39 @@ Runs sort_chunksets(Rank& rank, const Tuples& host, const RelationPlan& p, const
   return runs;
 }
 
+// Device bytes of one relation's sort lanes (input, scattered copy, what this GPU receives and its
+// sorted copy; two lanes where there are several chunksets): both relations' lanes fit three
+// quarters of device memory less the merge stages' buffers, 3/8 each (S's are filled while R's are
+// copied back; the rest is the sorts' scratch).
+uint64_t lane_bytes_per_relation(uint64_t device, const MgsmjConfig& cfg, int g, TupleFormat r, TupleFormat s) {
+  uint64_t room = device;
+  if (cfg.merge_sort && g > 1)
+    for (TupleFormat f : {r, s}) room -= std::min(room, MergeStages::device_bytes(f));
+  return room * 3 / 8;
+}
+
+// A relation's chunk rows before its histograms are counted: chunk_rows, or what a quarter of its
+// lanes holds (a GPU's received rows taken as its own chunk's, uniform keys), halved where the
+// slice takes several chunks (two lanes).
+uint64_t first_chunk_rows(const MgsmjConfig& cfg, uint64_t lane_bytes, TupleFormat f, uint64_t slice) {
+  if (cfg.chunk_rows) return cfg.chunk_rows;
+  const uint64_t chunk = std::max<uint64_t>(1, lane_bytes / 4 / f.tuple_bytes());
+  return chunk < slice ? std::max<uint64_t>(1, chunk / 2) : chunk;
+}
+
+// Whether that first guess cuts a relation into several chunksets (uniform keys: skew can only add
+// more); not known where neither chunk_rows nor the device memory is.
+std::optional<bool> several_chunksets(const JoinJob& job, const MgsmjConfig& cfg, int g) {
+  if (!cfg.chunk_rows && !job.device_memory) return std::nullopt;
+  const Workload& w = job.workload;
+  const uint64_t lanes = lane_bytes_per_relation(job.device_memory, cfg, g, tuple_format(w.r), tuple_format(w.s));
+  for (const RelationSpec* s : {&w.r, &w.s}) {
+    const uint64_t slice = (s->rows + uint64_t(g) - 1) / uint64_t(g);
+    if (slice > first_chunk_rows(cfg, lanes, tuple_format(*s), slice)) return true;
+  }
+  return false;
+}
+
 void run_mgsmj(Rank& rank, const JoinJob& job) {
   check_mgsmj(job);
   check_merge_sort_ranks(job, rank.size());
@@ -489,22 +522,12 @@ void run_mgsmj(Rank& rank, const JoinJob& job) {
   RelationData* rels[2] = {&in.r, &in.s};
   RelationPlan plans[2];
   std::vector<uint32_t> owner_first;
-  // Chunk rows by default: the sort's lanes (input, scattered copy, what this GPU receives and
-  // its sorted copy; two lanes where there are several chunksets) of both relations fit three
-  // quarters of device memory less the merge stages' buffers, 3/8 each (S's are filled while R's
-  // are copied back; the rest is the sorts' scratch). The first guess takes what a GPU receives
-  // as its own chunk's rows (uniform keys); the histograms say what it receives, and where skew
-  // makes that more, the chunks halve and are counted again.
-  uint64_t lanes_room = device;
-  for (int i = 0; i < 2 && cfg.merge_sort && g > 1; ++i)
-    lanes_room -= std::min(lanes_room, MergeStages::device_bytes(rels[i]->tuples.fmt));
-  const uint64_t per_relation = lanes_room * 3 / 8;
+  // Chunk rows by default: first_chunk_rows. The histograms say what each GPU receives, and where
+  // skew makes that more than its lanes hold, the chunks halve and are counted again.
+  const uint64_t per_relation = lane_bytes_per_relation(device, cfg, g, rels[0]->tuples.fmt, rels[1]->tuples.fmt);
   auto slice_of = [&](int i) { return (rels[i]->spec->rows + uint64_t(g) - 1) / uint64_t(g); };
   uint64_t chunk[2];
-  for (int i = 0; i < 2; ++i) {
-    chunk[i] = cfg.chunk_rows ? cfg.chunk_rows : std::max<uint64_t>(1, per_relation / 4 / rels[i]->tuples.fmt.tuple_bytes());
-    if (!cfg.chunk_rows && chunk[i] < slice_of(i)) chunk[i] = std::max<uint64_t>(1, chunk[i] / 2);  // two lanes
-  }
+  for (int i = 0; i < 2; ++i) chunk[i] = first_chunk_rows(cfg, per_relation, rels[i]->tuples.fmt, slice_of(i));
   auto chunks_of = [&](int i) {  // every rank cuts its slice into as many chunks (the exchange pairs them up)
     return uint32_t(std::max<uint64_t>(1, (slice_of(i) + chunk[i] - 1) / chunk[i]));
   };
@@ -684,15 +707,6 @@ void run_mgsmj(Rank& rank, const JoinJob& job) {
   report_output(rank, Stream{0}, sink, in.r, in.s, MemSpace::Device);
 }
 
-// Chunk rows of a relation's slice as the plan sizes them with uniform keys (run_mgsmj): 0 where
-// neither chunk_rows nor the device memory is known.
-double planned_chunk_rows(const JoinJob& job, const MgsmjConfig& cfg, const RelationSpec& spec, double slice) {
-  if (cfg.chunk_rows) return double(cfg.chunk_rows);
-  if (!job.device_memory) return 0;
-  const double chunk = double(job.device_memory) * 3 / 8 / 4 / double(tuple_format(spec).tuple_bytes());
-  return chunk < slice ? chunk / 2 : chunk;
-}
-
 // Per GPU, the link each way. The paper's plan: towards the device every tuple twice (the sort's
 // copy in, the join's: its keys alone for count_only), towards the host once (the sort's copy
 // back) plus the output; and the host's memory for the merge (every tuple read and written once
@@ -705,11 +719,7 @@ Bound mgsmj_bound(const JoinJob& job, const ClusterShape& shape, const Bandwidth
   const double in = tuple_bytes_total(w.r) + tuple_bytes_total(w.s);
   const double out = bound_output_bytes(w, cfg.output);
   if (bw.h2d <= 0) return memory_bound(in, bw, "inputs once (no link rate known)");
-  bool several = false;
-  for (const RelationSpec* s : {&w.r, &w.s}) {
-    const double slice = std::ceil(double(s->rows) / g), chunk = planned_chunk_rows(job, cfg, *s, slice);
-    several = several || (chunk > 0 && slice > chunk);
-  }
+  const bool several = several_chunksets(job, cfg, shape.size()).value_or(false);
   if (cfg.resident && !several)
     return {std::max(in, out) / g / bw.h2d,
             "link " + rate_text(bw.h2d) + " per GPU: tuples in once (sorted runs kept on the GPUs), output back"};
@@ -736,15 +746,9 @@ StrategyInfo mgsmj_strategy() {
   // device memory is not known, the chunksets are not either: the most.
   i.host_bytes = [](const JoinJob& job, const ClusterShape& shape) {
     const MgsmjConfig cfg = mgsmj_config(job.options);
-    const Workload& w = job.workload;
-    const double g = shape.size();
-    bool several = false, known = job.device_memory || cfg.chunk_rows;
-    for (const RelationSpec* s : {&w.r, &w.s}) {
-      const double slice = std::ceil(double(s->rows) / g);
-      several = several || slice > planned_chunk_rows(job, cfg, *s, slice);
-    }
-    const int copies = !known || several ? 3 : cfg.resident ? 1 : 2;
-    return uint64_t(copies * tuple_bytes_per_rank(w, shape.size()));
+    const std::optional<bool> several = several_chunksets(job, cfg, shape.size());
+    const int copies = several.value_or(true) ? 3 : cfg.resident ? 1 : 2;
+    return uint64_t(copies * tuple_bytes_per_rank(job.workload, shape.size()));
   };
   return i;
 }
