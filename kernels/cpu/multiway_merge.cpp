@@ -48,9 +48,30 @@ std::vector<uint64_t> cut(const std::vector<ChunkIn<K, V>>& runs, uint64_t rank,
 // heap's pop and push per row made the merge 14 GB/s on 32 threads.
 constexpr size_t kScanRuns = 8;
 
+// The rows of `run` from row j into out from row o, up to the next head `limit` of the other runs
+// (and past equal keys where this run goes first among them), or up to `end` where no other run has
+// rows left (limit null): a step of both merges, long runs of one input in one go. Returns where
+// the run stops.
+template <class K, class V>
+uint64_t take_rows(const ChunkIn<K, V>& run, uint64_t j, uint64_t end, const K* limit, bool ties_first, K* out_keys,
+                   V* out_vals, uint64_t& o) {
+  if (!limit) {
+    std::copy(run.keys + j, run.keys + end, out_keys + o);
+    std::copy(run.vals + j, run.vals + end, out_vals + o);
+    o += end - j;
+    return end;
+  }
+  do {
+    out_keys[o] = run.keys[j];
+    out_vals[o] = run.vals[j];
+    ++o, ++j;
+  } while (j < end && (run.keys[j] < *limit || (ties_first && run.keys[j] == *limit)));
+  return j;
+}
+
 // Rows [lo[i], hi[i]) of every run i into out from row o: the smallest key first, the lower run
 // first among equal keys. Each step takes the run with the smallest head, then its rows up to the
-// next smallest head of the other runs in one go (long runs of one input).
+// next smallest head of the other runs.
 template <class K, class V>
 void merge_by_scan(const std::vector<ChunkIn<K, V>>& runs, const std::vector<uint64_t>& lo,
                    const std::vector<uint64_t>& hi, K* out_keys, V* out_vals, uint64_t o) {
@@ -65,23 +86,8 @@ void merge_by_scan(const std::vector<ChunkIn<K, V>>& runs, const std::vector<uin
       else if (other == k || key < runs[other].keys[next[other]]) other = i;
     }
     if (best == k) return;
-    const K* keys = runs[best].keys;
-    const V* vals = runs[best].vals;
-    uint64_t j = next[best];
-    const uint64_t end = hi[best];
-    if (other == k) {  // the last run with rows left: the rest of it
-      std::copy(keys + j, keys + end, out_keys + o);
-      std::copy(vals + j, vals + end, out_vals + o);
-      return;
-    }
-    const K limit = runs[other].keys[next[other]];
-    const bool ties_first = best < other;  // equal keys of the lower run go first
-    do {
-      out_keys[o] = keys[j];
-      out_vals[o] = vals[j];
-      ++o, ++j;
-    } while (j < end && (keys[j] < limit || (ties_first && keys[j] == limit)));
-    next[best] = j;
+    const K* limit = other == k ? nullptr : runs[other].keys + next[other];
+    next[best] = take_rows(runs[best], next[best], hi[best], limit, best < other, out_keys, out_vals, o);
   }
 }
 
@@ -97,17 +103,10 @@ void merge_by_heap(const std::vector<ChunkIn<K, V>>& runs, const std::vector<uin
   while (!heap.empty()) {
     const size_t i = heap.top().second;
     heap.pop();
-    // Take the run's rows up to the next head's key in one go (long runs of one input).
-    const K limit = heap.empty() ? K(~K(0)) : heap.top().first;
-    const size_t other = heap.empty() ? runs.size() : heap.top().second;
-    uint64_t j = next[i];
-    do {
-      out_keys[o] = runs[i].keys[j];
-      out_vals[o] = runs[i].vals[j];
-      ++o, ++j;
-    } while (j < hi[i] && (runs[i].keys[j] < limit || (runs[i].keys[j] == limit && i < other) || heap.empty()));
-    next[i] = j;
-    if (j < hi[i]) heap.push({runs[i].keys[j], i});
+    const K* limit = heap.empty() ? nullptr : &heap.top().first;
+    const bool ties_first = heap.empty() || i < heap.top().second;
+    next[i] = take_rows(runs[i], next[i], hi[i], limit, ties_first, out_keys, out_vals, o);
+    if (next[i] < hi[i]) heap.push({runs[i].keys[next[i]], i});
   }
 }
 
