@@ -1109,6 +1109,18 @@ struct StandInGpuBackend : Backend {
   uint64_t host_memory_per_rank(const BackendConfig&) override { return host_bytes; }
 };
 
+// The memory check refuses p on `backend` with an InputError saying every one of `says`.
+void expect_memory_refused(const RunPoint& p, Backend& backend, const std::vector<std::string>& says,
+                           const std::string& if_accepted) {
+  try {
+    check_device_memory(p, make_job(p), backend);
+    ADD_FAILURE() << if_accepted;
+  } catch (const InputError& e) {
+    const std::string m = e.what();
+    for (const std::string& s : says) EXPECT_NE(m.find(s), std::string::npos) << m;
+  }
+}
+
 // A GPU backend checks the host memory of strategies that keep data there (chunked's S, gpj's
 // senders, crj) before any work, as it checks device memory: a stand-in backend with 1 MiB of
 // host memory per rank refuses chunked's 2^20 S rows and lets npj (all on the device) pass.
@@ -1123,15 +1135,8 @@ TEST_F(CliTest, GpuBackendsCheckTheHostMemoryOfStrategiesThatKeepDataThere) {
       EXPECT_NO_THROW(check_device_memory(p, make_job(p), backend));
       continue;
     }
-    try {
-      check_device_memory(p, make_job(p), backend);
-      ADD_FAILURE() << "chunked's S fits in 1 MiB of host memory?";
-    } catch (const InputError& e) {
-      const std::string m = e.what();
-      EXPECT_NE(m.find("strategy chunked keeps about"), std::string::npos) << m;
-      EXPECT_NE(m.find("in host memory per rank"), std::string::npos) << m;
-      EXPECT_NE(m.find("1048576 bytes"), std::string::npos) << m;
-    }
+    expect_memory_refused(p, backend, {"strategy chunked keeps about", "in host memory per rank", "1048576 bytes"},
+                          "chunked's S fits in 1 MiB of host memory?");
   }
 }
 
@@ -1149,13 +1154,8 @@ TEST_F(CliTest, NpjCountsOnlyWhatItKeepsInDeviceMemory) {
   };
   const RunPoint pinned = point_with("pinned");
   EXPECT_NO_THROW(check_device_memory(pinned, make_job(pinned), backend));
-  const RunPoint device = point_with("device");
-  try {
-    check_device_memory(device, make_job(device), backend);
-    ADD_FAILURE() << "2^18 rows of R and S fit in 4 MiB of device memory?";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("strategy npj needs about"), std::string::npos) << e.what();
-  }
+  expect_memory_refused(point_with("device"), backend, {"strategy npj needs about"},
+                        "2^18 rows of R and S fit in 4 MiB of device memory?");
 }
 
 // mgsmj keeps in pinned host memory what its plan keeps there: the slices alone where the runs
@@ -1181,12 +1181,8 @@ TEST_F(CliTest, MgsmjCountsTheHostMemoryOfItsPlan) {
         EXPECT_NO_THROW(check_device_memory(p, make_job(p), backend));
         continue;
       }
-      try {
-        check_device_memory(p, make_job(p), backend);
-        ADD_FAILURE() << "the runs fit beside the slices in 1.5 times their bytes?";
-      } catch (const InputError& e) {
-        EXPECT_NE(std::string(e.what()).find("strategy mgsmj keeps about"), std::string::npos) << e.what();
-      }
+      expect_memory_refused(p, backend, {"strategy mgsmj keeps about"},
+                            "the runs fit beside the slices in 1.5 times their bytes?");
     }
   }
 }

@@ -350,6 +350,19 @@ void expect_correct_or_counted(const RunPoint& p) {
   expect_correct(p);
 }
 
+// Bytes rank 0 copied from `from` to `to` within its phase `phase`.
+uint64_t copied_in_phase(const RunOutcome& o, const std::string& phase, MemSpace from, MemSpace to) {
+  double begin = 0, end = 0;
+  for (const PhaseRecord& ph : o.rank_phases.at(0))
+    if (ph.name == phase) begin = ph.begin, end = ph.end;
+  uint64_t n = 0;
+  for (const TraceSpan& sp : o.trace)
+    if (sp.rank == 0 && sp.params.kind == OpKind::Copy && sp.params.mem_src == int(from) &&
+        sp.params.mem_dst == int(to) && sp.begin >= begin && sp.end <= end)
+      n += sp.params.bytes;
+  return n;
+}
+
 // mgsmj on one node of 1, 2 and 4 ranks, device memory capped so that every relation has several
 // chunksets (the multiway merge runs) and each GPU several join parts. Zipf 1.5 makes key 1 hot:
 // far more than a quarter of S, so an equal split of the rows among 4 GPUs (or of a GPU's rows
@@ -383,17 +396,6 @@ TEST_F(Strategies, MgsmjOnOneTwoAndFourRanksWithSeveralChunksets) {
 // is copied back to the host in the sort phase, nothing in again in the join phase. resident =
 // off runs the paper's plan: the runs come back and the join's parts go in.
 TEST_F(Strategies, MgsmjKeepsTheSortedRunsOfOneChunksetOnTheGpus) {
-  auto bytes = [](const RunOutcome& o, const std::string& phase, MemSpace from, MemSpace to) {
-    double begin = 0, end = 0;
-    for (const PhaseRecord& ph : o.rank_phases.at(0))
-      if (ph.name == phase) begin = ph.begin, end = ph.end;
-    uint64_t n = 0;
-    for (const TraceSpan& sp : o.trace)
-      if (sp.rank == 0 && sp.params.kind == OpKind::Copy && sp.params.mem_src == int(from) &&
-          sp.params.mem_dst == int(to) && sp.begin >= begin && sp.end <= end)
-        n += sp.params.bytes;
-    return n;
-  };
   for (std::string sort : {"radix", "merge"})
     for (int g : {1, 2, 4})
       for (std::string resident : {"auto", "off"}) {
@@ -401,8 +403,8 @@ TEST_F(Strategies, MgsmjKeepsTheSortedRunsOfOneChunksetOnTheGpus) {
         const RunPoint p = point("mgsmj", pk_fk(20000, 80000, 8, 0.5, 1.0), {{"sort", sort}, {"resident", resident}}, {1, g});
         expect_correct(p);
         const RunOutcome o = run_point(p);
-        const uint64_t back = bytes(o, "sort", MemSpace::Device, MemSpace::Pinned);
-        const uint64_t again = bytes(o, "join", MemSpace::Pinned, MemSpace::Device);
+        const uint64_t back = copied_in_phase(o, "sort", MemSpace::Device, MemSpace::Pinned);
+        const uint64_t again = copied_in_phase(o, "join", MemSpace::Pinned, MemSpace::Device);
         if (resident == "auto") {
           EXPECT_EQ(back, 0u);
           EXPECT_EQ(again, 0u);
@@ -462,14 +464,7 @@ TEST_F(Strategies, MgsmjCountOnlyCopiesKeysAloneToTheJoin) {
     p.cluster.device_memory = 1 << 20;
     const RunOutcome o = run_point(p);
     EXPECT_EQ(o.digest.count, 80000u);
-    double begin = 0, end = 0;
-    for (const PhaseRecord& ph : o.rank_phases.at(0))
-      if (ph.name == "join") begin = ph.begin, end = ph.end;
-    uint64_t bytes = 0;
-    for (const TraceSpan& sp : o.trace)
-      if (sp.params.kind == OpKind::Copy && sp.params.mem_src == int(MemSpace::Pinned) &&
-          sp.params.mem_dst == int(MemSpace::Device) && sp.begin >= begin && sp.end <= end)
-        bytes += sp.params.bytes;
+    const uint64_t bytes = copied_in_phase(o, "join", MemSpace::Pinned, MemSpace::Device);  // one rank
     EXPECT_EQ(bytes, std::string(output) == "count_only" ? 100000u * 8 : 20000u * 12 + 80000u * 16) << output;
   }
 }
