@@ -44,7 +44,10 @@ constexpr uint64_t kTableSeed = 0x2545f4914f6cdd1dULL;
 // The seed of the hash partitions measured at the shuffle's fanouts (any seed: murmur3 spreads keys alike).
 constexpr uint64_t kShuffleSeed = 0x5eed;
 constexpr uint64_t kExchangeSlices = 64;  // the slices the exchange's senders count a batch in (gpj.cpp)
-constexpr uint64_t kOverheadBatches = 8;  // the operators one input is counted in to time an operator's own cost
+// The operator counts one input is counted in to time an operator's own cost (a slope over them),
+// and the runs of each: the cost is a few percent of a run's time, so noise needs many points.
+constexpr uint64_t kOverheadBatches[] = {1, 2, 4, 8, 16};
+constexpr int kOverheadRepeat = 7;
 
 // The phase that times a sample's closing synchronization (Bench::end_sample).
 const char* const kSyncPhase = "sync";
@@ -409,20 +412,20 @@ class Bench {
   }
 
   // A parallel CPU operator's own cost (CpuSpec::op_overhead): the same keys counted by one
-  // histogram, then by kOverheadBatches histograms of a slice each, as the exchange's senders
-  // count their batches ("op_overhead.whole" / "op_overhead.batched", x = {1, key bytes},
-  // segment = operators). The difference per extra operator is what a batch costs beyond its bytes.
+  // histogram, then by k histograms of a slice each (k = 2 .. 16), as the exchange's senders count
+  // their batches ("op_overhead.whole" / "op_overhead.batched", x = {1, key bytes}, segment =
+  // operators). The time's slope in k is what an operator costs beyond its bytes.
   void operator_overhead(const Tuples& in, uint64_t n) {
-    if (n < kOverheadBatches) return;
+    if (n < kOverheadBatches[std::size(kOverheadBatches) - 1]) return;
     const PartitionFn fn{PartitionFn::Hash, 5, 0, kShuffleSeed};
     const double bytes = double(n) * in.fmt.key_bytes;
-    for (uint64_t k : {uint64_t(1), kOverheadBatches}) {
+    for (uint64_t k : kOverheadBatches) {
       OpSample sample;
       sample.model = k == 1 ? "op_overhead.whole" : "op_overhead.batched";
       sample.x = {1.0, bytes};
       sample.segment = double(k);
       const std::string name = sample_phase(sample);
-      for (int r = 0; r < opt_.repeat; ++r) {
+      for (int r = 0; r < std::max(opt_.repeat, kOverheadRepeat); ++r) {
         begin_sample(name);
         std::vector<Launched> ops;
         for (uint64_t b = 0; b < k; ++b)
@@ -1251,25 +1254,35 @@ CpuOpOverhead cpu_op_overhead(const Calibration& c) {
     for (const OpSample& s : samples)
       for (const OpSample& w : one->second)
         if (s.x.size() > 1 && w.x.size() > 1 && s.x[1] == w.x[1]) bytes = std::max(bytes, s.x[1]);
-    std::vector<double> t_batched, t_whole;
-    double k = 0;
-    for (const OpSample& s : samples)
-      if (s.x.size() > 1 && s.x[1] == bytes) t_batched.push_back(s.seconds), k = s.segment;
+    if (bytes <= 0) continue;
+    // Operators -> times, then the median of the slopes between every two operator counts'
+    // median times (Theil-Sen: one noisy count moves it little).
+    std::map<double, std::vector<double>> times;
     for (const OpSample& w : one->second)
-      if (w.x.size() > 1 && w.x[1] == bytes) t_whole.push_back(w.seconds);
-    if (bytes <= 0 || k < 2) continue;
-    const double seconds = std::max(0.0, (median_of(t_batched) - median_of(t_whole)) / (k - 1));
+      if (w.x.size() > 1 && w.x[1] == bytes) times[1].push_back(w.seconds);
+    for (const OpSample& s : samples)
+      if (s.x.size() > 1 && s.x[1] == bytes && s.segment >= 2) times[s.segment].push_back(s.seconds);
+    std::vector<std::pair<double, double>> medians;
+    for (auto& [k, t] : times) medians.push_back({k, median_of(t)});
+    std::vector<double> slopes;
+    for (size_t i = 0; i < medians.size(); ++i)
+      for (size_t j = i + 1; j < medians.size(); ++j)
+        slopes.push_back((medians[j].second - medians[i].second) / (medians[j].first - medians[i].first));
+    if (slopes.empty()) continue;
+    const double seconds = std::max(0.0, median_of(slopes));
     const std::string threads = model.substr(std::strlen(kTeamCores), dot - std::strlen(kTeamCores));
     out.by_team[std::atoi(threads.c_str())] = seconds;
+    std::string counts;
+    for (auto& [k, m] : medians) counts += (counts.empty() ? "" : "/") + std::to_string(int(k));
+    out.operators = counts;
     teams += (teams.empty() ? "" : ", ") + threads + " threads " + std::to_string(seconds * 1e3).substr(0, 5) + " ms";
   }
   if (out.by_team.empty()) return out;
   std::vector<double> per_team;
   for (auto [team, seconds] : out.by_team) per_team.push_back(seconds);
   out.seconds = median_of(per_team);
-  out.how = "median over the team sizes (" + teams + ") of (median time of an input counted in " +
-            std::to_string(kOverheadBatches) + " histograms - of one) / " + std::to_string(kOverheadBatches - 1) +
-            ", every core busy, measured " + today();
+  out.how = "median over the team sizes (" + teams + ") of the slope of the median time of an input counted in " +
+            out.operators + " histograms (median of the pairwise slopes), every core busy, measured " + today();
   return out;
 }
 

@@ -116,13 +116,15 @@ std::map<std::string, std::pair<double, std::string>> loaded_cpu_rates(const Cal
 // samples "cputeam<threads>.<model>", bytes per second per thread of a team).
 std::map<int, std::map<std::string, std::pair<double, std::string>>> team_loaded_cpu_rates(const Calibration& c);
 // Seconds a parallel CPU operator costs beyond its bytes (CpuSpec::op_overhead and
-// team_op_overhead), with how it was found: per team size, the median time of an input counted in
-// k histograms less that of one histogram of it, over k - 1 ("cputeam<threads>.op_overhead.batched"
-// / ".whole"), at least 0; `seconds` the median over the team sizes. Empty without those samples.
+// team_op_overhead), with how it was found: per team size, the slope of the median time of an input
+// counted in k histograms against k ("cputeam<threads>.op_overhead.batched" / ".whole", k = 1 ..
+// 16; the median of the slopes between every two k), at least 0; `seconds` the median over the
+// team sizes. Empty without those samples.
 // The loaded rates above are taken net of it (a team's rates of its own).
 struct CpuOpOverhead {
   double seconds = 0;
   std::map<int, double> by_team;  // threads per team -> seconds
+  std::string operators;          // the operator counts timed, "1/2/4/8/16"
   std::string how;
 };
 CpuOpOverhead cpu_op_overhead(const Calibration& c);

@@ -622,6 +622,28 @@ TEST(CalibrationSamples, LoadedRatesFollowTheOperatorsTeamSize) {
   EXPECT_NEAR(back.cpu.team_loaded.at("partition").at(32), team, team * 1e-5);
 }
 
+// The own cost is the slope of the time against the operator count, robust to one noisy count: 1 GiB
+// counted in k = 1, 2, 4, 8, 16 histograms in k x 2 ms + B / R, except that the 2-operator runs
+// were slowed by 30 ms (a neighbour's burst), gives 2 ms, where the two-point difference of 1 and
+// 2 operators would give 32 ms.
+TEST(CalibrationSamples, AParallelOperatorsOwnCostIsTheSlopeOverTheOperatorCounts) {
+  Calibration c;
+  c.cpu_sockets = 1;
+  c.cpu_cores = c.cpu_threads_all = 32;
+  const double gib = double(uint64_t(1) << 30), rate = 16 * 2e9, o = 2e-3;
+  std::vector<CalibrationRun> runs;
+  for (int k : {1, 2, 4, 8, 16})
+    for (int r = 0; r < 3; ++r)
+      runs.push_back({"cal " + std::string(kTeamCores) + "16.op_overhead." + (k == 1 ? "whole " : "batched ") +
+                          std::to_string(k) + " 1 " + std::to_string(uint64_t(gib)),
+                      k * o + gib / rate + (k == 2 ? 30e-3 : 0.0), 0, 0});
+  add_runs(c, runs);
+  const CpuOpOverhead overhead = cpu_op_overhead(c);
+  EXPECT_NEAR(overhead.by_team.at(16), o, 1e-9);
+  EXPECT_EQ(overhead.operators, "1/2/4/8/16");
+  EXPECT_NE(overhead.how.find("1/2/4/8/16 histograms"), std::string::npos) << overhead.how;
+}
+
 // A parallel operator's own cost from the team passes: 1 GiB of keys counted whole in o + B / R
 // and in 8 histograms in 8 o + B / R gives o (median over the team sizes), the loaded rates are
 // taken net of it, and the profile writes it and reads it back.
