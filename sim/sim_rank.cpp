@@ -323,6 +323,7 @@ struct Item {
   int window = 0;          // Put
   uint32_t flag = 0;
   uint64_t value = 0;
+  bool batched = false;    // Copy: not the first of a copy_v (the first paid the batch's launch)
   EventPtr wait_for;       // Wait
   std::string describe() const {
     static const char* names[] = {"operator", "copy", "wait for an event", "send to", "recv from", "put to", ""};
@@ -441,6 +442,8 @@ class SimRank final : public Rank {
   Launched launch(Stream s, Op op) override;
   Event copy(Stream s, const Buffer& dst, uint64_t dst_off, const Buffer& src, uint64_t src_off,
              uint64_t bytes) override;
+  // The copies as copy() does each (their contents land range by range), one launch for all.
+  Event copy_v(Stream s, const std::vector<CopyRange>& copies) override;
   Event record(Stream s) override { return Event(stream(s.id).last); }
   void stream_wait(Stream s, const Event& e) override;
   void sync(Stream s) override;
@@ -1764,12 +1767,12 @@ void SimRank::start(SimStream& st, int index) {
       } else {
         if (it.bytes == 0) return finish(st, index);
         st.track = !src_dev ? "link pcie h2d" : !dst_dev ? "link pcie d2h" : "link p2p";
-        // The copy engine's launch (msg.copy_seconds), then its turn on the engine (pump()
-        // starts the transfer), across PCIe; between GPUs the transfer at once.
-        if (src_dev && dst_dev)
-          return after_software_cost(st, world_.profile.msg.copy_seconds, [this, &st] { start_copy_flow(st); });
+        // The copy engine's launch (msg.copy_seconds; a batch's once), then its turn on the
+        // engine (pump() starts the transfer), across PCIe; between GPUs the transfer at once.
+        const double launch = it.batched ? 0.0 : world_.profile.msg.copy_seconds;
+        if (src_dev && dst_dev) return after_software_cost(st, launch, [this, &st] { start_copy_flow(st); });
         st.engine = src_dev ? 1 : 0;
-        return after_software_cost(st, world_.profile.msg.copy_seconds, [this, &st, index] {
+        return after_software_cost(st, launch, [this, &st, index] {
           st.state = SimStream::AwaitEngine;
           engines_[st.engine].waiting.push_back(index);
           dirty = true;
@@ -2098,6 +2101,26 @@ Event SimRank::copy(Stream s, const Buffer& dst, uint64_t dst_off, const Buffer&
   it.other_off = src_off;
   it.bytes = bytes;
   return enqueue(s.id, std::move(it));
+}
+
+Event SimRank::copy_v(Stream s, const std::vector<CopyRange>& copies) {
+  if (copies.empty()) return record(s);
+  Event last;
+  for (size_t i = 0; i < copies.size(); ++i) {
+    const CopyRange& c = copies[i];
+    check_range(c.src, c.src_off, c.bytes, "copy source");
+    check_range(c.dst, c.dst_off, c.bytes, "copy destination");
+    Item it;
+    it.kind = Item::Copy;
+    it.buf = c.dst;
+    it.off = c.dst_off;
+    it.other = c.src;
+    it.other_off = c.src_off;
+    it.bytes = c.bytes;
+    it.batched = i > 0;
+    last = enqueue(s.id, std::move(it));
+  }
+  return last;
 }
 
 void SimRank::stream_wait(Stream s, const Event& e) {

@@ -88,6 +88,25 @@ TEST(CpuBackendMemory, DeviceMemoryOptionSetsTheBudget) {
 
 // --- streams and events ------------------------------------------------------------------------------
 
+// A vectored copy moves every range to its place (here reversing 8 blocks); an empty list's
+// event is the stream's.
+TEST(CpuRankStreams, AVectoredCopyMovesEveryRange) {
+  auto rank = solo_rank();
+  const uint64_t block = 1 << 16;
+  Buffer a = rank->alloc(MemSpace::Pinned, 8 * block, "a"), b = rank->alloc(MemSpace::Pinned, 8 * block, "b");
+  for (uint64_t i = 0; i < 8; ++i) std::memset(static_cast<char*>(a->ptr) + i * block, int(i + 1), block);
+  std::vector<CopyRange> copies;
+  for (uint64_t i = 0; i < 8; ++i) copies.push_back({b, (7 - i) * block, a, i * block, block});
+  rank->copy_v(Stream{0}, copies).wait();
+  for (uint64_t i = 0; i < 8; ++i) {
+    EXPECT_EQ(data_of<uint8_t>(b)[i * block], 8 - i) << i;
+    EXPECT_EQ(data_of<uint8_t>(b)[(i + 1) * block - 1], 8 - i) << i;
+  }
+  Event none = rank->copy_v(Stream{1}, {});
+  none.wait();
+  EXPECT_TRUE(none.done());
+}
+
 TEST(CpuRankStreams, WorkOnOneStreamRunsInOrderAndStreamsWaitOnEvents) {
   auto rank = solo_rank();
   ASSERT_GE(rank->streams(), 4);

@@ -418,6 +418,34 @@ TEST(CudaOps, LinkAccessMatchesCpu) {
   EXPECT_TRUE(gpu == cpu);
 }
 
+// A vectored copy (one cudaMemcpyBatchAsync) moves every range, of mixed sizes, host to device
+// and back, as the CPU backend's copies do; ranges of different spaces go one by one.
+TEST(CudaOps, VectoredCopyMatchesCpu) {
+  JL_REQUIRE_GPU();
+  auto body = [](Rank& rank) {
+    const uint64_t n = 1 << 20;
+    Buffer src = rank.alloc(MemSpace::Pinned, n, "src"), back = rank.alloc(MemSpace::Pinned, n, "back");
+    Buffer dev = rank.alloc(MemSpace::Device, n, "device");
+    auto* h = static_cast<uint8_t*>(src->ptr);
+    for (uint64_t i = 0; i < n; ++i) h[i] = uint8_t(i * 13 + i / 4096);
+    std::memset(back->ptr, 0, n);
+    std::vector<CopyRange> in, out;
+    for (uint64_t at = 0, size = 100; at + size <= n; at += size, size = size * 3 / 2 + 17)
+      in.push_back({dev, n - at - size, src, at, size});  // reversed order of blocks
+    in.push_back({dev, 0, src, 0, 0});                     // an empty range
+    for (const CopyRange& c : in) out.push_back({back, c.src_off, dev, c.dst_off, c.bytes});
+    out.push_back({back, 0, src, 0, 1});  // host to host beside device to host: one by one
+    rank.copy_v(Stream{0}, in);
+    rank.copy_v(Stream{0}, out).wait();
+    std::vector<uint64_t> words(n / 8);
+    std::memcpy(words.data(), back->ptr, n);
+    return words;
+  };
+  const std::vector<uint64_t> gpu = test::on_backend("cuda", body), cpu = test::on_backend("cpu", body);
+  EXPECT_TRUE(gpu == cpu);
+  EXPECT_NE(std::count(gpu.begin(), gpu.end(), uint64_t(0)), long(gpu.size()));
+}
+
 TEST(CudaOps, DirectScatterVariantMatchesCpu) {  // cluster option scatter=direct
   JL_REQUIRE_GPU();
   for (uint64_t n : kSizes)

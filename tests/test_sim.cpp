@@ -192,6 +192,29 @@ TEST_F(SimTest, HostToDeviceCopyUsesPcie) {
   EXPECT_NEAR(seconds(ph[0], "copy"), 1e-5 + 0.05, 1e-9);
 }
 
+// A vectored copy pays the copy engine's launch once: 10 ranges of 1 MB host -> device with a
+// launch of 100 us take 100 us + 10 x (10 us + 1 MB / 1e10) one after another, where 10 copies
+// pay the launch each; the ranges land where they were sent (the content follows each).
+TEST_F(SimTest, AVectoredCopyPaysOneLaunchForItsRanges) {
+  BackendConfig c = cluster(1, 1);
+  c.profile_overrides = {{"msg.copy_seconds", "1e-4"}};
+  const uint64_t mb = 1000000;
+  auto run = [&](bool batched) {
+    return simulate(c, [&](Rank& r) {
+      Buffer h = r.alloc(MemSpace::Pinned, 10 * mb, "h"), d = r.alloc(MemSpace::Device, 10 * mb, "d");
+      std::vector<CopyRange> copies;
+      for (uint64_t i = 0; i < 10; ++i) copies.push_back({d, (9 - i) * mb, h, i * mb, mb});
+      r.phase("copy");
+      if (batched) r.copy_v(Stream{0}, copies).wait();
+      else
+        for (const CopyRange& x : copies) r.copy(Stream{0}, x.dst, x.dst_off, x.src, x.src_off, x.bytes).wait();
+      r.end_phases();
+    })[0];
+  };
+  EXPECT_NEAR(seconds(run(true), "copy"), 1e-4 + 10 * (1e-5 + mb / 1e10), 1e-9);
+  EXPECT_NEAR(seconds(run(false), "copy"), 10 * (1e-4 + 1e-5 + mb / 1e10), 1e-9);
+}
+
 TEST_F(SimTest, ConcurrentCopiesThroughOneHostMemoryEachTakeTheirPcieTime) {
   // Two GPUs of a node copy from host memory at once: their paths share the host-memory link
   // (1e11, not a bottleneck) and each has its own PCIe link. Each takes 10 us + B / 1e10. (With

@@ -102,6 +102,12 @@ Event Rank::send_v(Stream s, int peer, const std::vector<BufferRange>& ranges, i
   return each_range(ranges, [&](const BufferRange& r) { return send(s, peer, r.buf, r.off, r.bytes, tag); });
 }
 
+Event Rank::copy_v(Stream s, const std::vector<CopyRange>& copies) {
+  Event last;
+  for (const CopyRange& c : copies) last = copy(s, c.dst, c.dst_off, c.src, c.src_off, c.bytes);
+  return copies.empty() ? record(s) : last;  // one stream: the last completes after the others
+}
+
 Event Rank::recv_v(Stream s, int peer, const std::vector<BufferRange>& ranges, int tag) {
   return each_range(ranges, [&](const BufferRange& r) { return recv(s, peer, r.buf, r.off, r.bytes, tag); });
 }

@@ -82,6 +82,15 @@ struct BufferRange {
   uint64_t bytes = 0;
 };
 
+// One copy of a vectored copy (Rank::copy_v): `bytes` from src at src_off to dst at dst_off.
+struct CopyRange {
+  Buffer dst;
+  uint64_t dst_off = 0;
+  Buffer src;
+  uint64_t src_off = 0;
+  uint64_t bytes = 0;
+};
+
 // What a rank reports at the end: its share of the join result.
 struct RankResult {
   uint64_t count = 0;
@@ -124,6 +133,11 @@ class Rank {
   virtual Launched launch(Stream s, Op op) = 0;
   virtual Event copy(Stream s, const Buffer& dst, uint64_t dst_off, const Buffer& src,
                      uint64_t src_off, uint64_t bytes) = 0;
+  // Several copies issued as one, in stream order as a whole (a partition's runs scattered over
+  // chunk regions). The default is one copy() each; the CUDA backend issues one batch
+  // (cudaMemcpyBatchAsync): thousands of 100-KB copies issued one by one, each between its own
+  // events, ran at a third of the link's rate. Its event completes when all of them did.
+  virtual Event copy_v(Stream s, const std::vector<CopyRange>& copies);
   virtual Event record(Stream s) = 0;
   virtual void stream_wait(Stream s, const Event& e) = 0;  // later work on s waits for e
   virtual void sync(Stream s) = 0;

@@ -429,14 +429,17 @@ SecondPass start_second(Rank& rank, Stream st, const FirstPass& fp, const Slice&
   std::vector<Part> parts;
   if (!slice.cached.empty()) parts.push_back({fp.cache, cut(slice.cached)});
   if (!slice.spilled.empty()) {
-    if (by_copy) {  // the spilled runs copied one after another into device memory
+    if (by_copy) {  // the spilled runs copied one after another into device memory, as one batch
       const TupleFormat f = fp.spill.fmt;
       uint64_t at = 0;
+      std::vector<CopyRange> copies;
       for (const RowRange& r : slice.spilled) {
-        rank.copy(st, staged.keys, at * f.key_bytes, fp.spill.keys, (fp.spill.offset + r.begin) * f.key_bytes, r.size() * f.key_bytes);
-        rank.copy(st, staged.vals, at * f.val_bytes, fp.spill.vals, (fp.spill.offset + r.begin) * f.val_bytes, r.size() * f.val_bytes);
+        const uint64_t from = fp.spill.offset + r.begin;
+        copies.push_back({staged.keys, at * f.key_bytes, fp.spill.keys, from * f.key_bytes, r.size() * f.key_bytes});
+        copies.push_back({staged.vals, at * f.val_bytes, fp.spill.vals, from * f.val_bytes, r.size() * f.val_bytes});
         at += r.size();
       }
+      rank.copy_v(st, copies);
       parts.push_back({staged.slice(0, at), cut({RowRange{0, at}})});
     } else {
       parts.push_back({fp.spill, cut(slice.spilled)});

@@ -415,6 +415,50 @@ Event CudaRank::copy(Stream s, const Buffer& dst, uint64_t dst_off, const Buffer
   return track(s, std::move(params), start, p);
 }
 
+Event CudaRank::copy_v(Stream s, const std::vector<CopyRange>& copies) {
+  if (copies.empty()) return record(s);
+  // One batch between one pair of events; its trace names one direction, so copies between
+  // different memory spaces go one by one.
+  for (const CopyRange& c : copies)
+    if (c.src->space != copies.front().src->space || c.dst->space != copies.front().dst->space)
+      return Rank::copy_v(s, copies);
+  OnDevice on(device_);
+  cudaStream_t st = stream_of(s);
+  std::vector<void*> dsts;
+  std::vector<const void*> srcs;
+  std::vector<size_t> sizes;
+  uint64_t bytes = 0;
+  for (const CopyRange& c : copies) {
+    check_copy(c.dst, c.dst_off, c.bytes, "destination");
+    check_copy(c.src, c.src_off, c.bytes, "source");
+    if (!c.bytes) continue;
+    dsts.push_back(static_cast<char*>(c.dst->ptr) + c.dst_off);
+    srcs.push_back(static_cast<const char*>(c.src->ptr) + c.src_off);
+    sizes.push_back(c.bytes);
+    bytes += c.bytes;
+  }
+  auto p = std::make_shared<PendingOp>();
+  cudaEvent_t start = new_event(true);
+  p->start = start;
+  p->end = p->done = new_event(true);
+  JL_CUDA_CHECK(cudaEventRecord(start, st));
+  if (!sizes.empty()) {
+    cudaMemcpyAttributes attr{};
+    attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;  // the sources were written by earlier work on s
+    size_t attr_index = 0;
+    JL_CUDA_CHECK(cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), sizes.size(), &attr, &attr_index, 1, st));
+  }
+  JL_CUDA_CHECK(cudaEventRecord(p->end, st));
+  OpParams params;
+  params.kind = OpKind::Copy;
+  params.bytes = bytes;
+  params.mem_src = int(copies.front().src->space);
+  params.mem_dst = int(copies.front().dst->space);
+  params.detail = std::string(to_string(copies.front().src->space)) + "->" + to_string(copies.front().dst->space) +
+                  ", " + std::to_string(sizes.size()) + " copies in a batch";
+  return track(s, std::move(params), start, p);
+}
+
 Event CudaRank::record(Stream s) {
   OnDevice on(device_);
   cudaEvent_t e = new_event(false);

@@ -52,6 +52,7 @@ class CudaRank : public Rank {
   Launched launch_streaming(Stream s, StreamingOp op) override;
   Event copy(Stream s, const Buffer& dst, uint64_t dst_off, const Buffer& src, uint64_t src_off,
              uint64_t bytes) override;
+  Event copy_v(Stream s, const std::vector<CopyRange>& copies) override;
   Event record(Stream s) override;
   void stream_wait(Stream s, const Event& e) override;
   void sync(Stream s) override;
