@@ -1700,10 +1700,11 @@ std::pair<sg4::Host*, sg4::Host*> SimRank::copy_route(const Item& it) const {
 
 // The running copy's transfer between its ends (over PCIe once it holds its copy engine).
 void SimRank::start_copy_flow(SimStream& st) {
-  const Item& it = st.running.front();
-  const auto [from, to] = copy_route(it);
+  const auto [from, to] = copy_route(st.running.front());
+  uint64_t bytes = 0;
+  for (const Item& x : st.running) bytes += x.bytes;  // a batch's copies as one transfer
   world_.stats.flows++;
-  st.activity = sg4::Comm::sendto_async(from, to, it.bytes);
+  st.activity = sg4::Comm::sendto_async(from, to, bytes);
   st.state = SimStream::Busy;
   world_.busy++;
 }
@@ -1750,26 +1751,38 @@ void SimRank::start(SimStream& st, int index) {
       return;
     }
     case Item::Copy: {  // buf = destination, other = source
-      st.outgoing = {message_of(it.other, it.other_off, it.bytes)};
       const bool src_dev = it.other->space == MemSpace::Device, dst_dev = it.buf->space == MemSpace::Device;
       const auto [from, to] = copy_route(it);
+      // The rest of a batch (copy_v) between the same ends goes with it as one transfer: the copy
+      // engine runs a batch's copies back to back (an H200 moved batches of 138 runs of ~120 KB
+      // from pinned memory at 41 GB/s, where one copy each ran at 18).
+      while (from != to && !st.queue.empty() && st.queue.front().kind == Item::Copy && st.queue.front().batched &&
+             copy_route(st.queue.front()) == std::pair{from, to}) {
+        st.running.push_back(std::move(st.queue.front()));
+        st.queue.pop_front();
+      }
+      st.outgoing.clear();
+      for (const Item& x : st.running) st.outgoing.push_back(message_of(x.other, x.other_off, x.bytes));
+      const bool batched = st.running.front().batched;  // `it` moved when running grew
+      uint64_t bytes = 0;
+      for (const Item& x : st.running) bytes += x.bytes;
       world_.stats.transfers++;
       if (from == to && !src_dev) {  // inside host memory: the CPUs read and write it
         st.track = "link host memory";
-        if (it.bytes == 0) return finish(st, index);
-        return start_cpu_work(st, "copy", double(it.bytes), 2.0 * double(it.bytes));
+        if (bytes == 0) return finish(st, index);
+        return start_cpu_work(st, "copy", double(bytes), 2.0 * double(bytes));
       }
       if (from == to) {  // inside device memory: the copy reads and writes it
         st.track = "link device";
-        const double seconds = world_.profile.ops.seconds(device_copy_sample(it.bytes));
+        const double seconds = world_.profile.ops.seconds(device_copy_sample(bytes));
         if (seconds <= 0) return finish(st, index);
         st.activity = world_.start_exec(from, seconds);
       } else {
-        if (it.bytes == 0) return finish(st, index);
+        if (bytes == 0) return finish(st, index);
         st.track = !src_dev ? "link pcie h2d" : !dst_dev ? "link pcie d2h" : "link p2p";
         // The copy engine's launch (msg.copy_seconds; a batch's once), then its turn on the
         // engine (pump() starts the transfer), across PCIe; between GPUs the transfer at once.
-        const double launch = it.batched ? 0.0 : world_.profile.msg.copy_seconds;
+        const double launch = batched ? 0.0 : world_.profile.msg.copy_seconds;
         if (src_dev && dst_dev) return after_software_cost(st, launch, [this, &st] { start_copy_flow(st); });
         st.engine = src_dev ? 1 : 0;
         return after_software_cost(st, launch, [this, &st, index] {
@@ -1932,22 +1945,28 @@ void SimRank::finish(SimStream& st, int index) {
       }
       break;
     case Item::Copy: {
-      const Piece& m = st.outgoing.front()->pieces.front();
-      uint32_t kb = 0;
-      if (consumer_ && consumer_->op.copied_in && it.buf == consumer_->op.rings)
-        copied_into_rings(it);
-      else if (auto layout = sim_buffer(it.other).regions.split_at(it.other_off, it.other_off + it.bytes, &kb))
-        sim_buffer(it.buf).regions.write_split(it.off, kb, std::move(layout));
-      else if (m.content)
-        sim_buffer(it.buf).regions.write(it.off, m.key_bytes, m.content);
-      land_compressed(m, sim_buffer(it.buf), it.off);
+      uint64_t bytes = 0;
+      for (size_t i = 0; i < st.running.size(); ++i) {  // one copy, or a batch's
+        const Item& x = st.running[i];
+        const Piece& m = st.outgoing[i]->pieces.front();
+        uint32_t kb = 0;
+        if (consumer_ && consumer_->op.copied_in && x.buf == consumer_->op.rings)
+          copied_into_rings(x);
+        else if (auto layout = sim_buffer(x.other).regions.split_at(x.other_off, x.other_off + x.bytes, &kb))
+          sim_buffer(x.buf).regions.write_split(x.off, kb, std::move(layout));
+        else if (m.content)
+          sim_buffer(x.buf).regions.write(x.off, m.key_bytes, m.content);
+        land_compressed(m, sim_buffer(x.buf), x.off);
+        bytes += x.bytes;
+      }
       if (trace) {
         OpParams p;
         p.kind = OpKind::Copy;
-        p.bytes = it.bytes;
+        p.bytes = bytes;
         p.mem_src = int(it.other->space);
         p.mem_dst = int(it.buf->space);
         p.detail = std::string(to_string(it.other->space)) + " -> " + to_string(it.buf->space);
+        if (st.running.size() > 1) p.detail += ", " + std::to_string(st.running.size()) + " copies in a batch";
         span(track, p, st.begin, end);
         if (*st.track) span(st.track, p, st.begin, end);
       }

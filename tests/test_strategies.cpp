@@ -363,6 +363,20 @@ uint64_t copied_in_phase(const RunOutcome& o, const std::string& phase, MemSpace
   return n;
 }
 
+// spill_read = auto reads the spill back by copies where their staging buffers fit the device
+// memory beside the join's (the join phase copies the spilled runs in), and by the kernels
+// where they do not (nothing copied in the join phase); both verified.
+TEST_F(Strategies, TritonReadsItsSpillByCopiesWhereTheirStagingFits) {
+  for (uint64_t device : {uint64_t(256) << 20, uint64_t(8) << 20}) {
+    RunPoint p = point("triton", pk_fk(100000, 400000), {{"in_gpu", "off"}, {"cache_bytes", "300000"}});
+    p.cluster.device_memory = device;
+    expect_correct(p);
+    const uint64_t copied = copied_in_phase(run_point(p), "join", MemSpace::Pinned, MemSpace::Device);
+    if (device > (uint64_t(64) << 20)) EXPECT_GT(copied, 0u) << device;
+    else EXPECT_EQ(copied, 0u) << device;
+  }
+}
+
 // mgsmj on one node of 1, 2 and 4 ranks, device memory capped so that every relation has several
 // chunksets (the multiway merge runs) and each GPU several join parts. Zipf 1.5 makes key 1 hot:
 // far more than a quarter of S, so an equal split of the rows among 4 GPUs (or of a GPU's rows

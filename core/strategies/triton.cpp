@@ -28,7 +28,8 @@ struct TritonConfig {
   uint32_t chunks = 128;       // first-pass chunks per relation
   bool prefix_on_host = false;
   Partitioner partitioner = Partitioner::Hierarchical;
-  bool spill_by_copy = false;  // spill_read = copy
+  bool spill_by_copy = false;  // spill_read = copy (auto: decided by plan_memory)
+  bool spill_read_auto = true;
   bool spill_written_by_copy = true;  // spill_write = copy
   int64_t cache_bytes = -1;    // -1 = what is free after the working buffers
   uint32_t flush_bytes = 4096;
@@ -55,9 +56,11 @@ void add_triton_options(po::options_description& d) {
       "spill_write", choice_option("spill_write", {"copy", "kernel"}, "copy"),
       "how the first pass writes the chunks the cache does not hold: partitioned in device memory, then copied "
       "(cudaMemcpyAsync) to pinned memory in one run each (copy), or by the partitioner over the link (kernel)")(
-      "spill_read", choice_option("spill_read", {"kernel", "copy"}, "kernel"),
-      "how the second pass reads spilled chunks: the partition kernel reads host memory (kernel), or copies "
-      "(cudaMemcpyAsync) bring them to device memory first (copy)")(
+      "spill_read", choice_option("spill_read", {"auto", "copy", "kernel"}, "auto"),
+      "how the second pass reads spilled chunks: copies bring a slice's runs to device memory first, one batch "
+      "(cudaMemcpyBatchAsync) per slice (copy), or the partition kernel reads host memory (kernel: its histogram "
+      "reads the keys over the link once more); auto: copy where the lanes' staging buffers fit the device "
+      "memory beside the join's working buffers, else kernel")(
       "cache_bytes", int_option("cache_bytes", -1, -1, int64_t(1) << 50),
       "device memory caching the first chunks of every partition, split between R and S by size; -1 = what is "
       "free after the working buffers")(
@@ -75,6 +78,7 @@ TritonConfig triton_config(const po::variables_map& vm) {
   c.prefix_on_host = vm["prefix_sum"].as<std::string>() == "cpu";
   c.partitioner = vm["partitioner"].as<std::string>() == "shared" ? Partitioner::Shared : Partitioner::Hierarchical;
   c.flush_bytes = uint32_t(vm["flush_bytes"].as<int64_t>());
+  c.spill_read_auto = vm["spill_read"].as<std::string>() == "auto";
   c.spill_by_copy = vm["spill_read"].as<std::string>() == "copy";
   c.spill_written_by_copy = vm["spill_write"].as<std::string>() == "copy";
   c.cache_bytes = vm["cache_bytes"].as<int64_t>();
@@ -206,33 +210,44 @@ struct MemoryPlan {
   uint64_t lane_r = 0, lane_s = 0, cache_r = 0, cache_s = 0;
 };
 
-// The cache is cache_bytes, or by default what is left of `device` after the working buffers:
-// during the first pass the ring's slots (Ring: a chunk staged, a spilled chunk on its way out),
-// during the join
-// two lanes (the second pass's outputs of a slice of R and of S, their staged spilled parts with
-// spill_read = copy, their layout buffers; the output segments when they are in device memory),
-// and some headroom for the partitioners' buffers and the join's scratch. Split between R and S
-// by their sizes.
-MemoryPlan plan_memory(const TritonConfig& cfg, uint64_t device, uint64_t r_rows, uint64_t s_rows, TupleFormat rf,
+// Device bytes the working buffers take, with some headroom for the partitioners' buffers and the
+// join's scratch: during the first pass the ring's slots (Ring: a chunk staged, a spilled chunk on
+// its way out), during the join two lanes (the second pass's outputs of a slice of R and of S,
+// their staged spilled parts with spill_read = copy, their layout buffers; the output segments
+// when they are in device memory).
+uint64_t working_bytes(const TritonConfig& cfg, const MemoryPlan& m, uint64_t r_rows, uint64_t s_rows, TupleFormat rf,
+                       TupleFormat sf, const RadixPlan& plan, uint32_t slots) {
+  const uint32_t F = 1u << plan.pass1_bits, F2 = 1u << plan.pass2_bits;
+  const uint64_t lane_bytes = (m.lane_r * rf.tuple_bytes() + m.lane_s * sf.tuple_bytes()) * (cfg.spill_by_copy ? 2 : 1) +
+                              (layout_words(m.lane_r, cfg.chunks, F2) + layout_words(m.lane_s, cfg.chunks, F2)) * 8;
+  const uint64_t row_bytes = uint64_t(rf.key_bytes) + rf.val_bytes + sf.val_bytes;
+  const uint64_t join = 2 * lane_bytes + (cfg.output_space == MemSpace::Device ? 2 * m.lane_s * row_bytes : 0);
+  const uint64_t chunk = (std::max(r_rows, s_rows) + cfg.chunks - 1) / cfg.chunks;
+  const uint64_t staging = ring_bytes(slots, chunk, std::max(rf.tuple_bytes(), sf.tuple_bytes()), F,
+                                      !cfg.prefix_on_host, cfg.spill_written_by_copy);
+  const uint64_t working = std::max(join, staging);
+  return working + working / 8 + (uint64_t(64) << 20);
+}
+
+// The cache is cache_bytes, or by default what is left of `device` after the working buffers.
+// Split between R and S by their sizes. spill_read = auto is decided here (cfg.spill_by_copy):
+// copies where their staging fits beside the rest.
+MemoryPlan plan_memory(TritonConfig& cfg, uint64_t device, uint64_t r_rows, uint64_t s_rows, TupleFormat rf,
                        TupleFormat sf, const RadixPlan& plan, uint32_t slots) {
   MemoryPlan m;
-  const uint32_t F = 1u << plan.pass1_bits, F2 = 1u << plan.pass2_bits;
+  const uint32_t F = 1u << plan.pass1_bits;
   m.lane_r = lane_rows(r_rows, F);
   m.lane_s = lane_rows(s_rows, F);
+  if (cfg.spill_read_auto) {
+    cfg.spill_by_copy = true;
+    cfg.spill_by_copy = device >= working_bytes(cfg, m, r_rows, s_rows, rf, sf, plan, slots);
+  }
   const double rb = double(r_rows) * rf.tuple_bytes(), sb = double(s_rows) * sf.tuple_bytes();
   uint64_t cache = 0;
   if (cfg.cache_bytes >= 0) {
     cache = uint64_t(cfg.cache_bytes);
   } else {
-    const uint64_t lane_bytes = (m.lane_r * rf.tuple_bytes() + m.lane_s * sf.tuple_bytes()) * (cfg.spill_by_copy ? 2 : 1) +
-                                (layout_words(m.lane_r, cfg.chunks, F2) + layout_words(m.lane_s, cfg.chunks, F2)) * 8;
-    const uint64_t row_bytes = uint64_t(rf.key_bytes) + rf.val_bytes + sf.val_bytes;
-    const uint64_t join = 2 * lane_bytes + (cfg.output_space == MemSpace::Device ? 2 * m.lane_s * row_bytes : 0);
-    const uint64_t chunk = (std::max(r_rows, s_rows) + cfg.chunks - 1) / cfg.chunks;
-    const uint64_t staging = ring_bytes(slots, chunk, std::max(rf.tuple_bytes(), sf.tuple_bytes()), F,
-                                        !cfg.prefix_on_host, cfg.spill_written_by_copy);
-    const uint64_t working = std::max(join, staging);
-    const uint64_t reserve = working + working / 8 + (uint64_t(64) << 20);
+    const uint64_t reserve = working_bytes(cfg, m, r_rows, s_rows, rf, sf, plan, slots);
     cache = device > reserve ? device - reserve : 0;
   }
   m.cache_r = rb + sb > 0 ? uint64_t(double(cache) * rb / (rb + sb)) : 0;
@@ -502,7 +517,7 @@ std::vector<Unit> join_units(const FirstPass& fr, const FirstPass& fs, uint64_t 
 }
 
 void run_triton(Rank& rank, const JoinJob& job) {
-  const TritonConfig cfg = triton_config(job.options);
+  TritonConfig cfg = triton_config(job.options);  // plan_memory decides spill_read = auto
   Inputs in = generate_inputs(rank, job, MemSpace::Pinned, MemSpace::Pinned);
   const Tuples& r = in.r.tuples;
   const Tuples& s = in.s.tuples;
@@ -651,7 +666,7 @@ void run_triton(Rank& rank, const JoinJob& job) {
 // counts nothing as spilled: still a lower bound.
 Bound triton_bound(const JoinJob& job, const ClusterShape&, const Bandwidths& bw) {
   const Workload& w = job.workload;
-  const TritonConfig cfg = triton_config(job.options);
+  TritonConfig cfg = triton_config(job.options);  // plan_memory decides spill_read = auto
   const TupleFormat rf = tuple_format(w.r), sf = tuple_format(w.s);
   const double rb = tuple_bytes_total(w.r), sb = tuple_bytes_total(w.s), in = rb + sb;
   const Bound device = memory_bound(phj_memory_bytes(w.r.rows, w.s.rows, rf, sf, cfg.phj, bound_output_bytes(w, cfg.phj.output)),
