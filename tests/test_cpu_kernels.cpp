@@ -1005,7 +1005,7 @@ TEST(CpuSort, InPlace) {
 // and threads, with empty runs and many duplicates.
 TEST(CpuMultiwayMerge, EqualsAStableSortOfTheRunsInOrder) {
   std::mt19937_64 rng(7);
-  for (size_t k : {size_t(1), size_t(2), size_t(7), size_t(8), size_t(9), size_t(33)})
+  for (size_t k : {size_t(1), size_t(2), size_t(3), size_t(7), size_t(8), size_t(9), size_t(33)})
     for (int threads : {1, 4})
       for (uint64_t domain : {uint64_t(5), uint64_t(1) << 40}) {
         SCOPED_TRACE("runs " + std::to_string(k) + ", threads " + std::to_string(threads) + ", domain " +
