@@ -2110,25 +2110,18 @@ Launched SimRank::launch(Stream s, Op op) {
 }
 
 Event SimRank::copy(Stream s, const Buffer& dst, uint64_t dst_off, const Buffer& src, uint64_t src_off, uint64_t bytes) {
-  check_range(src, src_off, bytes, "copy source");
-  check_range(dst, dst_off, bytes, "copy destination");
-  Item it;
-  it.kind = Item::Copy;
-  it.buf = dst;
-  it.off = dst_off;
-  it.other = src;
-  it.other_off = src_off;
-  it.bytes = bytes;
-  return enqueue(s.id, std::move(it));
+  return copy_v(s, {CopyRange{dst, dst_off, src, src_off, bytes}});
 }
 
 Event SimRank::copy_v(Stream s, const std::vector<CopyRange>& copies) {
   if (copies.empty()) return record(s);
+  for (const CopyRange& c : copies) {
+    check_range(c.src, c.src_off, c.bytes, "copy source");
+    check_range(c.dst, c.dst_off, c.bytes, "copy destination");
+  }
   Event last;
   for (size_t i = 0; i < copies.size(); ++i) {
     const CopyRange& c = copies[i];
-    check_range(c.src, c.src_off, c.bytes, "copy source");
-    check_range(c.dst, c.dst_off, c.bytes, "copy destination");
     Item it;
     it.kind = Item::Copy;
     it.buf = c.dst;

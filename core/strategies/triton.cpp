@@ -239,8 +239,9 @@ MemoryPlan plan_memory(TritonConfig& cfg, uint64_t device, uint64_t r_rows, uint
   m.lane_r = lane_rows(r_rows, F);
   m.lane_s = lane_rows(s_rows, F);
   if (cfg.spill_read_auto) {
-    cfg.spill_by_copy = true;
-    cfg.spill_by_copy = device >= working_bytes(cfg, m, r_rows, s_rows, rf, sf, plan, slots);
+    TritonConfig with_copies = cfg;
+    with_copies.spill_by_copy = true;
+    cfg.spill_by_copy = device >= working_bytes(with_copies, m, r_rows, s_rows, rf, sf, plan, slots);
   }
   const double rb = double(r_rows) * rf.tuple_bytes(), sb = double(s_rows) * sf.tuple_bytes();
   uint64_t cache = 0;

@@ -417,6 +417,10 @@ Event CudaRank::copy(Stream s, const Buffer& dst, uint64_t dst_off, const Buffer
 
 Event CudaRank::copy_v(Stream s, const std::vector<CopyRange>& copies) {
   if (copies.empty()) return record(s);
+  for (const CopyRange& c : copies) {
+    check_copy(c.dst, c.dst_off, c.bytes, "destination");
+    check_copy(c.src, c.src_off, c.bytes, "source");
+  }
   // One batch between one pair of events; its trace names one direction, so copies between
   // different memory spaces go one by one.
   for (const CopyRange& c : copies)
@@ -429,8 +433,6 @@ Event CudaRank::copy_v(Stream s, const std::vector<CopyRange>& copies) {
   std::vector<size_t> sizes;
   uint64_t bytes = 0;
   for (const CopyRange& c : copies) {
-    check_copy(c.dst, c.dst_off, c.bytes, "destination");
-    check_copy(c.src, c.src_off, c.bytes, "source");
     if (!c.bytes) continue;
     dsts.push_back(static_cast<char*>(c.dst->ptr) + c.dst_off);
     srcs.push_back(static_cast<const char*>(c.src->ptr) + c.src_off);
