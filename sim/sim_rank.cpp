@@ -334,6 +334,13 @@ struct Item {
   }
 };
 
+// Bytes of a stream's running items: one copy, or a batch's copies moving as one transfer.
+uint64_t bytes_of(const std::vector<Item>& running) {
+  uint64_t bytes = 0;
+  for (const Item& x : running) bytes += x.bytes;
+  return bytes;
+}
+
 // An in-order queue that keeps its storage: a stream's items come and go by the million, and a
 // std::deque of items this large allocates a block for each one.
 template <class T>
@@ -1701,10 +1708,8 @@ std::pair<sg4::Host*, sg4::Host*> SimRank::copy_route(const Item& it) const {
 // The running copy's transfer between its ends (over PCIe once it holds its copy engine).
 void SimRank::start_copy_flow(SimStream& st) {
   const auto [from, to] = copy_route(st.running.front());
-  uint64_t bytes = 0;
-  for (const Item& x : st.running) bytes += x.bytes;  // a batch's copies as one transfer
   world_.stats.flows++;
-  st.activity = sg4::Comm::sendto_async(from, to, bytes);
+  st.activity = sg4::Comm::sendto_async(from, to, bytes_of(st.running));
   st.state = SimStream::Busy;
   world_.busy++;
 }
@@ -1764,8 +1769,7 @@ void SimRank::start(SimStream& st, int index) {
       st.outgoing.clear();
       for (const Item& x : st.running) st.outgoing.push_back(message_of(x.other, x.other_off, x.bytes));
       const bool batched = st.running.front().batched;  // `it` moved when running grew
-      uint64_t bytes = 0;
-      for (const Item& x : st.running) bytes += x.bytes;
+      const uint64_t bytes = bytes_of(st.running);
       world_.stats.transfers++;
       if (from == to && !src_dev) {  // inside host memory: the CPUs read and write it
         st.track = "link host memory";
@@ -1945,7 +1949,6 @@ void SimRank::finish(SimStream& st, int index) {
       }
       break;
     case Item::Copy: {
-      uint64_t bytes = 0;
       for (size_t i = 0; i < st.running.size(); ++i) {  // one copy, or a batch's
         const Item& x = st.running[i];
         const Piece& m = st.outgoing[i]->pieces.front();
@@ -1957,12 +1960,11 @@ void SimRank::finish(SimStream& st, int index) {
         else if (m.content)
           sim_buffer(x.buf).regions.write(x.off, m.key_bytes, m.content);
         land_compressed(m, sim_buffer(x.buf), x.off);
-        bytes += x.bytes;
       }
       if (trace) {
         OpParams p;
         p.kind = OpKind::Copy;
-        p.bytes = bytes;
+        p.bytes = bytes_of(st.running);
         p.mem_src = int(it.other->space);
         p.mem_dst = int(it.buf->space);
         p.detail = std::string(to_string(it.other->space)) + " -> " + to_string(it.buf->space);

@@ -22,14 +22,15 @@ namespace joinlab {
 
 namespace {
 
+enum class SpillRead : uint8_t { Auto, Copy, Kernel };
+
 struct TritonConfig {
   PhjConfig phj;               // the in-GPU plan, the second pass's bits (partition_budget), the join
   uint32_t pass1_bits = 0;     // 0 = from device memory
   uint32_t chunks = 128;       // first-pass chunks per relation
   bool prefix_on_host = false;
   Partitioner partitioner = Partitioner::Hierarchical;
-  bool spill_by_copy = false;  // spill_read = copy (auto: decided by plan_memory)
-  bool spill_read_auto = true;
+  SpillRead spill_read = SpillRead::Auto;  // the plan decides auto (MemoryPlan::read_by_copy)
   bool spill_written_by_copy = true;  // spill_write = copy
   int64_t cache_bytes = -1;    // -1 = what is free after the working buffers
   uint32_t flush_bytes = 4096;
@@ -78,8 +79,8 @@ TritonConfig triton_config(const po::variables_map& vm) {
   c.prefix_on_host = vm["prefix_sum"].as<std::string>() == "cpu";
   c.partitioner = vm["partitioner"].as<std::string>() == "shared" ? Partitioner::Shared : Partitioner::Hierarchical;
   c.flush_bytes = uint32_t(vm["flush_bytes"].as<int64_t>());
-  c.spill_read_auto = vm["spill_read"].as<std::string>() == "auto";
-  c.spill_by_copy = vm["spill_read"].as<std::string>() == "copy";
+  const std::string read = vm["spill_read"].as<std::string>();
+  c.spill_read = read == "copy" ? SpillRead::Copy : read == "kernel" ? SpillRead::Kernel : SpillRead::Auto;
   c.spill_written_by_copy = vm["spill_write"].as<std::string>() == "copy";
   c.cache_bytes = vm["cache_bytes"].as<int64_t>();
   c.output_space = mem_space(vm["output_space"].as<std::string>());
@@ -208,17 +209,18 @@ uint64_t layout_words(uint64_t rows, uint32_t chunks, uint32_t fanout2) { return
 // How the device memory is spent: per relation the rows each lane's buffers hold, and the cache.
 struct MemoryPlan {
   uint64_t lane_r = 0, lane_s = 0, cache_r = 0, cache_s = 0;
+  bool read_by_copy = false;  // the spill read back by copies (spill_read = copy, or auto's choice)
 };
 
 // Device bytes the working buffers take, with some headroom for the partitioners' buffers and the
 // join's scratch: during the first pass the ring's slots (Ring: a chunk staged, a spilled chunk on
 // its way out), during the join two lanes (the second pass's outputs of a slice of R and of S,
-// their staged spilled parts with spill_read = copy, their layout buffers; the output segments
-// when they are in device memory).
+// their staged spilled parts where m reads the spill by copies, their layout buffers; the output
+// segments when they are in device memory).
 uint64_t working_bytes(const TritonConfig& cfg, const MemoryPlan& m, uint64_t r_rows, uint64_t s_rows, TupleFormat rf,
                        TupleFormat sf, const RadixPlan& plan, uint32_t slots) {
   const uint32_t F = 1u << plan.pass1_bits, F2 = 1u << plan.pass2_bits;
-  const uint64_t lane_bytes = (m.lane_r * rf.tuple_bytes() + m.lane_s * sf.tuple_bytes()) * (cfg.spill_by_copy ? 2 : 1) +
+  const uint64_t lane_bytes = (m.lane_r * rf.tuple_bytes() + m.lane_s * sf.tuple_bytes()) * (m.read_by_copy ? 2 : 1) +
                               (layout_words(m.lane_r, cfg.chunks, F2) + layout_words(m.lane_s, cfg.chunks, F2)) * 8;
   const uint64_t row_bytes = uint64_t(rf.key_bytes) + rf.val_bytes + sf.val_bytes;
   const uint64_t join = 2 * lane_bytes + (cfg.output_space == MemSpace::Device ? 2 * m.lane_s * row_bytes : 0);
@@ -230,19 +232,16 @@ uint64_t working_bytes(const TritonConfig& cfg, const MemoryPlan& m, uint64_t r_
 }
 
 // The cache is cache_bytes, or by default what is left of `device` after the working buffers.
-// Split between R and S by their sizes. spill_read = auto is decided here (cfg.spill_by_copy):
-// copies where their staging fits beside the rest.
-MemoryPlan plan_memory(TritonConfig& cfg, uint64_t device, uint64_t r_rows, uint64_t s_rows, TupleFormat rf,
+// Split between R and S by their sizes. spill_read = auto reads the spill by copies where their
+// staging fits beside the rest.
+MemoryPlan plan_memory(const TritonConfig& cfg, uint64_t device, uint64_t r_rows, uint64_t s_rows, TupleFormat rf,
                        TupleFormat sf, const RadixPlan& plan, uint32_t slots) {
   MemoryPlan m;
   const uint32_t F = 1u << plan.pass1_bits;
   m.lane_r = lane_rows(r_rows, F);
   m.lane_s = lane_rows(s_rows, F);
-  if (cfg.spill_read_auto) {
-    TritonConfig with_copies = cfg;
-    with_copies.spill_by_copy = true;
-    cfg.spill_by_copy = device >= working_bytes(with_copies, m, r_rows, s_rows, rf, sf, plan, slots);
-  }
+  m.read_by_copy = cfg.spill_read != SpillRead::Kernel;
+  if (cfg.spill_read == SpillRead::Auto) m.read_by_copy = device >= working_bytes(cfg, m, r_rows, s_rows, rf, sf, plan, slots);
   const double rb = double(r_rows) * rf.tuple_bytes(), sb = double(s_rows) * sf.tuple_bytes();
   uint64_t cache = 0;
   if (cfg.cache_bytes >= 0) {
@@ -518,7 +517,7 @@ std::vector<Unit> join_units(const FirstPass& fr, const FirstPass& fs, uint64_t 
 }
 
 void run_triton(Rank& rank, const JoinJob& job) {
-  TritonConfig cfg = triton_config(job.options);  // plan_memory decides spill_read = auto
+  const TritonConfig cfg = triton_config(job.options);
   Inputs in = generate_inputs(rank, job, MemSpace::Pinned, MemSpace::Pinned);
   const Tuples& r = in.r.tuples;
   const Tuples& s = in.s.tuples;
@@ -586,7 +585,7 @@ void run_triton(Rank& rank, const JoinJob& job) {
     const std::string t = "triton.lane" + std::to_string(i);
     lanes[i].r_out = rank.alloc_tuples(MemSpace::Device, most_r, r.fmt, t + ".R");
     lanes[i].s_out = rank.alloc_tuples(MemSpace::Device, most_s, s.fmt, t + ".S");
-    if (cfg.spill_by_copy) {
+    if (mem.read_by_copy) {
       lanes[i].r_staged = rank.alloc_tuples(MemSpace::Device, most_r, r.fmt, t + ".R.staged");
       lanes[i].s_staged = rank.alloc_tuples(MemSpace::Device, most_s, s.fmt, t + ".S.staged");
     }
@@ -621,8 +620,8 @@ void run_triton(Rank& rank, const JoinJob& job) {
     if (u >= N) return;
     const Unit& x = units[u];
     const Lane& lane = lanes[x.lane];
-    if (x.new_r) counted_r[u] = start_second(rank, Stream{x.lane}, fr, x.r, lane.r_staged, lane.r_layout, fn2, cfg.spill_by_copy);
-    counted_s[u] = start_second(rank, Stream{x.lane}, fs, x.s, lane.s_staged, lane.s_layout, fn2, cfg.spill_by_copy);
+    if (x.new_r) counted_r[u] = start_second(rank, Stream{x.lane}, fr, x.r, lane.r_staged, lane.r_layout, fn2, mem.read_by_copy);
+    counted_s[u] = start_second(rank, Stream{x.lane}, fs, x.s, lane.s_staged, lane.s_layout, fn2, mem.read_by_copy);
   };
   Partitioned lane_r2[2];  // the R slice each lane holds partitioned
   struct Ready {
@@ -677,7 +676,7 @@ void run_triton(Rank& rank, const JoinJob& job) {
 // counts nothing as spilled: still a lower bound.
 Bound triton_bound(const JoinJob& job, const ClusterShape&, const Bandwidths& bw) {
   const Workload& w = job.workload;
-  TritonConfig cfg = triton_config(job.options);  // plan_memory decides spill_read = auto
+  const TritonConfig cfg = triton_config(job.options);
   const TupleFormat rf = tuple_format(w.r), sf = tuple_format(w.s);
   const double rb = tuple_bytes_total(w.r), sb = tuple_bytes_total(w.s), in = rb + sb;
   const Bound device = memory_bound(phj_memory_bytes(w.r.rows, w.s.rows, rf, sf, cfg.phj, bound_output_bytes(w, cfg.phj.output)),

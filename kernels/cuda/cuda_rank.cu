@@ -393,26 +393,35 @@ void CudaRank::check_copy(const Buffer& b, uint64_t off, uint64_t bytes, const c
   }
 }
 
-Event CudaRank::copy(Stream s, const Buffer& dst, uint64_t dst_off, const Buffer& src, uint64_t src_off, uint64_t bytes) {
+// A copy's (or a batch's) events and trace: `issue` queues it on the stream between its start and
+// end events; one span of `bytes` from one memory space to another.
+Event CudaRank::traced_copy(Stream s, MemSpace from, MemSpace to, uint64_t bytes, const std::string& detail,
+                            const std::function<void(cudaStream_t)>& issue) {
   OnDevice on(device_);
   cudaStream_t st = stream_of(s);
-  check_copy(dst, dst_off, bytes, "destination");
-  check_copy(src, src_off, bytes, "source");
   auto p = std::make_shared<PendingOp>();
   cudaEvent_t start = new_event(true);
   p->start = start;
   p->end = p->done = new_event(true);
   JL_CUDA_CHECK(cudaEventRecord(start, st));
-  JL_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(dst->ptr) + dst_off, static_cast<const char*>(src->ptr) + src_off,
-                                bytes, cudaMemcpyDefault, st));
+  issue(st);
   JL_CUDA_CHECK(cudaEventRecord(p->end, st));
   OpParams params;
   params.kind = OpKind::Copy;
   params.bytes = bytes;
-  params.mem_src = int(src->space);
-  params.mem_dst = int(dst->space);
-  params.detail = std::string(to_string(src->space)) + "->" + to_string(dst->space);
+  params.mem_src = int(from);
+  params.mem_dst = int(to);
+  params.detail = std::string(to_string(from)) + "->" + to_string(to) + detail;
   return track(s, std::move(params), start, p);
+}
+
+Event CudaRank::copy(Stream s, const Buffer& dst, uint64_t dst_off, const Buffer& src, uint64_t src_off, uint64_t bytes) {
+  check_copy(dst, dst_off, bytes, "destination");
+  check_copy(src, src_off, bytes, "source");
+  return traced_copy(s, src->space, dst->space, bytes, "", [&](cudaStream_t st) {
+    JL_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(dst->ptr) + dst_off, static_cast<const char*>(src->ptr) + src_off,
+                                  bytes, cudaMemcpyDefault, st));
+  });
 }
 
 Event CudaRank::copy_v(Stream s, const std::vector<CopyRange>& copies) {
@@ -423,11 +432,9 @@ Event CudaRank::copy_v(Stream s, const std::vector<CopyRange>& copies) {
   }
   // One batch between one pair of events; its trace names one direction, so copies between
   // different memory spaces go one by one.
+  const MemSpace from = copies.front().src->space, to = copies.front().dst->space;
   for (const CopyRange& c : copies)
-    if (c.src->space != copies.front().src->space || c.dst->space != copies.front().dst->space)
-      return Rank::copy_v(s, copies);
-  OnDevice on(device_);
-  cudaStream_t st = stream_of(s);
+    if (c.src->space != from || c.dst->space != to) return Rank::copy_v(s, copies);
   std::vector<void*> dsts;
   std::vector<const void*> srcs;
   std::vector<size_t> sizes;
@@ -439,26 +446,13 @@ Event CudaRank::copy_v(Stream s, const std::vector<CopyRange>& copies) {
     sizes.push_back(c.bytes);
     bytes += c.bytes;
   }
-  auto p = std::make_shared<PendingOp>();
-  cudaEvent_t start = new_event(true);
-  p->start = start;
-  p->end = p->done = new_event(true);
-  JL_CUDA_CHECK(cudaEventRecord(start, st));
-  if (!sizes.empty()) {
+  return traced_copy(s, from, to, bytes, ", " + std::to_string(sizes.size()) + " copies in a batch", [&](cudaStream_t st) {
+    if (sizes.empty()) return;
     cudaMemcpyAttributes attr{};
     attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;  // the sources were written by earlier work on s
     size_t attr_index = 0;
     JL_CUDA_CHECK(cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), sizes.size(), &attr, &attr_index, 1, st));
-  }
-  JL_CUDA_CHECK(cudaEventRecord(p->end, st));
-  OpParams params;
-  params.kind = OpKind::Copy;
-  params.bytes = bytes;
-  params.mem_src = int(copies.front().src->space);
-  params.mem_dst = int(copies.front().dst->space);
-  params.detail = std::string(to_string(copies.front().src->space)) + "->" + to_string(copies.front().dst->space) +
-                  ", " + std::to_string(sizes.size()) + " copies in a batch";
-  return track(s, std::move(params), start, p);
+  });
 }
 
 Event CudaRank::record(Stream s) {

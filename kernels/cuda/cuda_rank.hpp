@@ -83,6 +83,8 @@ class CudaRank : public Rank {
   void resolve(int stream);  // completes the pending operators of a synchronized stream
   void trace_completed();    // writes the spans of the operators resolve completed
   void check_copy(const Buffer& b, uint64_t off, uint64_t bytes, const char* what) const;
+  Event traced_copy(Stream s, MemSpace from, MemSpace to, uint64_t bytes, const std::string& detail,
+                    const std::function<void(cudaStream_t)>& issue);
   double event_time(cudaEvent_t e) const;
   // Runs `work` (which returns the span's parameters) on the host lane of s.
   Launched on_host(Stream s, std::function<OpParams(OpResult&, int threads)> work);
