@@ -179,7 +179,12 @@ struct PendingOp {
       }
     }
     if (has_op && words) {
-      finish_op(op, words, *result);
+      try {
+        finish_op(op, words, *result);
+      } catch (...) {
+        error = std::current_exception();
+        throw;
+      }
       if (params.kind == OpKind::Probe || params.kind == OpKind::PartitionedJoin || params.kind == OpKind::MergeJoin)
         params.rows_out = result->count;
     }
@@ -337,6 +342,7 @@ Event CudaRank::track(Stream s, OpParams params, cudaEvent_t start, std::shared_
     std::lock_guard<std::mutex> g(pending_mu_);
     pending_[size_t(s.id)].push_back(p);
   }
+  reap(s.id);
   return Event(std::make_shared<OpEvent>(std::move(p)));
 }
 
@@ -446,6 +452,16 @@ Event CudaRank::copy_v(Stream s, const std::vector<CopyRange>& copies) {
     sizes.push_back(c.bytes);
     bytes += c.bytes;
   }
+  bool own_device = from == MemSpace::Device && to == MemSpace::Device;
+  for (const CopyRange& c : copies) own_device = own_device && c.src->owner == id() && c.dst->owner == id();
+  if (own_device) {  // a gather in this GPU's memory: one kernel
+    std::vector<CopySpan> spans;
+    for (size_t i = 0; i < sizes.size(); ++i) spans.push_back({static_cast<char*>(dsts[i]), static_cast<const char*>(srcs[i]), sizes[i]});
+    return traced_copy(s, from, to, bytes, ", " + std::to_string(spans.size()) + " copies in a kernel", [&](cudaStream_t st) {
+      KernelContext ctx(st, info_);
+      copy_spans(ctx, spans);
+    });
+  }
   return traced_copy(s, from, to, bytes, ", " + std::to_string(sizes.size()) + " copies in a batch", [&](cudaStream_t st) {
     if (sizes.empty()) return;
     cudaMemcpyAttributes attr{};
@@ -478,19 +494,44 @@ void CudaRank::stream_wait(Stream s, const Event& e) {
   e.wait();
 }
 
+// What the stream has done lets go of what it held (its pinned result words above all) before the
+// stream's next sync: a pipeline that queues for long without one, as triton's join phase, took a
+// fresh pinned block (a cudaHostAlloc) for every operator whose words nobody read. An operator
+// whose result throws stays at the front, for the sync to report.
+void CudaRank::reap(int stream) {
+  std::vector<std::shared_ptr<PendingOp>> done;
+  {
+    std::lock_guard<std::mutex> g(pending_mu_);
+    std::deque<std::shared_ptr<PendingOp>>& q = pending_[size_t(stream)];
+    while (!q.empty() && cudaEventQuery(q.front()->done) == cudaSuccess) {
+      try {
+        q.front()->complete();
+      } catch (...) {
+        break;
+      }
+      done.push_back(std::move(q.front()));
+      q.pop_front();
+    }
+  }
+  retire(done);
+}
+
 void CudaRank::resolve(int stream) {
   std::deque<std::shared_ptr<PendingOp>> done;
   {
     std::lock_guard<std::mutex> g(pending_mu_);
     done.swap(pending_[size_t(stream)]);
   }
-  for (auto& p : done) {
-    p->complete();
-    p->release();
-  }
-  // Their spans are written later (trace_completed): reading two events per operator and one per
-  // kernel, and destroying them, took ~25 us at each phase boundary of phj, time the next
-  // phase's kernels waited for.
+  for (auto& p : done) p->complete();
+  retire({done.begin(), done.end()});
+}
+
+// Completed operators let go of what they used; their spans are written later (trace_completed):
+// reading two events per operator and one per kernel, and destroying them, took ~25 us at each
+// phase boundary of phj, time the next phase's kernels waited for.
+void CudaRank::retire(const std::vector<std::shared_ptr<PendingOp>>& done) {
+  if (done.empty()) return;
+  for (auto& p : done) p->release();
   bool many;
   {
     std::lock_guard<std::mutex> g(pending_mu_);

@@ -81,6 +81,8 @@ class CudaRank : public Rank {
   Event track_transfer(Stream s, OpKind kind, uint64_t bytes, const std::string& detail, cudaEvent_t start,
                        FabricOp f);
   void resolve(int stream);  // completes the pending operators of a synchronized stream
+  void reap(int stream);     // completes the pending operators at the stream's front that are done
+  void retire(const std::vector<std::shared_ptr<PendingOp>>& done);  // releases completed operators
   void trace_completed();    // writes the spans of the operators resolve completed
   void check_copy(const Buffer& b, uint64_t off, uint64_t bytes, const char* what) const;
   Event traced_copy(Stream s, MemSpace from, MemSpace to, uint64_t bytes, const std::string& detail,
