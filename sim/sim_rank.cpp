@@ -1760,8 +1760,10 @@ void SimRank::start(SimStream& st, int index) {
       const auto [from, to] = copy_route(it);
       // The rest of a batch (copy_v) between the same ends goes with it as one transfer: the copy
       // engine runs a batch's copies back to back (an H200 moved batches of 138 runs of ~120 KB
-      // from pinned memory at 41 GB/s, where one copy each ran at 18).
-      while (from != to && !st.queue.empty() && st.queue.front().kind == Item::Copy && st.queue.front().batched &&
+      // from pinned memory at 41 GB/s, where one copy each ran at 18); inside a GPU's memory the
+      // batch is one kernel (CudaRank::copy_v).
+      while ((from != to || (src_dev && dst_dev)) && !st.queue.empty() && st.queue.front().kind == Item::Copy &&
+             st.queue.front().batched &&
              copy_route(st.queue.front()) == std::pair{from, to}) {
         st.running.push_back(std::move(st.queue.front()));
         st.queue.pop_front();

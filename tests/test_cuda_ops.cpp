@@ -424,26 +424,37 @@ TEST(CudaOps, VectoredCopyMatchesCpu) {
   JL_REQUIRE_GPU();
   auto body = [](Rank& rank) {
     const uint64_t n = 1 << 20;
-    Buffer src = rank.alloc(MemSpace::Pinned, n, "src"), back = rank.alloc(MemSpace::Pinned, n, "back");
+    Buffer src = rank.alloc(MemSpace::Pinned, n, "src"), back = rank.alloc(MemSpace::Pinned, 2 * n, "back");
     Buffer dev = rank.alloc(MemSpace::Device, n, "device");
     auto* h = static_cast<uint8_t*>(src->ptr);
     for (uint64_t i = 0; i < n; ++i) h[i] = uint8_t(i * 13 + i / 4096);
-    std::memset(back->ptr, 0, n);
+    std::memset(back->ptr, 0, 2 * n);
     std::vector<CopyRange> in, out;
     for (uint64_t at = 0, size = 100; at + size <= n; at += size, size = size * 3 / 2 + 17)
       in.push_back({dev, n - at - size, src, at, size});  // reversed order of blocks
     in.push_back({dev, 0, src, 0, 0});                     // an empty range
     for (const CopyRange& c : in) out.push_back({back, c.src_off, dev, c.dst_off, c.bytes});
+    // Inside device memory (a gather kernel on the GPU): spans of odd and of 16-byte-aligned
+    // lengths and places, some longer than a block's piece (64 KiB), in reversed order again.
+    Buffer gathered = rank.alloc(MemSpace::Device, n, "gathered");
+    std::vector<CopyRange> gather;
+    for (uint64_t at = 0, size = 48; at + size <= n; at += size, size = size % 16 ? size * 2 : size * 3 + 5)
+      gather.push_back({gathered, n - at - size, dev, at, size});
+    for (const CopyRange& c : gather) out.push_back({back, n + c.src_off, gathered, c.dst_off, c.bytes});
     out.push_back({back, 0, src, 0, 1});  // host to host beside device to host: one by one
+    rank.copy(Stream{0}, dev, 0, src, 0, n);  // every byte the gather reads defined
     rank.copy_v(Stream{0}, in);
+    rank.copy_v(Stream{0}, gather);
     rank.copy_v(Stream{0}, out).wait();
-    std::vector<uint64_t> words(n / 8);
-    std::memcpy(words.data(), back->ptr, n);
+    std::vector<uint64_t> words(2 * n / 8);
+    std::memcpy(words.data(), back->ptr, 2 * n);
     return words;
   };
   const std::vector<uint64_t> gpu = test::on_backend("cuda", body), cpu = test::on_backend("cpu", body);
   EXPECT_TRUE(gpu == cpu);
-  EXPECT_NE(std::count(gpu.begin(), gpu.end(), uint64_t(0)), long(gpu.size()));
+  const auto half = gpu.begin() + long(gpu.size() / 2);
+  EXPECT_NE(std::count(gpu.begin(), half, uint64_t(0)), long(gpu.size() / 2));
+  EXPECT_NE(std::count(half, gpu.end(), uint64_t(0)), long(gpu.size() / 2));  // the gather's
 }
 
 TEST(CudaOps, DirectScatterVariantMatchesCpu) {  // cluster option scatter=direct

@@ -94,6 +94,15 @@ class KernelContext {
 // Sets `words` device words to zero (result words before an operator runs).
 void zero_words(KernelContext& ctx, uint64_t* d_words, size_t n);
 
+// Copies spans inside device memory in one launch (a vectored copy's gather: a copy engine's
+// batch pays per span, and a slice of triton's second pass gathers ~200 runs of ~100 KB).
+struct CopySpan {
+  char* dst;
+  const char* src;
+  uint64_t bytes;
+};
+void copy_spans(KernelContext& ctx, const std::vector<CopySpan>& spans);
+
 // --- generation (KeyGen and payload_value from core/workload/keygen.hpp) -----------------------
 template <class K, class V>
 void generate(KernelContext& ctx, const KeyGen& gen, uint64_t rel_seed, bool value_is_rowid,

@@ -146,6 +146,49 @@ __global__ void total_of_counts_kernel(const uint64_t* counts, const uint64_t* o
   d_words[kCountWord] = offsets[n - 1] + counts[n - 1];
 }
 
+namespace {
+// A block's share of a gather: spans are cut into pieces of at most this (a 64 MB gather of ~200
+// runs then keeps every SM busy).
+constexpr uint64_t kSpanPieceBytes = 64 * 1024;
+// Copies n words W; each thread loads kUnroll words before it stores them, so that their loads
+// are in flight together.
+template <class W>
+__device__ void copy_words(W* __restrict__ dst, const W* __restrict__ src, uint64_t n) {
+  constexpr int kUnroll = 4;
+  uint64_t i = threadIdx.x;
+  for (; i + (kUnroll - 1) * uint64_t(blockDim.x) < n; i += kUnroll * uint64_t(blockDim.x)) {
+    W w[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) w[u] = src[i + u * blockDim.x];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) dst[i + u * blockDim.x] = w[u];
+  }
+  for (; i < n; i += blockDim.x) dst[i] = src[i];
+}
+// Block b copies piece b in the widest words both ends and the length allow (tuple columns are
+// 4- or 8-byte aligned).
+__global__ void copy_spans_kernel(const CopySpan* pieces) {
+  const CopySpan p = pieces[blockIdx.x];
+  const uint64_t align = reinterpret_cast<uintptr_t>(p.dst) | reinterpret_cast<uintptr_t>(p.src) | p.bytes;
+  if (align % 16 == 0) copy_words(reinterpret_cast<uint4*>(p.dst), reinterpret_cast<const uint4*>(p.src), p.bytes / 16);
+  else if (align % 8 == 0) copy_words(reinterpret_cast<uint64_t*>(p.dst), reinterpret_cast<const uint64_t*>(p.src), p.bytes / 8);
+  else if (align % 4 == 0) copy_words(reinterpret_cast<uint32_t*>(p.dst), reinterpret_cast<const uint32_t*>(p.src), p.bytes / 4);
+  else copy_words(p.dst, p.src, p.bytes);
+}
+}  // namespace
+
+void copy_spans(KernelContext& ctx, const std::vector<CopySpan>& spans) {
+  std::vector<CopySpan> pieces;
+  for (const CopySpan& s : spans)
+    for (uint64_t at = 0; at < s.bytes; at += kSpanPieceBytes)
+      pieces.push_back({s.dst + at, s.src + at, std::min(kSpanPieceBytes, s.bytes - at)});
+  if (pieces.empty()) return;
+  if (pieces.size() > uint64_t(INT32_MAX))
+    throw RuntimeError("copy spans: " + std::to_string(pieces.size()) + " pieces exceed one launch");
+  copy_spans_kernel<<<unsigned(pieces.size()), 256, 0, ctx.stream()>>>(ctx.upload(pieces));
+  JL_CUDA_LAUNCHED("copy_spans_kernel");
+}
+
 void zero_words(KernelContext& ctx, uint64_t* d_words, size_t n) {
   JL_CUDA_CHECK(cudaMemsetAsync(d_words, 0, n * sizeof(uint64_t), ctx.stream()));
 }
