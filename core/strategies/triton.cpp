@@ -220,8 +220,13 @@ struct MemoryPlan {
 uint64_t working_bytes(const TritonConfig& cfg, const MemoryPlan& m, uint64_t r_rows, uint64_t s_rows, TupleFormat rf,
                        TupleFormat sf, const RadixPlan& plan, uint32_t slots) {
   const uint32_t F = 1u << plan.pass1_bits, F2 = 1u << plan.pass2_bits;
-  const uint64_t lane_bytes = (m.lane_r * rf.tuple_bytes() + m.lane_s * sf.tuple_bytes()) * (m.read_by_copy ? 2 : 1) +
-                              (layout_words(m.lane_r, cfg.chunks, F2) + layout_words(m.lane_s, cfg.chunks, F2)) * 8;
+  // By copies a lane holds a staged slice, its partitioned output and the partitioning's scratch
+  // (one more slice on the GPU: its two passes go through a temporary buffer); in place, the
+  // output and the layout.
+  const uint64_t slice_bytes = m.lane_r * rf.tuple_bytes() + m.lane_s * sf.tuple_bytes();
+  const uint64_t lane_bytes =
+      m.read_by_copy ? 3 * slice_bytes
+                     : slice_bytes + (layout_words(m.lane_r, cfg.chunks, F2) + layout_words(m.lane_s, cfg.chunks, F2)) * 8;
   const uint64_t row_bytes = uint64_t(rf.key_bytes) + rf.val_bytes + sf.val_bytes;
   const uint64_t join = 2 * lane_bytes + (cfg.output_space == MemSpace::Device ? 2 * m.lane_s * row_bytes : 0);
   const uint64_t chunk = (std::max(r_rows, s_rows) + cfg.chunks - 1) / cfg.chunks;
@@ -414,52 +419,67 @@ void first_pass_from_host(Rank& rank, const Tuples& in, FirstPass& fp, const std
   }
 }
 
-// Device buffers one stream's slices go through: the second pass's outputs, (spill_read = copy)
-// the spilled runs brought over, and the second pass's layout (its pieces' counts, scanned into
-// their offsets in place).
+// Device buffers one stream's slices go through: the second pass's outputs, and by copies the
+// staged slices, in place the second pass's layout (its pieces' counts, scanned into their
+// offsets in place).
 struct Lane {
   Tuples r_out, s_out, r_staged, s_staged;
   Buffer r_layout, s_layout;
 };
 
-// The second pass of one slice of a first-pass partition into `out`: its runs, cut into pieces,
-// are the chunks of a ChunkPartitionOp whose output is all device memory. It is laid out on the
-// device: the runs' histograms (one operator for the cached runs, one for the spilled) leave their
-// pieces' counts in `layout`, partition-major (piece i of partition q at word q * pieces + i), a
-// scan turns them into offsets in place, and the partitioner reads them there. The host only adds
-// up each partition's totals (the histograms' results) into the partitions' starts for the join.
+// The second pass of one slice of a first-pass partition into its lane's output, in two forms:
+//  * by copies (spill_read = copy): the slice's runs are gathered into the lane's staging buffer,
+//    the cached ones inside device memory (one kernel), the spilled ones over the link (one
+//    batch), and the staged slice is partitioned as one input (PartitionOp: on the GPU two passes
+//    of at most 2^8 partitions without the host in between). A ChunkPartitionOp over the runs in
+//    place scattered 4Mi rows into 2^11 partitions at 80-130 GB/s on an H200 (0.5-0.8 ms a
+//    relation per unit, most of the join phase at 2^28 rows).
+//  * in place (spill_read = kernel): the runs, cut into pieces, are the chunks of a
+//    ChunkPartitionOp that reads the cache in device memory and the spill over the link. It is
+//    laid out on the device: the runs' histograms (one operator for the cached runs, one for the
+//    spilled) leave their pieces' counts in `layout`, partition-major (piece i of partition q at
+//    word q * pieces + i), a scan turns them into offsets in place, and the partitioner reads
+//    them there. The host only adds up each partition's totals (the histograms' results).
+// start_second queues what comes before the host needs a result; finish_second reads it.
 struct SecondPass {
-  std::vector<Tuples> pieces;
-  std::vector<Launched> counts;  // per histogram: its result is the totals
+  Launched partitioned;          // by copies: the partitioning, its result the offsets
+  uint64_t rows = 0;
+  std::vector<Tuples> pieces;    // in place: the partitioner's chunks
+  std::vector<Launched> counts;  // in place: per histogram, its result the totals
   Buffer layout;
 };
 SecondPass start_second(Rank& rank, Stream st, const FirstPass& fp, const Slice& slice, const Tuples& staged,
-                        const Buffer& layout, PartitionFn fn, bool by_copy) {
+                        const Tuples& out, const Buffer& layout, PartitionFn fn, bool by_copy) {
   SecondPass sp;
   sp.layout = layout;
+  sp.rows = slice.rows;
+  if (by_copy) {
+    uint64_t at = 0;
+    for (const auto& [from, runs] : {std::pair{&fp.cache, &slice.cached}, std::pair{&fp.spill, &slice.spilled}}) {
+      const TupleFormat f = from->fmt;
+      std::vector<CopyRange> copies;
+      for (const RowRange& r : *runs) {
+        const uint64_t row = from->offset + r.begin;
+        copies.push_back({staged.keys, at * f.key_bytes, from->keys, row * f.key_bytes, r.size() * f.key_bytes});
+        copies.push_back({staged.vals, at * f.val_bytes, from->vals, row * f.val_bytes, r.size() * f.val_bytes});
+        at += r.size();
+      }
+      if (!copies.empty()) rank.copy_v(st, copies);
+    }
+    PartitionOp op;
+    op.in = staged.slice(0, at);
+    op.fn = fn;
+    op.out = out;
+    sp.partitioned = rank.launch(st, op);
+    return sp;
+  }
   struct Part {
     Tuples in;
     std::vector<RowRange> ranges;
   };
   std::vector<Part> parts;
   if (!slice.cached.empty()) parts.push_back({fp.cache, cut(slice.cached)});
-  if (!slice.spilled.empty()) {
-    if (by_copy) {  // the spilled runs copied one after another into device memory, as one batch
-      const TupleFormat f = fp.spill.fmt;
-      uint64_t at = 0;
-      std::vector<CopyRange> copies;
-      for (const RowRange& r : slice.spilled) {
-        const uint64_t from = fp.spill.offset + r.begin;
-        copies.push_back({staged.keys, at * f.key_bytes, fp.spill.keys, from * f.key_bytes, r.size() * f.key_bytes});
-        copies.push_back({staged.vals, at * f.val_bytes, fp.spill.vals, from * f.val_bytes, r.size() * f.val_bytes});
-        at += r.size();
-      }
-      rank.copy_v(st, copies);
-      parts.push_back({staged.slice(0, at), cut({RowRange{0, at}})});
-    } else {
-      parts.push_back({fp.spill, cut(slice.spilled)});
-    }
-  }
+  if (!slice.spilled.empty()) parts.push_back({fp.spill, cut(slice.spilled)});
   uint64_t pieces = 0;
   for (const Part& p : parts) pieces += p.ranges.size();
   for (const Part& p : parts) {
@@ -475,6 +495,7 @@ SecondPass start_second(Rank& rank, Stream st, const FirstPass& fp, const Slice&
   return sp;
 }
 Partitioned finish_second(Rank& rank, Stream st, SecondPass& sp, const Tuples& out, PartitionFn fn) {
+  if (sp.partitioned.result) return Partitioned{out.slice(0, sp.rows), sp.partitioned.values()};
   const uint32_t F = fn.fanout();
   std::vector<uint64_t> starts(size_t(F) + 1, 0);
   for (const Launched& l : sp.counts) {
@@ -588,9 +609,10 @@ void run_triton(Rank& rank, const JoinJob& job) {
     if (mem.read_by_copy) {
       lanes[i].r_staged = rank.alloc_tuples(MemSpace::Device, most_r, r.fmt, t + ".R.staged");
       lanes[i].s_staged = rank.alloc_tuples(MemSpace::Device, most_s, s.fmt, t + ".S.staged");
+    } else {
+      lanes[i].r_layout = rank.alloc(MemSpace::Device, layout_words(most_r, cfg.chunks, fn2.fanout()) * 8, t + ".R.layout");
+      lanes[i].s_layout = rank.alloc(MemSpace::Device, layout_words(most_s, cfg.chunks, fn2.fanout()) * 8, t + ".S.layout");
     }
-    lanes[i].r_layout = rank.alloc(MemSpace::Device, layout_words(most_r, cfg.chunks, fn2.fanout()) * 8, t + ".R.layout");
-    lanes[i].s_layout = rank.alloc(MemSpace::Device, layout_words(most_s, cfg.chunks, fn2.fanout()) * 8, t + ".S.layout");
   }
   const TableKind table = cfg.phj.table == TableKind::HashRowId ? TableKind::LinearProbing : cfg.phj.table;
   OutputSink sink(rank, cfg.output_space, r.fmt, s.fmt, "triton.out");
@@ -604,9 +626,9 @@ void run_triton(Rank& rank, const JoinJob& job) {
                                     : output_segment_rows(rank, cfg.output_space, r.fmt, s.fmt, s.rows, most_s);
   const OutputSizing sizing{segment_rows, segment_rows};
   // Everything of a unit runs on its lane's stream, so a lane's buffers are reused in stream
-  // order. The host never waits for the GPU mid-pipeline: a unit's second-pass histograms are
-  // queued behind the previous second pass of its lane (whose buffers their staged copies reuse),
-  // and the next unit's second pass is laid out and queued while this one joins.
+  // order. A unit's second pass is queued behind the previous join of its lane (whose buffers it
+  // reuses), while the other lane joins; the host waits for a second pass's result (its offsets,
+  // or in place its histograms) only when the unit's join is next.
   const size_t N = units.size();
   std::vector<size_t> next_on_lane(N, N);
   size_t first_on_lane[2] = {N, N}, last[2] = {N, N};
@@ -620,29 +642,30 @@ void run_triton(Rank& rank, const JoinJob& job) {
     if (u >= N) return;
     const Unit& x = units[u];
     const Lane& lane = lanes[x.lane];
-    if (x.new_r) counted_r[u] = start_second(rank, Stream{x.lane}, fr, x.r, lane.r_staged, lane.r_layout, fn2, mem.read_by_copy);
-    counted_s[u] = start_second(rank, Stream{x.lane}, fs, x.s, lane.s_staged, lane.s_layout, fn2, mem.read_by_copy);
+    const Stream st{x.lane};
+    if (x.new_r) counted_r[u] = start_second(rank, st, fr, x.r, lane.r_staged, lane.r_out, lane.r_layout, fn2, mem.read_by_copy);
+    counted_s[u] = start_second(rank, st, fs, x.s, lane.s_staged, lane.s_out, lane.s_layout, fn2, mem.read_by_copy);
   };
   Partitioned lane_r2[2];  // the R slice each lane holds partitioned
   struct Ready {
     Partitioned r, s;
   };
   std::vector<Ready> ready(N);
+  std::vector<bool> prepared(N, false);
   auto prepare = [&](size_t u) {
-    if (u >= N) return;
+    if (u >= N || prepared[u]) return;
+    prepared[u] = true;
     const Unit& x = units[u];
     const Lane& lane = lanes[x.lane];
     if (x.new_r) lane_r2[x.lane] = finish_second(rank, Stream{x.lane}, counted_r[u], lane.r_out, fn2);
     ready[u].r = lane_r2[x.lane];
     ready[u].s = finish_second(rank, Stream{x.lane}, counted_s[u], lane.s_out, fn2);
     counted_r[u] = counted_s[u] = SecondPass{};
-    count(next_on_lane[u]);  // same lane, behind this second pass
   };
   for (size_t u : first_on_lane) count(u);
   prepare(0);
   // A counted join's units are read once all are queued: the host does not wait for each unit's
-  // count before it queues the next join. (What the host still waits for is each unit's
-  // second-pass histograms: at 2^28 rows on an H200 the join phase takes 58 ms, its kernels 23.)
+  // count before it queues the next join.
   std::vector<Launched> counts;
   for (size_t u = 0; u < N; ++u) {
     const Stream st{units[u].lane};
@@ -650,18 +673,21 @@ void run_triton(Rank& rank, const JoinJob& job) {
     ready[u] = Ready{};
     if (cfg.phj.output == OutputMode::CountOnly) {
       counts.push_back(rank.launch(st, PartitionedJoinOp{r2, s2, sink.empty_output(), 0, OutputMode::CountOnly, table}));
-      prepare(u + 1);
-      continue;
+    } else {
+      // Direct output: room for a primary-key join's rows of this unit before it runs, so that it
+      // does not overflow a segment's leftover and run again.
+      if (cfg.phj.output == OutputMode::Direct) sink.reserve(direct_output_estimate(0, s2.all.rows), segment_rows);
+      run_join(
+          rank, st, cfg.phj.output, sink, sizing,
+          [&](const JoinOutput& out, uint64_t first, OutputMode mode) -> Op {
+            return PartitionedJoinOp{r2, s2, out, first, mode, table};
+          },
+          [&] {  // the next unit's second pass overlaps this join, if it is the other lane's
+            if (u + 1 < N && units[u + 1].lane != units[u].lane) prepare(u + 1);
+          });
     }
-    // Direct output: room for a primary-key join's rows of this unit before it runs, so that it
-    // does not overflow a segment's leftover and run again.
-    if (cfg.phj.output == OutputMode::Direct) sink.reserve(direct_output_estimate(0, s2.all.rows), segment_rows);
-    run_join(
-        rank, st, cfg.phj.output, sink, sizing,
-        [&](const JoinOutput& out, uint64_t first, OutputMode mode) -> Op {
-          return PartitionedJoinOp{r2, s2, out, first, mode, table};
-        },
-        [&] { prepare(u + 1); });  // the next unit's second pass overlaps this join
+    count(next_on_lane[u]);  // behind this join, whose lane's buffers it reuses
+    prepare(u + 1);
   }
   for (const Launched& c : counts) sink.count_unwritten(c.get().count);
   report_output(rank, Stream{0}, sink, in.r, in.s, MemSpace::Device);
