@@ -4,14 +4,12 @@
 // chunked prefix sum (one histogram per input chunk, on the GPU or the CPU) lays the output out
 // partition-major, and the partitioner (ChunkPartitionOp) writes the first chunks of every
 // partition into a cache in device memory and the rest into pinned host memory (the spill).
-// Then every first-pass partition in turn is partitioned again on the device (its cached part
-// read in place, its spilled part over the link by the kernel or by copies into device memory)
-// and joined per sub-partition (PartitionedJoinOp, as phj). Partitions alternate between two
-// streams, so one partition's link reads overlap the previous one's second pass and join; the
-// second pass's histograms are queued two partitions ahead and the next partition's second pass
-// is queued while this one joins. The second pass is laid out on the device (histograms into a
-// device buffer, a scan, the partitioner reading its offsets there): the host handles no
-// per-chunk offsets, only each partition's totals, so it does not keep the GPU waiting.
+// Then every first-pass partition in turn is partitioned again on the device (its runs gathered
+// into device memory, the spilled ones by copies over the link, and partitioned as one input; or
+// read in place, the spilled ones over the link by the kernel) and joined per sub-partition
+// (PartitionedJoinOp, as phj). Partitions alternate between two streams, so one partition's
+// link reads and second pass overlap the other's join; a partition's second pass is queued behind
+// its stream's previous join, and the host waits for its result only when its join is next.
 // When R and S fit in device memory with phj's buffers, the plan is phj on device copies.
 #include <algorithm>
 
