@@ -213,8 +213,8 @@ struct MemoryPlan {
 // Device bytes the working buffers take, with some headroom for the partitioners' buffers and the
 // join's scratch: during the first pass the ring's slots (Ring: a chunk staged, a spilled chunk on
 // its way out), during the join two lanes (the second pass's outputs of a slice of R and of S,
-// their staged spilled parts where m reads the spill by copies, their layout buffers; the output
-// segments when they are in device memory).
+// and by copies the staged slices and the partitioning's scratch, in place the layout buffers;
+// the output segments when they are in device memory).
 uint64_t working_bytes(const TritonConfig& cfg, const MemoryPlan& m, uint64_t r_rows, uint64_t s_rows, TupleFormat rf,
                        TupleFormat sf, const RadixPlan& plan, uint32_t slots) {
   const uint32_t F = 1u << plan.pass1_bits, F2 = 1u << plan.pass2_bits;
