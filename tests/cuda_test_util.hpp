@@ -6,7 +6,10 @@
 
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <mutex>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "core/builtin.hpp"
@@ -73,6 +76,25 @@ inline Buffer upload_bytes(Rank& rank, const std::vector<uint8_t>& bytes, const 
   if (!bytes.empty()) rank.copy(Stream{0}, d, 0, h, 0, bytes.size());
   rank.sync(Stream{0});
   return d;
+}
+
+// Bytes of huge pages (AnonHugePages in /proc/self/smaps) in the mapping that holds `p`.
+inline uint64_t huge_page_bytes(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    unsigned long lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2 && line.find(':') > line.find(' ')) {
+      inside = lo <= at && at < hi;
+    } else if (inside && line.rfind("AnonHugePages:", 0) == 0) {
+      std::istringstream in(line.substr(14));
+      uint64_t kb = 0;
+      in >> kb;
+      return kb << 10;
+    }
+  }
+  return 0;
 }
 
 }  // namespace joinlab::test

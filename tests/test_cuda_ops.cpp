@@ -4,6 +4,7 @@
 // are compared through order-independent checksums, per partition where partitions matter).
 #include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <random>
 
 #include "core/common/error.hpp"
@@ -416,6 +417,37 @@ TEST(CudaOps, LinkAccessMatchesCpu) {
   const std::vector<uint64_t> gpu = test::on_backend("cuda", body), cpu = test::on_backend("cpu", body);
   ASSERT_EQ(gpu.size(), cpu.size());
   EXPECT_TRUE(gpu == cpu);
+}
+
+// A large pinned buffer lies on huge pages where the kernel grants them (the copy engine reads
+// them faster), and kernels and copies reach it in place as they do a small one.
+TEST(CudaOps, LargePinnedBuffersAreOnHugePagesAndReachableFromKernels) {
+  JL_REQUIRE_GPU();
+  const uint64_t region = 64ull << 20, bytes = 1 << 20;
+  auto body = [&](Rank& rank) {
+    Buffer host = rank.alloc(MemSpace::Pinned, region, "host");
+    auto* h = static_cast<uint64_t*>(host->ptr);
+    for (uint64_t i = 0; i < region / 8; ++i) h[i] = i * 0x9E3779B97F4A7C15ull;
+    Buffer dev = rank.alloc(MemSpace::Device, region, "device");
+    rank.copy(Stream{0}, dev, 0, host, 0, region);
+    std::vector<uint64_t> out;
+    for (LinkAccess access : {LinkAccess::Read, LinkAccess::Write})
+      out.push_back(rank.launch(Stream{0}, LinkAccessOp{host, dev, bytes, 4096, true, access}).get().count);
+    rank.copy(Stream{0}, host, region / 2, dev, 0, region / 2).wait();
+    for (uint64_t i = 0; i < region / 8; i += 997) out.push_back(h[i]);
+    return out;
+  };
+  const std::vector<uint64_t> gpu = test::on_backend("cuda", body), cpu = test::on_backend("cpu", body);
+  EXPECT_TRUE(gpu == cpu);
+  std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string modes;
+  std::getline(thp, modes);
+  if (modes.empty() || modes.find("[never]") != std::string::npos) GTEST_SKIP() << "no transparent huge pages here";
+  test::on_backend("cuda", [&](Rank& rank) {
+    Buffer host = rank.alloc(MemSpace::Pinned, region, "host");
+    EXPECT_GT(test::huge_page_bytes(host->ptr), 0u) << "a " << region << "-byte pinned buffer has no huge page";
+    return std::vector<uint64_t>{};
+  });
 }
 
 // A vectored copy (one cudaMemcpyBatchAsync) moves every range, of mixed sizes, host to device

@@ -739,7 +739,7 @@ Bandwidths CudaRank::bandwidths() const {
   void *a = nullptr, *b = nullptr, *h = nullptr;
   JL_CUDA_CHECK(cudaMalloc(&a, bytes));
   JL_CUDA_CHECK(cudaMalloc(&b, bytes));
-  JL_CUDA_CHECK(cudaHostAlloc(&h, bytes, cudaHostAllocPortable));
+  h = pinned_block_get(bytes);  // pinned as the runs' buffers are: the link's rate depends on the pages
   std::memset(h, 1, bytes);
   cudaStream_t st = streams_[0];
   cudaEvent_t e0 = new_event(true), e1 = new_event(true);
@@ -776,7 +776,7 @@ Bandwidths CudaRank::bandwidths() const {
   cudaEventDestroy(e1);
   cudaFree(a);
   cudaFree(b);
-  cudaFreeHost(h);
+  pinned_block_put(h, bytes);
   char date[32];
   const std::time_t t = std::time(nullptr);
   std::strftime(date, sizeof date, "%Y-%m-%d", std::localtime(&t));

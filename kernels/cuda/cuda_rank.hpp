@@ -1,9 +1,10 @@
 // CudaRank: a Rank over one GPU. Streams are CUDA streams, events CUDA events; device buffers
 // come from a per-device cache of cudaMalloc blocks (so repeated runs do not pay cudaMalloc),
-// pinned ones from cudaHostAlloc (mapped, so kernels can also read them in place). Every
-// operator is bracketed by two timing events and becomes a TraceSpan ("stream N") once it is
-// complete; the rank's clock is seconds since the backend started, the same clock as the spans
-// (a reference event recorded at a known host time anchors the GPU timestamps).
+// pinned ones from a cache of page-locked, mapped host blocks (kernels can also reach them in
+// place; large ones on huge pages, cuda_memory.cu). Every operator is bracketed by two timing
+// events and becomes a TraceSpan ("stream N") once it is complete; the rank's clock is seconds
+// since the backend started, the same clock as the spans (a reference event recorded at a known
+// host time anchors the GPU timestamps).
 #pragma once
 #include <cuda_runtime.h>
 
