@@ -40,7 +40,7 @@ void add_triton_options(po::options_description& d) {
   add_phj_options(d);
   d.add_options()("pass1_bits", int_option("pass1_bits", 0, 0, kMaxBitsPerPass),
                   "radix bits of the first pass; 0 = enough for two partition pairs to fit a quarter of device memory, "
-                  "and for the second pass to need at most 2^11 partitions")(
+                  "and for the second pass to need at most 2^11 partitions (2^12 where it reads by copies)")(
       "chunks", int_option("chunks", 128, 1, 1 << 16),
       "chunks each relation is cut into for the first pass (one histogram per chunk, the cache's unit)")(
       "prefix_sum", choice_option("prefix_sum", {"gpu", "cpu"}, "gpu"),
@@ -95,20 +95,20 @@ uint64_t in_gpu_bytes(uint64_t r_rows, uint64_t s_rows, TupleFormat rf, TupleFor
 
 // Radix bits of the two passes: all bits as phj plans them for R; the first pass at least enough
 // for two pairs of partitions to fit a quarter of device memory (lutz2022 5.1: two pairs in half
-// of it, the other half for the second pass's output) and the second at most kMaxBitsPerPass.
+// of it, the other half for the second pass's output) and the second at most `second_most`.
 RadixPlan triton_plan(uint64_t r_rows, uint64_t s_rows, TupleFormat rf, TupleFormat sf, uint64_t device,
-                      const TritonConfig& cfg) {
+                      const TritonConfig& cfg, uint32_t second_most) {
   uint32_t bits = plan_radix(r_rows, rf.tuple_bytes(), rf.key_bytes, cfg.phj.budget, cfg.phj.radix_bits, 1).bits();
   uint32_t p1 = cfg.pass1_bits;
   if (p1 == 0) {
     const double pair = double(r_rows) * rf.tuple_bytes() + double(s_rows) * sf.tuple_bytes();
     while (p1 < kMaxBitsPerPass && 2.0 * pair / double(1ULL << p1) > double(device) / 4) ++p1;
-    p1 = std::max<uint32_t>({p1, 1, bits > kMaxBitsPerPass ? bits - kMaxBitsPerPass : 0});
+    p1 = std::max<uint32_t>({p1, 1, bits > second_most ? bits - second_most : 0});
   }
   bits = std::max(bits, p1);
   RadixPlan p;
   p.pass1_bits = p1;
-  p.pass2_bits = std::min<uint32_t>(bits - p1, kMaxBitsPerPass);
+  p.pass2_bits = std::min<uint32_t>(bits - p1, second_most);
   return p;
 }
 
@@ -256,6 +256,27 @@ MemoryPlan plan_memory(const TritonConfig& cfg, uint64_t device, uint64_t r_rows
   m.cache_r = rb + sb > 0 ? uint64_t(double(cache) * rb / (rb + sb)) : 0;
   m.cache_s = cache - m.cache_r;
   return m;
+}
+
+// The second pass in place is one chunk partition of a slice's runs (at most kMaxBitsPerPass
+// bits); by copies it partitions the staged slice in two passes on the GPU, where one more bit
+// halves the first pass's fanout and doubles a unit's rows: fewer and larger launches in the join
+// phase and a lighter first pass beside the link's copies. By copies where spill_read allows and
+// the lanes' staging fits (auto), else in place.
+constexpr uint32_t kSecondPassBitsByCopy = kMaxBitsPerPass + 1;
+struct TritonPlan {
+  RadixPlan radix;
+  MemoryPlan mem;
+};
+TritonPlan plan_triton(const TritonConfig& cfg, uint64_t device, uint64_t r_rows, uint64_t s_rows, TupleFormat rf,
+                       TupleFormat sf, uint32_t slots) {
+  if (cfg.spill_read != SpillRead::Kernel) {
+    const RadixPlan radix = triton_plan(r_rows, s_rows, rf, sf, device, cfg, kSecondPassBitsByCopy);
+    const MemoryPlan mem = plan_memory(cfg, device, r_rows, s_rows, rf, sf, radix, slots);
+    if (mem.read_by_copy) return {radix, mem};
+  }
+  const RadixPlan radix = triton_plan(r_rows, s_rows, rf, sf, device, cfg, kMaxBitsPerPass);
+  return {radix, plan_memory(cfg, device, r_rows, s_rows, rf, sf, radix, slots)};
 }
 
 // Chunks of a relation of `rows` rows cut into `chunks` chunks that a cache of `cache_bytes`
@@ -559,10 +580,11 @@ void run_triton(Rank& rank, const JoinJob& job) {
     throw RuntimeError("triton: the " + rank.backend() + " backend gives a rank " + std::to_string(rank.streams()) +
                        " stream(s), the plan needs 2");
 
-  const RadixPlan plan = triton_plan(r.rows, s.rows, r.fmt, s.fmt, device, cfg);
+  const TritonPlan planned = plan_triton(cfg, device, r.rows, s.rows, r.fmt, s.fmt, ring_slots(rank));
+  const RadixPlan& plan = planned.radix;
+  const MemoryPlan& mem = planned.mem;
   const PartitionFn fn1{PartitionFn::Radix, plan.pass1_bits, 0, 0};
   const PartitionFn fn2{PartitionFn::Radix, plan.pass2_bits, plan.pass1_bits, 0};
-  const MemoryPlan mem = plan_memory(cfg, device, r.rows, s.rows, r.fmt, s.fmt, plan, ring_slots(rank));
   FirstPass fr = allocate_first(rank, r, cfg.chunks, fn1.fanout(), mem.cache_r, "triton.R");
   FirstPass fs = allocate_first(rank, s, cfg.chunks, fn1.fanout(), mem.cache_s, "triton.S");
   {
@@ -710,8 +732,9 @@ Bound triton_bound(const JoinJob& job, const ClusterShape&, const Bandwidths& bw
   const bool in_gpu = cfg.in_gpu && dev > 0 && in_gpu_bytes(w.r.rows, w.s.rows, rf, sf) <= dev;
   double spilled = 0;
   if (!in_gpu && (cfg.cache_bytes >= 0 || dev > 0)) {
-    const RadixPlan plan = triton_plan(w.r.rows, w.s.rows, rf, sf, dev, cfg);
-    const MemoryPlan mem = plan_memory(cfg, dev, w.r.rows, w.s.rows, rf, sf, plan, 4);  // the default 4 streams
+    const TritonPlan planned = plan_triton(cfg, dev, w.r.rows, w.s.rows, rf, sf, 4);  // the default 4 streams
+    const RadixPlan& plan = planned.radix;
+    const MemoryPlan& mem = planned.mem;
     auto cached_bytes = [&](uint64_t rows, TupleFormat f, uint64_t cache) {
       const std::vector<uint64_t> bounds = chunk_bounds(rows, cfg.chunks);
       return double(bounds[cached_chunks(bounds, f.tuple_bytes(), cache)]) * f.tuple_bytes();

@@ -103,7 +103,7 @@ cudaEvent_t new_event(bool timing) {
   return e;
 }
 
-// Small pinned arrays for operator results (words copied back from the device).
+// Small pinned (mapped) arrays for operator results, written by put_words after the operator.
 uint64_t* result_words_get(size_t n) {
   return static_cast<uint64_t*>(pinned_block_get(std::max<size_t>(16, n) * sizeof(uint64_t)));
 }
@@ -377,7 +377,7 @@ Launched CudaRank::launch(Stream s, Op op) {
     p->marks = ctx.take_marks();
     JL_CUDA_CHECK(cudaEventRecord(p->end, st));
     p->words = result_words_get(p->nwords);
-    JL_CUDA_CHECK(cudaMemcpyAsync(p->words, d_words, p->nwords * sizeof(uint64_t), cudaMemcpyDeviceToHost, st));
+    put_words(ctx, d_words, p->words, p->nwords);
     JL_CUDA_CHECK(cudaEventRecord(p->done, st));
   }  // scratch is freed on the stream here, after the kernels that use it
   p->op = std::move(op);
@@ -635,7 +635,7 @@ Launched CudaRank::launch_streaming(Stream s, StreamingOp op) {
     JL_CUDA_CHECK(cudaEventRecord(p->end, st));
     p->nwords = l.nwords;
     p->words = result_words_get(p->nwords);
-    JL_CUDA_CHECK(cudaMemcpyAsync(p->words, l.d_words, p->nwords * sizeof(uint64_t), cudaMemcpyDeviceToHost, st));
+    put_words(ctx, l.d_words, p->words, p->nwords);
     JL_CUDA_CHECK(cudaEventRecord(p->done, st));
     // The operator (its buffers, its StreamProgress) and the registration of the progress words
     // live until the kernel is complete.

@@ -193,6 +193,16 @@ void zero_words(KernelContext& ctx, uint64_t* d_words, size_t n) {
   JL_CUDA_CHECK(cudaMemsetAsync(d_words, 0, n * sizeof(uint64_t), ctx.stream()));
 }
 
+__global__ void put_words_kernel(const uint64_t* d_words, uint64_t* h_words, uint32_t n) {
+  for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) h_words[i] = d_words[i];
+}
+
+void put_words(KernelContext& ctx, const uint64_t* d_words, uint64_t* h_words, size_t n) {
+  if (n == 0) return;
+  put_words_kernel<<<1, 64, 0, ctx.stream()>>>(d_words, h_words, uint32_t(n));
+  JL_CUDA_LAUNCHED("put_words_kernel");
+}
+
 // --- generation -------------------------------------------------------------------------------
 
 template <class K, class V>
