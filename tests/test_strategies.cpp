@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -374,6 +375,35 @@ TEST_F(Strategies, TritonReadsItsSpillByCopiesWhereTheirStagingFits) {
     const uint64_t copied = copied_in_phase(run_point(p), "join", MemSpace::Pinned, MemSpace::Device);
     if (device > (uint64_t(64) << 20)) EXPECT_GT(copied, 0u) << device;
     else EXPECT_EQ(copied, 0u) << device;
+  }
+}
+
+// The fanouts triton's partitions of `phase` take (ChunkPartitionOp and PartitionOp spans).
+std::set<uint64_t> fanouts_in_phase(const RunOutcome& o, const std::string& phase) {
+  double begin = 0, end = 0;
+  for (const PhaseRecord& ph : o.rank_phases.at(0))
+    if (ph.name == phase) begin = ph.begin, end = ph.end;
+  std::set<uint64_t> f;
+  for (const TraceSpan& sp : o.trace)
+    if (sp.rank == 0 && (sp.params.kind == OpKind::ChunkPartition || sp.params.kind == OpKind::Partition) &&
+        sp.begin >= begin && sp.end <= end)
+      f.insert(sp.params.fanout);
+  return f;
+}
+
+// Read back by copies, the second pass partitions a staged slice in two passes and may take 12
+// bits, the first pass one fewer; in place it is one chunk partition of at most 11 bits. 14 bits
+// in all: 2 + 12 by copies, 3 + 11 in place; both verified.
+TEST_F(Strategies, TritonTakesOneMoreSecondPassBitWhereItReadsByCopies) {
+  for (std::string read : {"copy", "kernel"}) {
+    RunPoint p = point("triton", pk_fk(100000, 400000),
+                       {{"in_gpu", "off"}, {"cache_bytes", "300000"}, {"radix_bits", "14"}, {"spill_read", read}});
+    p.cluster.device_memory = uint64_t(256) << 20;
+    expect_correct(p);
+    const RunOutcome o = run_point(p);
+    const uint64_t first = read == "copy" ? 4 : 8, second = read == "copy" ? 4096 : 2048;
+    EXPECT_EQ(fanouts_in_phase(o, "partition"), std::set<uint64_t>{first}) << read;
+    EXPECT_EQ(fanouts_in_phase(o, "join"), std::set<uint64_t>{second}) << read;
   }
 }
 
