@@ -7,9 +7,13 @@
 // them per partition with shared-memory atomics, scans the counts and stages the tile grouped by
 // partition, so that each partition's rows of the tile are one run written by consecutive
 // threads. What the writes look like is the partitioner's:
-//  * Shared: the tile's runs go straight to the output (lutz2022's Shared flushes aligned 128-byte
-//    lines from buffers the block's warps share; here a tile's run is one flush, ~tile / fanout
-//    rows, not aligned).
+//  * Shared: into pinned memory (a spilled chunk), each partition has a line buffer in shared
+//    memory that the block's warps share (lutz2022 4.2): the rows of a tile's run go to it until
+//    they reach a 128-byte line boundary of the output, and then the buffered and the new rows up
+//    to the last boundary they reach are written by one warp, lane by row, so the link sees whole
+//    aligned lines (and one partial line at each run's ends). Where F line buffers do not fit
+//    shared memory (fanouts above 512 for 8-byte columns), and into device memory, a tile's run
+//    goes straight to the output.
 //  * Hierarchical: runs go into a device-memory buffer of flush_bytes per (block, partition); a
 //    full buffer is written to the output at once, by the whole block, so the link sees writes of
 //    flush_bytes (lutz2022's second-level buffers, without the spare buffers per warp that let
@@ -45,6 +49,17 @@ size_t cp_smem(uint32_t fanout, size_t kb, size_t vb) {
   // stage (keys, values, partition ids), counts, run starts, buffer fills, cursors
   return kTile * (kb + vb + 4) + size_t(fanout) * (4 + 4 + 4 + 8) + 16;
 }
+// Rows of a 128-byte line of the narrower column (a line or two of the wider one).
+uint32_t line_rows_of(size_t kb, size_t vb) { return uint32_t(128 / std::min(kb, vb)); }
+size_t line_smem(uint32_t fanout, size_t kb, size_t vb) {
+  return size_t(fanout) * line_rows_of(kb, vb) * (kb + vb) + 16;
+}
+
+// The largest line boundary at or below row x: boundaries at first + m * line rows (first: the
+// rows before the output's first 128-byte aligned key), 0 below the first.
+__device__ __forceinline__ uint64_t line_floor(uint64_t x, uint32_t first, uint32_t line) {
+  return x < first ? 0 : first + (x - first) / line * line;
+}
 
 template <class K, class V>
 __device__ void write_row(const OutCols& o, uint64_t at, K k, V v, unsigned long long* lost) {
@@ -61,6 +76,7 @@ __global__ void __launch_bounds__(kCpThreads) chunk_partition_kernel(const Chunk
                                                                     PartitionFn fn, ChunkOffsets offsets,
                                                                     OutCols cache, OutCols spill, bool hierarchical,
                                                                     uint32_t buf_rows, K* buf_k, V* buf_v,
+                                                                    uint32_t line, uint32_t spill_first,
                                                                     unsigned long long* lost) {
   using Scan = cub::BlockScan<uint32_t, kCpThreads>;
   __shared__ typename Scan::TempStorage scan_storage;
@@ -72,8 +88,12 @@ __global__ void __launch_bounds__(kCpThreads) chunk_partition_kernel(const Chunk
   uint32_t* stage_p = reinterpret_cast<uint32_t*>(stage_v + kTile);
   uint32_t* count = stage_p + kTile;
   uint32_t* start = count + F;
-  uint32_t* fill = start + F;  // Hierarchical: rows in each partition's device buffer
-  const int tid = threadIdx.x;
+  uint32_t* fill = start + F;  // rows in each partition's buffer (Hierarchical: device; Shared: line)
+  // Shared into pinned memory: line buffers of `line` rows per partition, after the arrays above.
+  K* line_k = reinterpret_cast<K*>((reinterpret_cast<uintptr_t>(fill + F) + 15) / 16 * 16);
+  V* line_v = reinterpret_cast<V*>(line_k + uint64_t(F) * line);
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  constexpr int kWarps = kCpThreads / 32;
   K* my_k = buf_k + uint64_t(blockIdx.x) * F * buf_rows;
   V* my_v = buf_v + uint64_t(blockIdx.x) * F * buf_rows;
 
@@ -163,6 +183,37 @@ __global__ void __launch_bounds__(kCpThreads) chunk_partition_kernel(const Chunk
           if (count[p] > buf_rows) cursor[p] += count[p];
           else fill[p] += count[p];
         }
+      } else if (line && !d.cached) {
+        // cursor[p]: the output row of the partition's first buffered row; fill[p] rows buffered.
+        // A partition whose rows (buffered, then this tile's run) reach a line boundary writes them
+        // up to the last boundary they reach, a warp per partition; the rest stay buffered.
+        for (uint32_t p = uint32_t(warp); p < F; p += kWarps) {
+          const uint64_t pos = cursor[p];
+          const uint32_t b = fill[p];
+          const uint64_t e = line_floor(pos + b + count[p], spill_first, line);
+          for (uint64_t r = pos + uint64_t(lane); r < e; r += 32) {
+            const uint32_t g = uint32_t(r - pos);
+            if (g < b) write_row(out, r, line_k[uint64_t(p) * line + g], line_v[uint64_t(p) * line + g], lost);
+            else write_row(out, r, stage_k[start[p] + g - b], stage_v[start[p] + g - b], lost);
+          }
+        }
+        __syncthreads();
+        for (uint32_t i = tid; i < n; i += kCpThreads) {
+          const uint32_t p = stage_p[i];
+          const uint64_t pos = cursor[p], r = pos + fill[p] + (i - start[p]);
+          const uint64_t kept = max(line_floor(pos + fill[p] + count[p], spill_first, line), pos);
+          if (r >= kept) {
+            line_k[uint64_t(p) * line + (r - kept)] = stage_k[i];
+            line_v[uint64_t(p) * line + (r - kept)] = stage_v[i];
+          }
+        }
+        __syncthreads();
+        for (uint32_t p = tid; p < F; p += kCpThreads) {
+          const uint64_t end = cursor[p] + fill[p] + count[p];
+          const uint64_t kept = max(line_floor(end, spill_first, line), cursor[p]);
+          cursor[p] = kept;
+          fill[p] = uint32_t(end - kept);
+        }
       } else {
         for (uint32_t i = tid; i < n; i += kCpThreads) {
           const uint32_t p = stage_p[i];
@@ -179,6 +230,10 @@ __global__ void __launch_bounds__(kCpThreads) chunk_partition_kernel(const Chunk
         for (uint32_t i = tid; i < f; i += kCpThreads)
           write_row(out, cursor[p] + i, my_k[uint64_t(p) * buf_rows + i], my_v[uint64_t(p) * buf_rows + i], lost);
       }
+    } else if (line && !d.cached) {  // the partial lines at the runs' ends
+      for (uint32_t p = uint32_t(warp); p < F; p += kWarps)
+        for (uint32_t g = uint32_t(lane); g < fill[p]; g += 32)
+          write_row(out, cursor[p] + g, line_k[uint64_t(p) * line + g], line_v[uint64_t(p) * line + g], lost);
     }
     __syncthreads();
   }
@@ -206,7 +261,18 @@ void chunk_partition(KernelContext& ctx, const std::vector<ChunkPartitionRun>& c
   const uint32_t F = fn.fanout();
   std::vector<ChunkDesc> desc;
   for (const ChunkPartitionRun& c : chunks) desc.push_back({c.keys, c.vals, c.rows, c.cached ? 1u : 0u});
-  const size_t smem = cp_smem(F, sizeof(K), sizeof(V));
+  size_t smem = cp_smem(F, sizeof(K), sizeof(V));
+  // Shared into pinned memory: line buffers where they fit beside the stage.
+  bool spills = false;
+  for (const ChunkPartitionRun& c : chunks) spills |= !c.cached;
+  const size_t with_lines = smem + line_smem(F, sizeof(K), sizeof(V));
+  const uint32_t line = !hierarchical && spills && spill.keys && with_lines + 1024 <= ctx.info().smem_per_block_optin
+                            ? line_rows_of(sizeof(K), sizeof(V))
+                            : 0;
+  if (line) smem = with_lines;
+  // Rows before the spill's first 128-byte aligned key: where its line boundaries start.
+  const uint32_t spill_first =
+      line ? uint32_t((128 - reinterpret_cast<uintptr_t>(spill.keys) % 128) % 128 / sizeof(K)) % line : 0;
   if (smem > ctx.info().smem_per_block_optin)
     throw RuntimeError("chunk partition: fanout " + std::to_string(F) + " needs " + std::to_string(smem) +
                        " bytes of shared memory per block, the device has " +
@@ -226,7 +292,7 @@ void chunk_partition(KernelContext& ctx, const std::vector<ChunkPartitionRun>& c
   ctx.mark("chunk_partition");
   kernel<<<grid, kCpThreads, smem, ctx.stream()>>>(
       d_desc, uint32_t(desc.size()), fn, offsets, OutCols{cache.keys, cache.vals, cache.capacity},
-      OutCols{spill.keys, spill.vals, spill.capacity}, hierarchical, buf_rows, buf_k, buf_v,
+      OutCols{spill.keys, spill.vals, spill.capacity}, hierarchical, buf_rows, buf_k, buf_v, line, spill_first,
       reinterpret_cast<unsigned long long*>(d_words + kChecksumWord));
   JL_CUDA_CHECK(cudaGetLastError());
 }
