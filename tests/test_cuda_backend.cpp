@@ -125,14 +125,16 @@ TEST(CudaStrategies, TritonOutOfCoreSameAsCpuBackend) {
   for (const Case& c : {all[0], all[2], all[7]})
     for (const char* output : {"direct", "count_then_write"})
       for (const char* space : {"pinned", "device"})
-        for (const char* read : {"kernel", "copy"}) {
-          const Options o = {{"in_gpu", "off"},  {"output", output},      {"output_space", space},
-                             {"spill_read", read}, {"cache_bytes", "500000"}};
-          const std::string what = "triton on " + c.name + " output " + output + " in " + space + " spill read " + read;
-          RunPoint cpu_point = point("triton", "cpu", c.w, o), gpu_point = point("triton", "cuda", c.w, o);
-          cpu_point.cluster.device_memory = gpu_point.cluster.device_memory = uint64_t(16) << 20;
-          expect_same_as_cpu(cpu_point, gpu_point, what);
-        }
+        for (const char* read : {"kernel", "copy"})
+          for (const char* cache : {"500000", "-1"}) {  // -1: R and S cached whole, R's second passes ahead (copy)
+            const Options o = {{"in_gpu", "off"},     {"output", output},     {"output_space", space},
+                               {"spill_read", read},  {"cache_bytes", cache}};
+            const std::string what = "triton on " + c.name + " output " + output + " in " + space + " spill read " +
+                                     read + " cache_bytes " + cache;
+            RunPoint cpu_point = point("triton", "cpu", c.w, o), gpu_point = point("triton", "cuda", c.w, o);
+            cpu_point.cluster.device_memory = gpu_point.cluster.device_memory = uint64_t(16) << 20;
+            expect_same_as_cpu(cpu_point, gpu_point, what);
+          }
 }
 
 // mgsmj on the GPUs there are (2 when there are two): the resident plan (runs kept on the GPUs,

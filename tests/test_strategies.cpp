@@ -407,6 +407,41 @@ TEST_F(Strategies, TritonTakesOneMoreSecondPassBitWhereItReadsByCopies) {
   }
 }
 
+// Operators of `kind` rank 0 ran inside `phase`.
+size_t ops_in_phase(const RunOutcome& o, const std::string& phase, OpKind kind) {
+  double begin = 0, end = 0;
+  for (const PhaseRecord& ph : o.rank_phases.at(0))
+    if (ph.name == phase) begin = ph.begin, end = ph.end;
+  size_t n = 0;
+  for (const TraceSpan& sp : o.trace) n += sp.rank == 0 && sp.params.kind == kind && sp.begin >= begin && sp.end <= end;
+  return n;
+}
+
+// r_ahead: where the cache holds R and S whole, R's second passes (by copies: gathered and
+// partitioned) run in the partition phase, beside S's first pass, and the join phase partitions S
+// only; off, or where anything spills, they run in the join phase. Verified with skew (R sliced).
+TEST_F(Strategies, TritonPartitionsRAheadWhereTheCacheHoldsRAndS) {
+  for (double zipf : {0.0, 1.5})
+    for (std::string ahead : {"auto", "off"})
+      for (std::string cache : {"-1", "300000"}) {
+        SCOPED_TRACE("zipf " + std::to_string(zipf) + ", r_ahead " + ahead + ", cache_bytes " + cache);
+        RunPoint p = point("triton", pk_fk(100000, 400000, 4, 1.0, zipf),
+                           {{"in_gpu", "off"}, {"r_ahead", ahead}, {"cache_bytes", cache}, {"spill_read", "copy"}});
+        p.cluster.device_memory = uint64_t(256) << 20;
+        expect_correct(p);
+        const RunOutcome o = run_point(p);
+        const size_t early = ops_in_phase(o, "partition", OpKind::Partition);
+        const size_t late = ops_in_phase(o, "join", OpKind::Partition);
+        if (ahead == "auto" && cache == "-1") {
+          EXPECT_GT(early, 0u);
+          if (zipf == 0) EXPECT_EQ(late, early);  // S's second passes only: a slice of each per partition
+        } else {
+          EXPECT_EQ(early, 0u);
+          EXPECT_GT(late, 0u);
+        }
+      }
+}
+
 // mgsmj on one node of 1, 2 and 4 ranks, device memory capped so that every relation has several
 // chunksets (the multiway merge runs) and each GPU several join parts. Zipf 1.5 makes key 1 hot:
 // far more than a quarter of S, so an equal split of the rows among 4 GPUs (or of a GPU's rows

@@ -34,6 +34,7 @@ struct TritonConfig {
   uint32_t flush_bytes = 4096;
   MemSpace output_space = MemSpace::Pinned;
   bool in_gpu = true;          // fall back to phj when R and S fit
+  bool r_ahead = true;         // R's second passes during S's first pass where memory allows
 };
 
 void add_triton_options(po::options_description& d) {
@@ -66,7 +67,11 @@ void add_triton_options(po::options_description& d) {
       "output_space", choice_option("output_space", {"device", "pinned"}, "pinned"),
       "where the output rows go (pinned: results larger than the GPU, as lutz2022)")(
       "in_gpu", choice_option("in_gpu", {"auto", "off"}, "auto"),
-      "auto: run phj in device memory when R and S fit with its buffers; off: always the out-of-core plan");
+      "auto: run phj in device memory when R and S fit with its buffers; off: always the out-of-core plan")(
+      "r_ahead", choice_option("r_ahead", {"auto", "off"}, "auto"),
+      "auto: where the cache holds R and S whole and device memory R's partitioned copy beside them, R's second "
+      "passes run during S's first pass, on a stream of their own (the join phase then partitions S only); off: "
+      "in the join phase");
 }
 
 TritonConfig triton_config(const po::variables_map& vm) {
@@ -83,6 +88,7 @@ TritonConfig triton_config(const po::variables_map& vm) {
   c.cache_bytes = vm["cache_bytes"].as<int64_t>();
   c.output_space = mem_space(vm["output_space"].as<std::string>());
   c.in_gpu = vm["in_gpu"].as<std::string>() == "auto";
+  c.r_ahead = vm["r_ahead"].as<std::string>() == "auto";
   return c;
 }
 
@@ -541,19 +547,83 @@ struct Unit {
   Slice r, s;
   bool new_r = true;  // the first unit of its R slice: R's second pass runs
   int lane = 0;
+  uint32_t p = 0, r_index = 0;  // the first-pass partition, and which of its R slices
 };
 std::vector<Unit> join_units(const FirstPass& fr, const FirstPass& fs, uint64_t lane_r, uint64_t lane_s) {
   std::vector<Unit> units;
   int group = 0;
   for (uint32_t p = 0; p < fr.fanout; ++p) {
     if (fr.rows(p) == 0 || fs.rows(p) == 0) continue;
-    const std::vector<Slice> ss = slices_of(fs, p, lane_s);
-    for (const Slice& r : slices_of(fr, p, lane_r)) {
-      for (size_t j = 0; j < ss.size(); ++j) units.push_back(Unit{r, ss[j], j == 0, group % 2});
+    const std::vector<Slice> ss = slices_of(fs, p, lane_s), rs = slices_of(fr, p, lane_r);
+    for (size_t k = 0; k < rs.size(); ++k) {
+      for (size_t j = 0; j < ss.size(); ++j) units.push_back(Unit{rs[k], ss[j], j == 0, group % 2, p, uint32_t(k)});
       ++group;
     }
   }
   return units;
+}
+
+// R's second passes ahead of the join phase (r_ahead): where the cache holds R and S whole (nothing
+// of theirs crosses the link again) and device memory holds R's partitioned copy beside them, a
+// stream of its own partitions every R slice into that copy while S's first pass keeps the link
+// busy, behind R's first pass on each ring stream; the join phase then partitions S only. On one
+// H200 at 2^28 rows the join phase (R's and S's second passes and the joins) took 27-28 ms after
+// a first pass of 167-174 at the link's rate, and the GPU's kernels beside the first pass took a
+// third of its time.
+struct RAhead {
+  bool on = false;
+  Tuples out, staged;
+  Stream stream{0};
+  std::vector<std::vector<SecondPass>> pending;  // per first-pass partition, per R slice
+  std::vector<std::vector<Tuples>> outs;
+  std::vector<std::vector<Partitioned>> parts;   // filled by finish() once the pass is synchronized
+  void finish(Rank& rank, PartitionFn fn) {
+    parts.resize(pending.size());
+    for (size_t p = 0; p < pending.size(); ++p)
+      for (size_t k = 0; k < pending[p].size(); ++k) parts[p].push_back(finish_second(rank, stream, pending[p][k], outs[p][k], fn));
+    pending.clear();
+    staged = Tuples{};  // its room goes to the join's lanes
+  }
+};
+// An event on each stream of the ring past what is queued there now.
+std::vector<Event> past_ring(Rank& rank, const Ring& ring) {
+  std::vector<Event> e;
+  for (uint32_t i = 0; i < ring.slots; ++i) e.push_back(rank.record(Stream{int(i)}));
+  return e;
+}
+RAhead start_r_ahead(Rank& rank, const TritonConfig& cfg, const MemoryPlan& mem, const FirstPass& fr,
+                     const FirstPass& fs, const Tuples& r, TupleFormat sf, PartitionFn fn2, uint32_t slots,
+                     const std::vector<Event>& r_done) {
+  RAhead a;
+  if (!cfg.r_ahead || !mem.read_by_copy || fr.cached_chunks < fr.chunks() || fs.cached_chunks < fs.chunks() ||
+      rank.streams() <= int(slots))
+    return a;
+  std::vector<std::vector<Slice>> slices(fr.fanout);
+  uint64_t most = 1;
+  for (uint32_t p = 0; p < fr.fanout; ++p) {
+    slices[p] = slices_of(fr, p, mem.lane_r);
+    for (const Slice& sl : slices[p]) most = std::max(most, sl.rows);
+  }
+  // R's copy, a slice staged and its partitioning's scratch; then the join's two lanes for S (a
+  // slice's output, staged and scratch each).
+  const uint64_t need = (r.rows + 2 * most) * r.fmt.tuple_bytes() + 2 * 3 * mem.lane_s * sf.tuple_bytes();
+  if (rank.capacity(MemSpace::Device) < need) return a;
+  a.on = true;
+  a.stream = Stream{int(slots)};
+  a.out = rank.alloc_tuples(MemSpace::Device, r.rows, r.fmt, "triton.R.partitioned");
+  a.staged = rank.alloc_tuples(MemSpace::Device, most, r.fmt, "triton.R.ahead.staged");
+  for (const Event& e : r_done) rank.stream_wait(a.stream, e);
+  a.pending.resize(fr.fanout);
+  a.outs.resize(fr.fanout);
+  uint64_t at = 0;
+  for (uint32_t p = 0; p < fr.fanout; ++p)
+    for (const Slice& sl : slices[p]) {
+      const Tuples out = a.out.slice(at, sl.rows);
+      a.pending[p].push_back(start_second(rank, a.stream, fr, sl, a.staged, out, Buffer{}, fn2, true));
+      a.outs[p].push_back(out);
+      at += sl.rows;
+    }
+  return a;
 }
 
 void run_triton(Rank& rank, const JoinJob& job) {
@@ -587,6 +657,7 @@ void run_triton(Rank& rank, const JoinJob& job) {
   const PartitionFn fn2{PartitionFn::Radix, plan.pass2_bits, plan.pass1_bits, 0};
   FirstPass fr = allocate_first(rank, r, cfg.chunks, fn1.fanout(), mem.cache_r, "triton.R");
   FirstPass fs = allocate_first(rank, s, cfg.chunks, fn1.fanout(), mem.cache_s, "triton.S");
+  RAhead ahead;
   {
     const bool spills = fr.cached_chunks < fr.chunks() || fs.cached_chunks < fs.chunks();
     const TupleFormat widest{std::max(r.fmt.key_bytes, s.fmt.key_bytes), std::max(r.fmt.val_bytes, s.fmt.val_bytes)};
@@ -601,20 +672,26 @@ void run_triton(Rank& rank, const JoinJob& job) {
       const std::vector<uint64_t> counts_r = hr.get().values;
       begin_phase(rank, "partition");
       first_pass_from_host(rank, r, fr, counts_r, fn1, ring, turn, cfg);
+      ahead = start_r_ahead(rank, cfg, mem, fr, fs, r, s.fmt, fn2, ring.slots, past_ring(rank, ring));
       first_pass_from_host(rank, s, fs, hs.get().values, fn1, ring, turn, cfg);
     } else {
       begin_phase(rank, "partition");
       auto hist_r = first_pass_staged(rank, r, fr, fn1, ring, turn, cfg);
+      const std::vector<Event> r_done = past_ring(rank, ring);
       auto hist_s = first_pass_staged(rank, s, fs, fn1, ring, turn, cfg);
-      for (auto [hist, fp] : {std::pair{&hist_r, &fr}, std::pair{&hist_s, &fs}}) {
-        fp->hist.assign(size_t(fp->chunks()) * fn1.fanout(), 0);
-        for (const auto& [c, l] : *hist) {
+      auto fill = [&](const std::vector<std::pair<uint32_t, Launched>>& hist, FirstPass& fp) {
+        fp.hist.assign(size_t(fp.chunks()) * fn1.fanout(), 0);
+        for (const auto& [c, l] : hist) {
           const std::vector<uint64_t>& h = l.get().values;
-          std::copy(h.begin(), h.end(), fp->hist.begin() + long(size_t(c) * fn1.fanout()));
+          std::copy(h.begin(), h.end(), fp.hist.begin() + long(size_t(c) * fn1.fanout()));
         }
-      }
+      };
+      fill(hist_r, fr);  // R's histograms are in while S's first pass runs
+      ahead = start_r_ahead(rank, cfg, mem, fr, fs, r, s.fmt, fn2, ring.slots, r_done);
+      fill(hist_s, fs);
     }
     rank.sync_all();
+    if (ahead.on) ahead.finish(rank, fn2);
   }  // the ring's buffers go before the join's lanes take their room
 
   begin_phase(rank, "join");
@@ -624,10 +701,10 @@ void run_triton(Rank& rank, const JoinJob& job) {
   Lane lanes[2];
   for (int i = 0; i < 2; ++i) {
     const std::string t = "triton.lane" + std::to_string(i);
-    lanes[i].r_out = rank.alloc_tuples(MemSpace::Device, most_r, r.fmt, t + ".R");
+    if (!ahead.on) lanes[i].r_out = rank.alloc_tuples(MemSpace::Device, most_r, r.fmt, t + ".R");
     lanes[i].s_out = rank.alloc_tuples(MemSpace::Device, most_s, s.fmt, t + ".S");
     if (mem.read_by_copy) {
-      lanes[i].r_staged = rank.alloc_tuples(MemSpace::Device, most_r, r.fmt, t + ".R.staged");
+      if (!ahead.on) lanes[i].r_staged = rank.alloc_tuples(MemSpace::Device, most_r, r.fmt, t + ".R.staged");
       lanes[i].s_staged = rank.alloc_tuples(MemSpace::Device, most_s, s.fmt, t + ".S.staged");
     } else {
       lanes[i].r_layout = rank.alloc(MemSpace::Device, layout_words(most_r, cfg.chunks, fn2.fanout()) * 8, t + ".R.layout");
@@ -663,7 +740,8 @@ void run_triton(Rank& rank, const JoinJob& job) {
     const Unit& x = units[u];
     const Lane& lane = lanes[x.lane];
     const Stream st{x.lane};
-    if (x.new_r) counted_r[u] = start_second(rank, st, fr, x.r, lane.r_staged, lane.r_out, lane.r_layout, fn2, mem.read_by_copy);
+    if (x.new_r && !ahead.on)
+      counted_r[u] = start_second(rank, st, fr, x.r, lane.r_staged, lane.r_out, lane.r_layout, fn2, mem.read_by_copy);
     counted_s[u] = start_second(rank, st, fs, x.s, lane.s_staged, lane.s_out, lane.s_layout, fn2, mem.read_by_copy);
   };
   Partitioned lane_r2[2];  // the R slice each lane holds partitioned
@@ -677,7 +755,9 @@ void run_triton(Rank& rank, const JoinJob& job) {
     prepared[u] = true;
     const Unit& x = units[u];
     const Lane& lane = lanes[x.lane];
-    if (x.new_r) lane_r2[x.lane] = finish_second(rank, Stream{x.lane}, counted_r[u], lane.r_out, fn2);
+    if (x.new_r)
+      lane_r2[x.lane] = ahead.on ? ahead.parts[x.p][x.r_index]
+                                 : finish_second(rank, Stream{x.lane}, counted_r[u], lane.r_out, fn2);
     ready[u].r = lane_r2[x.lane];
     ready[u].s = finish_second(rank, Stream{x.lane}, counted_s[u], lane.s_out, fn2);
     counted_r[u] = counted_s[u] = SecondPass{};
@@ -732,9 +812,7 @@ Bound triton_bound(const JoinJob& job, const ClusterShape&, const Bandwidths& bw
   const bool in_gpu = cfg.in_gpu && dev > 0 && in_gpu_bytes(w.r.rows, w.s.rows, rf, sf) <= dev;
   double spilled = 0;
   if (!in_gpu && (cfg.cache_bytes >= 0 || dev > 0)) {
-    const TritonPlan planned = plan_triton(cfg, dev, w.r.rows, w.s.rows, rf, sf, 4);  // the default 4 streams
-    const RadixPlan& plan = planned.radix;
-    const MemoryPlan& mem = planned.mem;
+    const MemoryPlan mem = plan_triton(cfg, dev, w.r.rows, w.s.rows, rf, sf, 4).mem;  // the default 4 streams
     auto cached_bytes = [&](uint64_t rows, TupleFormat f, uint64_t cache) {
       const std::vector<uint64_t> bounds = chunk_bounds(rows, cfg.chunks);
       return double(bounds[cached_chunks(bounds, f.tuple_bytes(), cache)]) * f.tuple_bytes();
