@@ -351,15 +351,22 @@ void expect_correct_or_counted(const RunPoint& p) {
   expect_correct(p);
 }
 
-// Bytes rank 0 copied from `from` to `to` within its phase `phase`.
-uint64_t copied_in_phase(const RunOutcome& o, const std::string& phase, MemSpace from, MemSpace to) {
+// Rank 0's spans inside its phase `phase`.
+std::vector<TraceSpan> spans_in_phase(const RunOutcome& o, const std::string& phase) {
   double begin = 0, end = 0;
   for (const PhaseRecord& ph : o.rank_phases.at(0))
     if (ph.name == phase) begin = ph.begin, end = ph.end;
-  uint64_t n = 0;
+  std::vector<TraceSpan> in;
   for (const TraceSpan& sp : o.trace)
-    if (sp.rank == 0 && sp.params.kind == OpKind::Copy && sp.params.mem_src == int(from) &&
-        sp.params.mem_dst == int(to) && sp.begin >= begin && sp.end <= end)
+    if (sp.rank == 0 && sp.begin >= begin && sp.end <= end) in.push_back(sp);
+  return in;
+}
+
+// Bytes rank 0 copied from `from` to `to` within its phase `phase`.
+uint64_t copied_in_phase(const RunOutcome& o, const std::string& phase, MemSpace from, MemSpace to) {
+  uint64_t n = 0;
+  for (const TraceSpan& sp : spans_in_phase(o, phase))
+    if (sp.params.kind == OpKind::Copy && sp.params.mem_src == int(from) && sp.params.mem_dst == int(to))
       n += sp.params.bytes;
   return n;
 }
@@ -380,14 +387,9 @@ TEST_F(Strategies, TritonReadsItsSpillByCopiesWhereTheirStagingFits) {
 
 // The fanouts triton's partitions of `phase` take (ChunkPartitionOp and PartitionOp spans).
 std::set<uint64_t> fanouts_in_phase(const RunOutcome& o, const std::string& phase) {
-  double begin = 0, end = 0;
-  for (const PhaseRecord& ph : o.rank_phases.at(0))
-    if (ph.name == phase) begin = ph.begin, end = ph.end;
   std::set<uint64_t> f;
-  for (const TraceSpan& sp : o.trace)
-    if (sp.rank == 0 && (sp.params.kind == OpKind::ChunkPartition || sp.params.kind == OpKind::Partition) &&
-        sp.begin >= begin && sp.end <= end)
-      f.insert(sp.params.fanout);
+  for (const TraceSpan& sp : spans_in_phase(o, phase))
+    if (sp.params.kind == OpKind::ChunkPartition || sp.params.kind == OpKind::Partition) f.insert(sp.params.fanout);
   return f;
 }
 
@@ -409,12 +411,8 @@ TEST_F(Strategies, TritonTakesOneMoreSecondPassBitWhereItReadsByCopies) {
 
 // Operators of `kind` rank 0 ran inside `phase`.
 size_t ops_in_phase(const RunOutcome& o, const std::string& phase, OpKind kind) {
-  double begin = 0, end = 0;
-  for (const PhaseRecord& ph : o.rank_phases.at(0))
-    if (ph.name == phase) begin = ph.begin, end = ph.end;
-  size_t n = 0;
-  for (const TraceSpan& sp : o.trace) n += sp.rank == 0 && sp.params.kind == kind && sp.begin >= begin && sp.end <= end;
-  return n;
+  const std::vector<TraceSpan> in = spans_in_phase(o, phase);
+  return size_t(std::count_if(in.begin(), in.end(), [&](const TraceSpan& sp) { return sp.params.kind == kind; }));
 }
 
 // r_ahead: where the cache holds R and S whole, R's second passes (by copies: gathered and
@@ -434,7 +432,9 @@ TEST_F(Strategies, TritonPartitionsRAheadWhereTheCacheHoldsRAndS) {
         const size_t late = ops_in_phase(o, "join", OpKind::Partition);
         if (ahead == "auto" && cache == "-1") {
           EXPECT_GT(early, 0u);
-          if (zipf == 0) EXPECT_EQ(late, early);  // S's second passes only: a slice of each per partition
+          if (zipf == 0) {
+            EXPECT_EQ(late, early);  // S's second passes only: a slice of each per partition
+          }
         } else {
           EXPECT_EQ(early, 0u);
           EXPECT_GT(late, 0u);

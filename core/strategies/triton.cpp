@@ -573,14 +573,16 @@ struct RAhead {
   bool on = false;
   Tuples out, staged;
   Stream stream{0};
-  std::vector<std::vector<SecondPass>> pending;  // per first-pass partition, per R slice
-  std::vector<std::vector<Tuples>> outs;
+  std::vector<std::vector<SecondPass>> pending;  // per first-pass partition, per R slice: `out` in order
   std::vector<std::vector<Partitioned>> parts;   // filled by finish() once the pass is synchronized
   void finish(Rank& rank, PartitionFn fn) {
     parts.resize(pending.size());
+    uint64_t at = 0;
     for (size_t p = 0; p < pending.size(); ++p)
-      for (size_t k = 0; k < pending[p].size(); ++k)
-        parts[p].push_back(finish_second(rank, stream, pending[p][k], outs[p][k], fn));
+      for (SecondPass& sp : pending[p]) {
+        parts[p].push_back(finish_second(rank, stream, sp, out.slice(at, sp.rows), fn));
+        at += sp.rows;
+      }
     pending.clear();
     staged = Tuples{};  // its room goes to the join's lanes
   }
@@ -614,13 +616,11 @@ RAhead start_r_ahead(Rank& rank, const TritonConfig& cfg, const MemoryPlan& mem,
   a.staged = rank.alloc_tuples(MemSpace::Device, most, r.fmt, "triton.R.ahead.staged");
   for (const Event& e : r_done) rank.stream_wait(a.stream, e);
   a.pending.resize(fr.fanout);
-  a.outs.resize(fr.fanout);
   uint64_t at = 0;
   for (uint32_t p = 0; p < fr.fanout; ++p)
     for (const Slice& sl : slices[p]) {
-      const Tuples out = a.out.slice(at, sl.rows);
-      a.pending[p].push_back(start_second(rank, a.stream, fr, sl, a.staged, out, Buffer{}, fn2, true));
-      a.outs[p].push_back(out);
+      a.pending[p].push_back(
+          start_second(rank, a.stream, fr, sl, a.staged, a.out.slice(at, sl.rows), Buffer{}, fn2, true));
       at += sl.rows;
     }
   return a;
