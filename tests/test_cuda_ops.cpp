@@ -280,12 +280,14 @@ TEST(CudaOps, TwoPassPartitionWithDeviceLayoutMatchesCpu) {
 
 // triton's first pass: chunks from pinned memory into a device cache and a pinned spill buffer,
 // both partitioners, skewed keys; per-partition digests of both outputs equal the CPU kernel's.
+// The hierarchical one also with buffers smaller than a 128-byte line (flushes not aligned).
 TEST(CudaOps, ChunkPartitionIntoCacheAndSpillMatchesCpu) {
   JL_REQUIRE_GPU();
   for (uint64_t n : {uint64_t(777), uint64_t(1500000)})
     for (auto [kb, vb] : {std::pair<uint8_t, uint8_t>{4, 4}, {8, 8}})
       for (uint32_t bits : {3u, 8u, 11u})
-        for (Partitioner kind : {Partitioner::Shared, Partitioner::Hierarchical})
+        for (auto [kind, flush] : {std::pair{Partitioner::Shared, 512u}, {Partitioner::Hierarchical, 512u},
+                                   {Partitioner::Hierarchical, 128u}})
           same_on_both(
               [&](Rank& rank) {
                 Tuples dev = generate(rank, spec("R", n, KeyDist::Zipf, kb, vb, 5), nullptr, "R");
@@ -305,7 +307,7 @@ TEST(CudaOps, ChunkPartitionIntoCacheAndSpillMatchesCpu) {
                 op.cache = rank.alloc_tuples(MemSpace::Device, std::max<uint64_t>(bounds[4], 1), in.fmt, "cache");
                 op.spill = rank.alloc_tuples(MemSpace::Pinned, std::max<uint64_t>(n - bounds[4], 1), in.fmt, "spill");
                 op.partitioner = kind;
-                op.flush_bytes = 512;
+                op.flush_bytes = flush;
                 Obs o{rank.launch(Stream{0}, op).get().count};
                 for (uint32_t p = 0; p < fn.fanout(); ++p) {
                   add(o, digest(rank, op.cache, l.cache_starts[p], l.cache_starts[p + 1] - l.cache_starts[p]));
@@ -313,7 +315,8 @@ TEST(CudaOps, ChunkPartitionIntoCacheAndSpillMatchesCpu) {
                 }
                 return o;
               },
-              "chunk partition n " + std::to_string(n) + " bits " + std::to_string(bits) + " " + to_string(kind));
+              "chunk partition n " + std::to_string(n) + " bits " + std::to_string(bits) + " " + to_string(kind) +
+                  " flush " + std::to_string(flush));
 }
 
 // triton's second pass laid out on the device: two segmented histograms (a cached and a spilled

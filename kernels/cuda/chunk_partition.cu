@@ -14,10 +14,15 @@
 //    aligned lines (and one partial line at each run's ends). Where F line buffers do not fit
 //    shared memory (fanouts above 512 for 8-byte columns), and into device memory, a tile's run
 //    goes straight to the output.
-//  * Hierarchical: runs go into a device-memory buffer of flush_bytes per (block, partition); a
-//    full buffer is written to the output at once, by the whole block, so the link sees writes of
-//    flush_bytes (lutz2022's second-level buffers, without the spare buffers per warp that let
-//    it flush asynchronously). Buffers are flushed at each chunk's end.
+//  * Hierarchical: each partition has a buffer of flush_bytes in device memory (a block's pool
+//    holds one per partition and a spare per warp: lutz2022 4.3's second-level buffers). A tile's
+//    rows go into their partition's buffer while it has room; a partition that a tile's run
+//    overflows is written out up to the last 128-byte line boundary its rows reach (the tile's
+//    rows by the whole block, the buffer's by one warp), and its remaining rows go into that
+//    warp's spare, which becomes the partition's buffer while the full one becomes the warp's
+//    spare. So the link sees writes of about flush_bytes, line-aligned, and full buffers are
+//    written by the block's warps at once, none waiting for another's. Buffers are flushed at
+//    each chunk's end, a warp per partition.
 // A row past its output's capacity is not written; the kernel counts it (d_words[kChecksumWord]),
 // and the host reports it as an error.
 #include <cub/block/block_scan.cuh>
@@ -45,9 +50,12 @@ struct OutCols {
   uint64_t capacity;
 };
 
+constexpr int kWarps = kCpThreads / 32;
+
 size_t cp_smem(uint32_t fanout, size_t kb, size_t vb) {
-  // stage (keys, values, partition ids), counts, run starts, buffer fills, cursors
-  return kTile * (kb + vb + 4) + size_t(fanout) * (4 + 4 + 4 + 8) + 16;
+  // stage (keys, values, partition ids); per partition counts, run starts, buffer fills, buffer
+  // slots, cursors; the warps' spare slots
+  return kTile * (kb + vb + 4) + size_t(fanout) * (4 + 4 + 4 + 4 + 8) + kWarps * 4 + 16;
 }
 // Rows of a 128-byte line of the narrower column (a line or two of the wider one).
 uint32_t line_rows_of(size_t kb, size_t vb) { return uint32_t(128 / std::min(kb, vb)); }
@@ -59,6 +67,16 @@ size_t line_smem(uint32_t fanout, size_t kb, size_t vb) {
 // rows before the output's first 128-byte aligned key), 0 below the first.
 __device__ __forceinline__ uint64_t line_floor(uint64_t x, uint32_t first, uint32_t line) {
   return x < first ? 0 : first + (x - first) / line * line;
+}
+
+// Rows (from its cursor) that a hierarchical partition writes when a tile's run overflows its
+// buffer of `fill` rows: up to the last line boundary its `total` rows reach, and at least the
+// buffered ones; all of them where the rest would not fit a buffer.
+__device__ __forceinline__ uint32_t flush_end(uint64_t cursor, uint32_t fill, uint32_t total, uint32_t first,
+                                              uint32_t line, uint32_t buf_rows) {
+  const uint64_t a = line_floor(cursor + total, first, line);
+  const uint32_t e = a > cursor + fill ? uint32_t(a - cursor) : fill;
+  return total - e <= buf_rows ? e : total;
 }
 
 template <class K, class V>
@@ -76,8 +94,8 @@ __global__ void __launch_bounds__(kCpThreads) chunk_partition_kernel(const Chunk
                                                                     PartitionFn fn, ChunkOffsets offsets,
                                                                     OutCols cache, OutCols spill, bool hierarchical,
                                                                     uint32_t buf_rows, K* buf_k, V* buf_v,
-                                                                    uint32_t line, uint32_t spill_first,
-                                                                    unsigned long long* lost) {
+                                                                    uint32_t line, uint32_t cache_first,
+                                                                    uint32_t spill_first, unsigned long long* lost) {
   using Scan = cub::BlockScan<uint32_t, kCpThreads>;
   __shared__ typename Scan::TempStorage scan_storage;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -89,17 +107,24 @@ __global__ void __launch_bounds__(kCpThreads) chunk_partition_kernel(const Chunk
   uint32_t* count = stage_p + kTile;
   uint32_t* start = count + F;
   uint32_t* fill = start + F;  // rows in each partition's buffer (Hierarchical: device; Shared: line)
+  uint32_t* slot = fill + F;   // Hierarchical: each partition's buffer in the block's pool
+  uint32_t* spare = slot + F;  // Hierarchical: each warp's spare buffer
   // Shared into pinned memory: line buffers of `line` rows per partition, after the arrays above.
-  K* line_k = reinterpret_cast<K*>((reinterpret_cast<uintptr_t>(fill + F) + 15) / 16 * 16);
+  K* line_k = reinterpret_cast<K*>((reinterpret_cast<uintptr_t>(spare + kWarps) + 15) / 16 * 16);
   V* line_v = reinterpret_cast<V*>(line_k + uint64_t(F) * line);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  constexpr int kWarps = kCpThreads / 32;
-  K* my_k = buf_k + uint64_t(blockIdx.x) * F * buf_rows;
-  V* my_v = buf_v + uint64_t(blockIdx.x) * F * buf_rows;
+  // Hierarchical: the block's pool of F + kWarps buffers of buf_rows rows.
+  K* my_k = buf_k + uint64_t(blockIdx.x) * (F + kWarps) * buf_rows;
+  V* my_v = buf_v + uint64_t(blockIdx.x) * (F + kWarps) * buf_rows;
+  if (hierarchical) {
+    for (uint32_t p = tid; p < F; p += kCpThreads) slot[p] = p;
+    if (tid < kWarps) spare[tid] = F + uint32_t(tid);
+  }
 
   for (uint32_t c = blockIdx.x; c < nchunks; c += gridDim.x) {
     const ChunkDesc d = chunks[c];
     const OutCols out = d.cached ? cache : spill;
+    const uint32_t first = d.cached ? cache_first : spill_first;
     const K* in_k = static_cast<const K*>(d.keys);
     const V* in_v = static_cast<const V*>(d.vals);
     for (uint32_t p = tid; p < F; p += kCpThreads) {
@@ -154,34 +179,46 @@ __global__ void __launch_bounds__(kCpThreads) chunk_partition_kernel(const Chunk
       }
       __syncthreads();
       if (hierarchical) {
-        // Partitions whose buffer this tile's run would overflow are written out first, one at a
-        // time by the whole block (coalesced writes of the full buffer).
-        for (uint32_t p = 0; p < F; ++p) {
-          if (fill[p] + count[p] <= buf_rows) continue;  // uniform across the block: shared values
-          const uint32_t f = fill[p];
-          for (uint32_t i = tid; i < f; i += kCpThreads)
-            write_row(out, cursor[p] + i, my_k[uint64_t(p) * buf_rows + i], my_v[uint64_t(p) * buf_rows + i], lost);
-          __syncthreads();
-          if (tid == 0) {
-            cursor[p] += f;
-            fill[p] = 0;
-          }
-          __syncthreads();
-        }
+        // Rows of a partition whose buffer has room go into it; of an overflowing partition, the
+        // tile's rows up to its flush end go straight out (the buffered ones follow, by a warp).
         for (uint32_t i = tid; i < n; i += kCpThreads) {
           const uint32_t p = stage_p[i];
-          const uint32_t j = i - start[p];
-          if (count[p] > buf_rows) {  // a run larger than the buffer goes straight out
-            write_row(out, cursor[p] + j, stage_k[i], stage_v[i], lost);
-          } else {
-            my_k[uint64_t(p) * buf_rows + fill[p] + j] = stage_k[i];
-            my_v[uint64_t(p) * buf_rows + fill[p] + j] = stage_v[i];
+          const uint32_t f = fill[p], total = f + count[p], g = f + (i - start[p]);
+          if (total <= buf_rows) {
+            my_k[uint64_t(slot[p]) * buf_rows + g] = stage_k[i];
+            my_v[uint64_t(slot[p]) * buf_rows + g] = stage_v[i];
+          } else if (g < flush_end(cursor[p], f, total, first, line, buf_rows)) {
+            write_row(out, cursor[p] + g, stage_k[i], stage_v[i], lost);
           }
         }
         __syncthreads();
-        for (uint32_t p = tid; p < F; p += kCpThreads) {
-          if (count[p] > buf_rows) cursor[p] += count[p];
-          else fill[p] += count[p];
+        // The warps find the overflowing partitions, a lane per partition. For each, its warp
+        // writes the full buffer out, puts the run's rows past the flush end into its spare, and
+        // swaps the two.
+        for (uint32_t base = uint32_t(warp) * 32; base < F; base += kWarps * 32) {
+          const uint32_t p = base + uint32_t(lane);
+          const bool over = p < F && fill[p] + count[p] > buf_rows;
+          if (p < F && !over) fill[p] += count[p];
+          for (uint32_t m = __ballot_sync(~0u, over); m; m &= m - 1) {
+            const uint32_t q = base + uint32_t(__ffs(m) - 1);
+            const uint32_t f = fill[q], total = f + count[q], full = slot[q], next = spare[warp];
+            const uint64_t at = cursor[q];
+            const uint32_t e = flush_end(at, f, total, first, line, buf_rows);
+            for (uint32_t g = uint32_t(lane); g < f; g += 32)
+              write_row(out, at + g, my_k[uint64_t(full) * buf_rows + g], my_v[uint64_t(full) * buf_rows + g], lost);
+            for (uint32_t g = e + uint32_t(lane); g < total; g += 32) {
+              my_k[uint64_t(next) * buf_rows + (g - e)] = stage_k[start[q] + g - f];
+              my_v[uint64_t(next) * buf_rows + (g - e)] = stage_v[start[q] + g - f];
+            }
+            __syncwarp();
+            if (lane == 0) {
+              slot[q] = next;
+              spare[warp] = full;
+              cursor[q] = at + e;
+              fill[q] = total - e;
+            }
+            __syncwarp();
+          }
         }
       } else if (line && !d.cached) {
         // cursor[p]: the output row of the partition's first buffered row; fill[p] rows buffered.
@@ -224,12 +261,11 @@ __global__ void __launch_bounds__(kCpThreads) chunk_partition_kernel(const Chunk
       }
       __syncthreads();
     }
-    if (hierarchical) {  // the chunk's last rows
-      for (uint32_t p = 0; p < F; ++p) {
-        const uint32_t f = fill[p];
-        for (uint32_t i = tid; i < f; i += kCpThreads)
-          write_row(out, cursor[p] + i, my_k[uint64_t(p) * buf_rows + i], my_v[uint64_t(p) * buf_rows + i], lost);
-      }
+    if (hierarchical) {  // the chunk's last rows, a warp per partition
+      for (uint32_t p = uint32_t(warp); p < F; p += kWarps)
+        for (uint32_t g = uint32_t(lane); g < fill[p]; g += 32)
+          write_row(out, cursor[p] + g, my_k[uint64_t(slot[p]) * buf_rows + g], my_v[uint64_t(slot[p]) * buf_rows + g],
+                    lost);
     } else if (line && !d.cached) {  // the partial lines at the runs' ends
       for (uint32_t p = uint32_t(warp); p < F; p += kWarps)
         for (uint32_t g = uint32_t(lane); g < fill[p]; g += 32)
@@ -266,13 +302,18 @@ void chunk_partition(KernelContext& ctx, const std::vector<ChunkPartitionRun>& c
   bool spills = false;
   for (const ChunkPartitionRun& c : chunks) spills |= !c.cached;
   const size_t with_lines = smem + line_smem(F, sizeof(K), sizeof(V));
-  const uint32_t line = !hierarchical && spills && spill.keys && with_lines + 1024 <= ctx.info().smem_per_block_optin
-                            ? line_rows_of(sizeof(K), sizeof(V))
-                            : 0;
-  if (line) smem = with_lines;
-  // Rows before the spill's first 128-byte aligned key: where its line boundaries start.
-  const uint32_t spill_first =
-      line ? uint32_t((128 - reinterpret_cast<uintptr_t>(spill.keys) % 128) % 128 / sizeof(K)) % line : 0;
+  const uint32_t line_rows = line_rows_of(sizeof(K), sizeof(V));
+  const uint32_t buf_rows = hierarchical ? std::max<uint32_t>(1, flush_bytes / uint32_t(sizeof(K) + sizeof(V))) : 0;
+  // Shared: rows of a line buffer (0: none). Hierarchical: the rows its flushes align to (1 where
+  // a buffer is smaller than a line).
+  const uint32_t line = hierarchical ? (buf_rows >= line_rows ? line_rows : 1)
+                        : spills && spill.keys && with_lines + 1024 <= ctx.info().smem_per_block_optin ? line_rows
+                                                                                                          : 0;
+  if (line && !hierarchical) smem = with_lines;
+  // Rows before an output's first 128-byte aligned key: where its line boundaries start.
+  auto first_of = [&](const void* keys) {
+    return line ? uint32_t((128 - reinterpret_cast<uintptr_t>(keys) % 128) % 128 / sizeof(K)) % line : 0u;
+  };
   if (smem > ctx.info().smem_per_block_optin)
     throw RuntimeError("chunk partition: fanout " + std::to_string(F) + " needs " + std::to_string(smem) +
                        " bytes of shared memory per block, the device has " +
@@ -281,18 +322,17 @@ void chunk_partition(KernelContext& ctx, const std::vector<ChunkPartitionRun>& c
   allow_shared_memory(kernel, smem);  // set once per kernel: each call cost host time per launch
   // Two blocks per SM, fewer where the hierarchical buffers would take more than 256 MiB.
   uint32_t grid = std::min<uint32_t>(uint32_t(chunks.size()), uint32_t(2 * std::max(ctx.info().sm_count, 1)));
-  const uint32_t buf_rows = hierarchical ? std::max<uint32_t>(1, flush_bytes / uint32_t(sizeof(K) + sizeof(V))) : 0;
-  if (hierarchical) {
-    const uint64_t per_block = uint64_t(F) * buf_rows * (sizeof(K) + sizeof(V));
-    grid = uint32_t(std::max<uint64_t>(1, std::min<uint64_t>(grid, (uint64_t(256) << 20) / per_block)));
-  }
-  K* buf_k = hierarchical ? ctx.scratch_array<K>(uint64_t(grid) * F * buf_rows) : nullptr;
-  V* buf_v = hierarchical ? ctx.scratch_array<V>(uint64_t(grid) * F * buf_rows) : nullptr;
+  const uint64_t pool = hierarchical ? uint64_t(F + kWarps) * buf_rows : 0;  // rows of a block's buffers
+  if (hierarchical)
+    grid = uint32_t(std::max<uint64_t>(1, std::min<uint64_t>(grid, (uint64_t(256) << 20) / (pool * (sizeof(K) + sizeof(V))))));
+  K* buf_k = hierarchical ? ctx.scratch_array<K>(grid * pool) : nullptr;
+  V* buf_v = hierarchical ? ctx.scratch_array<V>(grid * pool) : nullptr;
   const ChunkDesc* d_desc = ctx.upload(desc);
   ctx.mark("chunk_partition");
   kernel<<<grid, kCpThreads, smem, ctx.stream()>>>(
       d_desc, uint32_t(desc.size()), fn, offsets, OutCols{cache.keys, cache.vals, cache.capacity},
-      OutCols{spill.keys, spill.vals, spill.capacity}, hierarchical, buf_rows, buf_k, buf_v, line, spill_first,
+      OutCols{spill.keys, spill.vals, spill.capacity}, hierarchical, buf_rows, buf_k, buf_v, line, first_of(cache.keys),
+      first_of(spill.keys),
       reinterpret_cast<unsigned long long*>(d_words + kChecksumWord));
   JL_CUDA_CHECK(cudaGetLastError());
 }
