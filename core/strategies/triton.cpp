@@ -345,15 +345,12 @@ Ring make_ring(Rank& rank, uint64_t rows, TupleFormat widest, uint32_t fanout, b
 }
 
 // Whether chunk c's region is written by the partitioner over the link (then in pieces of
-// kPieceRows, or more for the hierarchical partitioner: it flushes a partition's buffer when it is
-// full and at its piece's end, so pieces of flush_bytes per partition let every flush be whole).
+// kPieceRows, its flushes as large as they can be).
 bool written_over_link(const FirstPass& fp, uint32_t c, const TritonConfig& cfg) {
   return c >= fp.cached_chunks && !cfg.spill_written_by_copy;
 }
 uint64_t first_piece_rows(const FirstPass& fp, uint32_t c, const TritonConfig& cfg) {
-  if (!written_over_link(fp, c, cfg)) return kDevicePieceRows;
-  if (cfg.partitioner != Partitioner::Hierarchical) return kPieceRows;
-  return std::max<uint64_t>(kPieceRows, uint64_t(cfg.flush_bytes / std::max<uint32_t>(1, fp.spill.fmt.tuple_bytes())) * fp.fanout);
+  return written_over_link(fp, c, cfg) ? kPieceRows : kDevicePieceRows;
 }
 
 // Bounds of chunk c's pieces (chunk_pieces): its histogram and its partitioner cut it alike.
