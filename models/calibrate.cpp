@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <deque>
 #include <fstream>
 #include <functional>
 #include <iomanip>
@@ -811,6 +812,67 @@ class Bench {
         op.access = access;
         timed_link(std::string("link.zero_copy.") + to_string(access), g, double(moved), op);
       }
+    writes_beside_copies(host, dev, moved, granules);
+  }
+
+  // A kernel's writes to pinned memory beside host-to-device copies, by the writes' granule (and
+  // in order: 0), two samples each: "link.zero_copy.write_beside_copy", the kernel writing
+  // `moved` bytes while 16 MiB copies run back to back (at most 4 queued), timed to its end; and
+  // "link.zero_copy.copy_beside_write", `moved` bytes of such copies while write kernels of a
+  // sixteenth of that run back to back (2 queued), timed to the last copy's end. x = {1, bytes}.
+  void writes_beside_copies(const Buffer& host, const Buffer& dev, uint64_t moved, const std::vector<uint32_t>& granules) {
+    const uint64_t piece = std::min<uint64_t>(uint64_t(16) << 20, moved);
+    const uint64_t pieces = moved / piece;
+    Buffer copied = rank_.alloc(MemSpace::Device, 4 * piece, "calibrate.zero_copy.copied");
+    auto copy = [&](uint64_t i) {
+      return rank_.copy(Stream{1}, copied, (i % 4) * piece, host, (i * piece) % (host->bytes - piece + 1), piece);
+    };
+    for (uint32_t g : granules) {
+      LinkAccessOp op;
+      op.host = host;
+      op.device = dev;
+      op.bytes = moved;
+      op.granule = g ? g : 4096;
+      op.random = g != 0;
+      op.access = LinkAccess::Write;
+      LinkAccessOp part = op;
+      part.bytes = std::max<uint64_t>(moved / 16, 1);
+      untimed();
+      rank_.launch(Stream{0}, op).get();
+      for (int r = 0; r < opt_.repeat; ++r) {
+        OpSample s;
+        s.model = "link.zero_copy.write_beside_copy";
+        s.segment = g;
+        s.x = {1.0, double(moved)};
+        begin_sample(sample_phase(s), false);
+        std::deque<Event> queued;
+        uint64_t next = 0;
+        for (; next < 2; ++next) queued.push_back(copy(next));
+        const Launched writes = rank_.launch(Stream{0}, op);
+        while (!writes.done.done()) {
+          while (!queued.empty() && queued.front().done()) queued.pop_front();
+          if (queued.size() < 4) queued.push_back(copy(next++));
+          else rank_.poll_pause();
+        }
+        end_sample();
+        s.model = "link.zero_copy.copy_beside_write";
+        begin_sample(sample_phase(s), false);
+        std::deque<Launched> running;
+        running.push_back(rank_.launch(Stream{0}, part));
+        running.push_back(rank_.launch(Stream{0}, part));
+        Event last;
+        for (uint64_t i = 0; i < pieces; ++i) last = copy(i);
+        while (!last.done()) {
+          if (running.front().done.done()) {
+            running.pop_front();
+            running.push_back(rank_.launch(Stream{0}, part));
+          } else {
+            rank_.poll_pause();
+          }
+        }
+        end_sample();
+      }
+    }
   }
 
   // triton's first pass by fanout (2 .. 4096) into device memory and into pinned host memory
@@ -1351,10 +1413,14 @@ void fit_zero_copy(const Calibration& c, Profile& p) {
     const char* what;
   };
   const Direction directions[] = {
-      {"read", {{&p.h2d.zero_copy, "link.h2d.read_"}}, "reads of"},
-      {"write", {{&p.d2h.zero_copy, "link.d2h.write_"}}, "writes to"},
+      {"read", {{&p.h2d.zero_copy, "link.h2d.read_"}}, "a kernel's zero-copy reads of"},
+      {"write", {{&p.d2h.zero_copy, "link.d2h.write_"}}, "a kernel's zero-copy writes to"},
       {"both", {{&p.h2d.zero_copy_both, "link.h2d.read_both_"}, {&p.d2h.zero_copy_both, "link.d2h.write_both_"}},
-       "reads of and writes to (both at once, each way:)"}};
+       "a kernel's zero-copy reads of and writes to (both at once, each way:)"},
+      {"write_beside_copy", {{&p.d2h.beside_copy, "link.d2h.write_beside_copy_"}},
+       "a kernel's zero-copy writes, while host-to-device copies run, to"},
+      {"copy_beside_write", {{&p.h2d.beside_copy, "link.h2d.copy_beside_write_"}},
+       "host-to-device copies while a kernel's zero-copy writes go to"}};
   for (const Direction& d : directions) {
     const std::map<double, double> rates = median_rates(c, std::string("zero_copy.") + d.access);
     if (rates.empty()) continue;
@@ -1364,7 +1430,7 @@ void fit_zero_copy(const Calibration& c, Profile& p) {
         const bool seq = segment == 0;
         const std::string key = prefix + (seq ? std::string("seq") : std::to_string(uint64_t(segment))) + "_bw";
         (seq ? rates_of->sequential : rates_of->random[uint32_t(segment)]) = rate;
-        p.notes[key] = "measured " + today() + " by joinlab calibrate: a kernel's zero-copy " + d.what +
+        p.notes[key] = "measured " + today() + " by joinlab calibrate: " + d.what +
                        " pinned host memory, " +
                        (seq ? std::string("in order") : std::to_string(uint64_t(segment)) + "-byte granules at random positions") +
                        " (median of its runs)";
@@ -1380,8 +1446,10 @@ std::vector<std::string> link_report(const Calibration& c) {
       if (name.rfind(prefix, 0) != 0) continue;
       const bool zero_copy = name.rfind("zero_copy.", 0) == 0;
       std::ostringstream line;
+      const bool beside = name.find("_beside_") != std::string::npos;
       line << "calibrate: " << name
-           << (zero_copy              ? ", GB/s each way by granule:"
+           << (beside                 ? ", GB/s by the writes' granule:"
+               : zero_copy            ? ", GB/s each way by granule:"
                : name == "copy_threads" ? ", GB/s copied in all by threads copying at once:"
                                         : ", GB/s of input by fanout:")
            << std::fixed << std::setprecision(1);

@@ -111,12 +111,12 @@ const std::vector<std::string>& msg_cost_keys() {
   return k;
 }
 
-double LinkSpec::access_rate(double granule) const {
-  if (bw <= 0 || zero_copy.empty()) return bw;
+double granule_rate(const ZeroCopyRates& t, double bw, double granule) {
+  if (bw <= 0 || t.empty()) return bw;
   std::vector<std::pair<double, double>> pts;  // (log granule, log rate), ascending granules
-  for (auto [g, r] : zero_copy.random)
+  for (auto [g, r] : t.random)
     if (r > 0 && g < kLinkSequentialGranule) pts.emplace_back(std::log(double(g)), std::log(std::min(r, bw)));
-  const double seq = zero_copy.sequential > 0 ? std::min(zero_copy.sequential, bw) : bw;
+  const double seq = t.sequential > 0 ? std::min(t.sequential, bw) : bw;
   pts.emplace_back(std::log(kLinkSequentialGranule), std::log(seq));
   const double x = std::log(std::max(granule, 1.0));
   if (x <= pts.front().first) return std::exp(pts.front().second) * std::max(granule, 1.0) / std::exp(pts.front().first);
@@ -126,6 +126,15 @@ double LinkSpec::access_rate(double granule) const {
       return std::exp(pts[i - 1].second + t * (pts[i].second - pts[i - 1].second));
     }
   return seq;
+}
+
+double write_reverse_cost(const LinkSpec& h2d, const LinkSpec& d2h, double granule) {
+  if (h2d.beside_copy.empty() || d2h.beside_copy.empty() || h2d.bw <= 0) return 0;
+  const double copies = granule_rate(h2d.beside_copy, h2d.bw, granule);
+  const double writes = granule_rate(d2h.beside_copy, d2h.bw, granule);
+  const double alone = d2h.access_rate(granule);  // writes alone keep their own rate
+  if (writes <= 0 || alone <= 0) return 0;
+  return std::min(std::max(0.0, h2d.bw - copies) / writes, h2d.bw / alone);
 }
 
 namespace {
@@ -197,25 +206,30 @@ const std::vector<Field>& fields() {
     // Zero-copy accesses of a kernel by granule (link microbenchmark): written where measured,
     // beside their link's bandwidth. link.d2h.write_*: writes into host memory (the first pass's
     // flushes); link.h2d.read_*: reads of it (the second pass's spilled chunks); *_both_*: while
-    // the other direction runs too.
-    auto add_zero_copy = [&](LinkSpec P::*link, const char* name, const char* access) {
-      for (auto [table, both] : {std::pair{&LinkSpec::zero_copy, false}, std::pair{&LinkSpec::zero_copy_both, true}}) {
-        ZeroCopyRates LinkSpec::*rates = table;  // a variable: lambdas may not capture a structured binding (C++17)
-        const std::string prefix = std::string("link.") + name + "." + access + (both ? "_both_" : "_");
-        auto of = [link, rates](const P& p) -> const ZeroCopyRates& { return (p.*link).*rates; };
-        auto set = [link, rates](P& p) -> ZeroCopyRates& { return (p.*link).*rates; };
+    // the other direction runs too; link.d2h.write_beside_copy_*, link.h2d.copy_beside_write_*:
+    // writes while host-to-device copies run, and the copies' rate meanwhile.
+    struct Table {
+      ZeroCopyRates LinkSpec::*rates;
+      const char* infix;
+      bool simulated;
+    };
+    auto add_zero_copy = [&](LinkSpec P::*link, const std::string& name, std::initializer_list<Table> tables) {
+      for (const Table& t : tables) {
+        const std::string prefix = "link." + name + "." + t.infix;
+        auto of = [link, rates = t.rates](const P& p) -> const ZeroCopyRates& { return (p.*link).*rates; };
+        auto set = [link, rates = t.rates](P& p) -> ZeroCopyRates& { return (p.*link).*rates; };
         for (uint32_t g : kLinkGranules) {
           v.push_back(Field{prefix + std::to_string(g) + "_bw", Kind::Positive, false, {},
                             [set, g](P& p, const std::string&, double x) { set(p).random[g] = x; },
                             [of, g](const P& p) { return num(of(p).random.at(g)); },
                             [of, g](const P& p) { return of(p).random.count(g) != 0; }});
-          if (both) unread("information only: the simulator costs each direction by its one-way rates");
+          if (!t.simulated) unread("information only: the simulator costs each direction by its one-way rates");
         }
         v.push_back(Field{prefix + "seq_bw", Kind::Positive, false, {},
                           [set](P& p, const std::string&, double x) { set(p).sequential = x; },
                           [of](const P& p) { return num(of(p).sequential); },
                           [of](const P& p) { return of(p).sequential > 0; }});
-        if (both) unread("information only: the simulator costs each direction by its one-way rates");
+        if (!t.simulated) unread("information only: the simulator costs each direction by its one-way rates");
       }
     };
     const std::pair<const char*, LinkSpec P::*> links[] = {
@@ -226,8 +240,12 @@ const std::vector<Field>& fields() {
                          [m](P& p) -> double& { return (p.*m).bw; }));
       v.push_back(number(std::string("link.") + name + ".latency", Kind::Number, true,
                          [m](P& p) -> double& { return (p.*m).latency; }));
-      if (member == &P::h2d) add_zero_copy(member, name, "read");
-      if (member == &P::d2h) add_zero_copy(member, name, "write");
+      if (member == &P::h2d)
+        add_zero_copy(member, name, {{&LinkSpec::zero_copy, "read_", true}, {&LinkSpec::zero_copy_both, "read_both_", false},
+                                     {&LinkSpec::beside_copy, "copy_beside_write_", true}});
+      if (member == &P::d2h)
+        add_zero_copy(member, name, {{&LinkSpec::zero_copy, "write_", true}, {&LinkSpec::zero_copy_both, "write_both_", false},
+                                     {&LinkSpec::beside_copy, "write_beside_copy_", true}});
     }
     v.push_back(Field{"topology.gpus_per_node", Kind::Count, true, {},
                       [](P& p, const std::string&, double x) { p.topology.gpus_per_node = int(x); },

@@ -38,6 +38,12 @@ struct ZeroCopyRates {
   bool empty() const { return random.empty() && sequential <= 0; }
 };
 
+// Rate of accesses in granules of `granule` bytes by the table `t` on a link of `bw`: log-log
+// interpolation between the measured granules (each at most bw), and the sequential rate (else
+// bw) at kLinkSequentialGranule and beyond; below the smallest measured granule the rate falls
+// in proportion. An empty table: bw.
+double granule_rate(const ZeroCopyRates& t, double bw, double granule);
+
 struct LinkSpec {
   double bw = 0;       // bytes/s in each direction
   double latency = 0;  // seconds
@@ -46,13 +52,24 @@ struct LinkSpec {
   // Small accesses reach a fraction of the link's rate: a partitioner's flushes and a kernel's
   // reads of spilled partitions are costed by their size (access_rate).
   ZeroCopyRates zero_copy{}, zero_copy_both{};
+  // A kernel's writes to pinned memory while host-to-device copies run, by the writes' granule:
+  // on link.d2h the writes' rate, on link.h2d the copies' (write_reverse_cost).
+  ZeroCopyRates beside_copy{};
   double seconds(double bytes) const { return latency + (bw > 0 ? bytes / bw : 0); }
   // Rate of kernel accesses in granules of `granule` bytes: log-log interpolation between the
   // measured granules (each at most bw), and the sequential rate (else bw) at
   // kLinkSequentialGranule and beyond; below the smallest measured granule the rate falls in
   // proportion. Without measurements, bw.
-  double access_rate(double granule) const;
+  double access_rate(double granule) const { return granule_rate(zero_copy, bw, granule); }
 };
+
+// Bytes of host-to-device link time per byte a kernel writes to pinned memory in granules of
+// `granule` bytes: what host-to-device copies lost beside such writes over what the writes moved,
+// (h2d.bw - copies' rate) / writes' rate, both from the beside_copy tables (0 without them), at
+// most what lets the writes alone keep their rate (h2d.bw over d2h.access_rate).
+// Writes to host memory take the other direction too: on an H200 over PCIe 5, 1 KiB writes beside
+// copies moved 18 GB/s while the copies fell from 55 to 32.
+double write_reverse_cost(const LinkSpec& h2d, const LinkSpec& d2h, double granule);
 
 enum class IntraNode : uint8_t { NVSwitch, NVLinkMesh, PCIe };
 enum class NicPlacement : uint8_t { PerGpu, PerNode };

@@ -1221,7 +1221,9 @@ bool on_host(const Op& op) {
 // What a kernel moves over the link to and from host memory: bytes read from pinned inputs and
 // written to pinned outputs, each scaled by the link's full rate over its rate at the kernel's
 // access granularity (small scattered accesses occupy the link as long as the same bytes at that
-// rate would). Partitioners read their chunks in order; their writes are the flushes.
+// rate would); writes also take the other direction for write_reverse_cost's bytes each, which
+// slows host-to-device copies beside them. Partitioners read their chunks in order; their writes
+// are the flushes.
 struct LinkBytes {
   double read = 0, written = 0;
 };
@@ -1232,14 +1234,18 @@ LinkBytes link_bytes(const Op& op, const OpResult& result, const LinkSpec& h2d, 
   };
   const double sequential_read = slowdown(h2d, kLinkSequentialGranule);
   LinkBytes l;
+  auto write = [&](double bytes, double granule) {
+    l.written += bytes * slowdown(d2h, granule);
+    l.read += bytes * write_reverse_cost(h2d, d2h, granule);
+  };
   if (auto* h = std::get_if<HistogramOp>(&op); h && h->placement == HistogramOp::Placement::Device && in_host_memory(h->in.keys))
     l.read = double(histogram_rows(*h)) * h->in.fmt.key_bytes * sequential_read;
   if (auto* c = std::get_if<ChunkPartitionOp>(&op)) {
-    const double write = slowdown(d2h, link_write_granule(*c));
+    const double granule = link_write_granule(*c);
     for (size_t i = 0; i < c->chunks.size(); ++i) {
       const double bytes = double(c->chunks[i].rows) * c->chunks[i].fmt.tuple_bytes();
       if (in_host_memory(c->chunks[i].keys)) l.read += bytes * sequential_read;
-      if (in_host_memory(i < c->cached_chunks ? c->cache.keys : c->spill.keys)) l.written += bytes * write;
+      if (in_host_memory(i < c->cached_chunks ? c->cache.keys : c->spill.keys)) write(bytes, granule);
     }
   }
   // A hash table in host memory: each insert writes, each lookup reads, a slot's key and value
@@ -1249,15 +1255,15 @@ LinkBytes link_bytes(const Op& op, const OpResult& result, const LinkSpec& h2d, 
     if (in_host_memory(in.keys)) l.read += double(in.rows) * in.fmt.tuple_bytes() * sequential_read;
     if (!in_host_memory(b)) return;
     const double bytes = double(in.rows) * t->fmt.tuple_bytes();
-    if (build) l.written += bytes * slowdown(d2h, t->fmt.key_bytes);
+    if (build) write(bytes, t->fmt.key_bytes);
     else l.read += bytes * slowdown(h2d, t->fmt.key_bytes);
   };
   // A join kernel writing its rows into pinned memory (mgsmj's row ranges, triton's and chunked's
   // pinned output) moves them over the link, in order: each of its `count` rows, key and values.
   auto output_bytes = [&](const JoinOutput& out, OutputMode mode) {
     if (mode == OutputMode::CountOnly || !in_host_memory(out.keys)) return;
-    l.written += double(result.count) * (out.r_fmt.key_bytes + out.r_fmt.val_bytes + out.s_fmt.val_bytes) *
-                 slowdown(d2h, kLinkSequentialGranule);
+    write(double(result.count) * (out.r_fmt.key_bytes + out.r_fmt.val_bytes + out.s_fmt.val_bytes),
+          kLinkSequentialGranule);
   };
   if (auto* j = std::get_if<ProbeOp>(&op)) output_bytes(j->out, j->mode);
   if (auto* j = std::get_if<PartitionedJoinOp>(&op)) output_bytes(j->out, j->mode);
@@ -1266,8 +1272,8 @@ LinkBytes link_bytes(const Op& op, const OpResult& result, const LinkSpec& h2d, 
   if (auto* p = std::get_if<ProbeOp>(&op)) table_bytes(p->table, p->probe, false);
   if (auto* a = std::get_if<LinkAccessOp>(&op); a && in_host_memory(a->host)) {
     const double granule = a->random ? double(a->granule) : kLinkSequentialGranule;
-    if (a->access != LinkAccess::Write) l.read = double(a->bytes) * slowdown(h2d, granule);
-    if (a->access != LinkAccess::Read) l.written = double(a->bytes) * slowdown(d2h, granule);
+    if (a->access != LinkAccess::Write) l.read += double(a->bytes) * slowdown(h2d, granule);
+    if (a->access != LinkAccess::Read) write(double(a->bytes), granule);
   }
   return l;
 }

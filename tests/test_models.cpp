@@ -790,6 +790,8 @@ TEST(CalibrationSamples, ZeroCopyRatesFitIntoTheLinkTablesAndTheReport) {
   run("read", 4096, 40e9);
   run("read", 0, 50e9);
   run("both", 512, 20e9);
+  run("write_beside_copy", 1024, 18e9);
+  run("copy_beside_write", 1024, 32e9);
   // The partitioners and prefix sums by fanout: reported, not fitted.
   runs.push_back({"cal link.chunk_partition.shared.host 256 1 " + std::to_string(uint64_t(bytes)), bytes / 8e9, 0, 0});
   runs.push_back({"cal link.prefix_sum.cpu 256 1 " + std::to_string(uint64_t(bytes)), bytes / 30e9, 0, 0});
@@ -808,6 +810,9 @@ TEST(CalibrationSamples, ZeroCopyRatesFitIntoTheLinkTablesAndTheReport) {
   EXPECT_NEAR(p.h2d.zero_copy.sequential, 50e9, 1e3);
   EXPECT_NEAR(p.h2d.zero_copy_both.random.at(512), 20e9, 1e3);
   EXPECT_NEAR(p.d2h.zero_copy_both.random.at(512), 20e9, 1e3);
+  EXPECT_NEAR(p.d2h.beside_copy.random.at(1024), 18e9, 1e3);
+  EXPECT_NEAR(p.h2d.beside_copy.random.at(1024), 32e9, 1e3);
+  EXPECT_NE(p.notes.at("link.h2d.copy_beside_write_1024_bw").find("host-to-device copies while"), std::string::npos);
   EXPECT_NE(p.notes.at("link.h2d.read_16_bw").find("16-byte granules at random positions"), std::string::npos);
   EXPECT_NE(p.notes.at("link.d2h.write_seq_bw").find("in order"), std::string::npos);
   std::stringstream text;
@@ -816,14 +821,36 @@ TEST(CalibrationSamples, ZeroCopyRatesFitIntoTheLinkTablesAndTheReport) {
   EXPECT_EQ(back.d2h.zero_copy.random, p.d2h.zero_copy.random);
   EXPECT_EQ(back.h2d.zero_copy.sequential, p.h2d.zero_copy.sequential);
   EXPECT_EQ(back.h2d.zero_copy_both.random, p.h2d.zero_copy_both.random);
+  EXPECT_NEAR(back.h2d.beside_copy.random.at(1024), p.h2d.beside_copy.random.at(1024), 1e3);
+  EXPECT_NEAR(back.d2h.beside_copy.random.at(1024), p.d2h.beside_copy.random.at(1024), 1e3);
   const std::vector<std::string> report = link_report(c);
-  ASSERT_EQ(report.size(), 5u);
+  ASSERT_EQ(report.size(), 7u);
   EXPECT_NE(report[0].find("zero_copy.both, GB/s each way by granule: 512=20.0"), std::string::npos) << report[0];
-  EXPECT_NE(report[2].find("zero_copy.write"), std::string::npos) << report[2];
-  EXPECT_NE(report[2].find("seq=52.0"), std::string::npos) << report[2];
-  EXPECT_NE(report[3].find("chunk_partition.shared.host, GB/s of input by fanout: 256=8.0"), std::string::npos)
-      << report[3];
-  EXPECT_NE(report[4].find("prefix_sum.cpu"), std::string::npos) << report[4];
+  EXPECT_NE(report[1].find("zero_copy.copy_beside_write, GB/s by the writes' granule: 1024=32.0"), std::string::npos)
+      << report[1];
+  EXPECT_NE(report[3].find("zero_copy.write,"), std::string::npos) << report[3];
+  EXPECT_NE(report[3].find("seq=52.0"), std::string::npos) << report[3];
+  EXPECT_NE(report[4].find("zero_copy.write_beside_copy, GB/s by the writes' granule: 1024=18.0"), std::string::npos)
+      << report[4];
+  EXPECT_NE(report[5].find("chunk_partition.shared.host, GB/s of input by fanout: 256=8.0"), std::string::npos)
+      << report[5];
+  EXPECT_NE(report[6].find("prefix_sum.cpu"), std::string::npos) << report[6];
+}
+
+// Writes beside copies: each written byte takes (h2d.bw - the copies' rate) / the writes' rate
+// bytes of the other direction, at most what lets the writes alone keep their rate.
+TEST(LinkSpec, WritesBesideCopiesTakeTheOtherDirectionInProportion) {
+  LinkSpec h2d, d2h;
+  h2d.bw = d2h.bw = 50e9;
+  EXPECT_EQ(write_reverse_cost(h2d, d2h, 1024), 0.0) << "nothing measured: nothing taken";
+  h2d.beside_copy.random[1024] = 30e9;
+  d2h.beside_copy.random[1024] = 10e9;
+  d2h.zero_copy.random[1024] = 20e9;  // alone the writes run at 20e9: at most 50 / 20 per byte
+  EXPECT_NEAR(write_reverse_cost(h2d, d2h, 1024), 2.0, 1e-9);
+  d2h.zero_copy.random[1024] = 40e9;  // at most 50 / 40
+  EXPECT_NEAR(write_reverse_cost(h2d, d2h, 1024), 1.25, 1e-9);
+  h2d.beside_copy.random[1024] = 50e9;
+  EXPECT_NEAR(write_reverse_cost(h2d, d2h, 1024), 0.0, 1e-9) << "copies unslowed: nothing taken";
 }
 
 TEST(LinkSpec, AccessRateInterpolatesTheMeasuredGranules) {

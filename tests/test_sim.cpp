@@ -992,6 +992,35 @@ TEST_F(SimTest, ZeroCopyAccessesTakeTheLinkAtTheRateOfTheirGranule) {
   EXPECT_NEAR(seconds(ph[0], "both128"), 0.1, 0.002);
 }
 
+TEST_F(SimTest, ZeroCopyWritesSlowHostToDeviceCopiesBesideThem) {
+  // The test link (1e10 B/s each way); 128-byte writes at 2e9 alone and beside copies, which fall
+  // to 5e9 meanwhile: each written byte takes (1e10 - 5e9) / 2e9 = 2.5 bytes of the other way.
+  // 1e8 bytes written take 0.05 s alone (their 2.5e8 bytes the other way fit beside them); with
+  // a copy of 1e9 bytes they share that way for 0.05 s (2.5e8 bytes each), and the copy's last
+  // 7.5e8 bytes take 0.075 s alone: 0.125 s, where it takes 0.1 alone.
+  std::string text = kTestProfile;
+  text.replace(text.find("[link.d2h]\n"), 11,
+               "[link.d2h]\nwrite_128_bw = 2e9   # test value\nwrite_beside_copy_128_bw = 2e9   # test value\n");
+  text.replace(text.find("[link.h2d]\n"), 11, "[link.h2d]\ncopy_beside_write_128_bw = 5e9   # test value\n");
+  std::ofstream(dir_ / "test.ini") << text;
+  const uint64_t bytes = 100000000;
+  auto ph = simulate(cluster(1, 1), [&](Rank& r) {
+    Buffer h = r.alloc(MemSpace::Pinned, 10 * bytes, "h"), d = r.alloc(MemSpace::Device, 10 * bytes, "d");
+    r.phase("writes");
+    r.launch(Stream{0}, LinkAccessOp{h, d, bytes, 128, true, LinkAccess::Write}).get();
+    r.phase("copy");
+    r.copy(Stream{1}, d, 0, h, 0, 10 * bytes).wait();
+    r.phase("both");
+    Launched w = r.launch(Stream{0}, LinkAccessOp{h, d, bytes, 128, true, LinkAccess::Write});
+    r.copy(Stream{1}, d, 0, h, 0, 10 * bytes).wait();
+    w.get();
+    r.end_phases();
+  });
+  EXPECT_NEAR(seconds(ph[0], "writes"), 0.05, 0.001);
+  EXPECT_NEAR(seconds(ph[0], "copy"), 0.1, 0.002);
+  EXPECT_NEAR(seconds(ph[0], "both"), 0.125, 0.003);
+}
+
 TEST_F(SimTest, NpjWithItsTableInPinnedMemoryPaysTheLinkPerLookup) {
   auto run = [&](const std::string& table) {
     RunPoint p = h100_point("npj", uint64_t(1) << 24);
