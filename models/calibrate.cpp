@@ -1439,6 +1439,22 @@ void fit_zero_copy(const Calibration& c, Profile& p) {
   }
 }
 
+void fit_partitioner_rates(const Calibration& c, Profile& p) {  // the kinds in Partitioner's order
+  for (int kind = 0; kind < 2; ++kind) {
+    const std::string name = kind ? "hierarchical" : "shared";
+    const std::map<double, double> rates = median_rates(c, "chunk_partition." + name + ".host");
+    if (rates.empty()) continue;
+    p.d2h.partitioner_rate[kind].clear();
+    for (auto [fanout, rate] : rates) {
+      p.d2h.partitioner_rate[kind][uint32_t(fanout)] = rate;
+      p.notes["link.d2h." + name + "_" + std::to_string(uint64_t(fanout)) + "_bw"] =
+          "measured " + today() + " by joinlab calibrate: triton's " + name +
+          " partitioner from device memory into pinned host memory at fanout " + std::to_string(uint64_t(fanout)) +
+          ", bytes of input per second (median of its runs)";
+    }
+  }
+}
+
 std::vector<std::string> link_report(const Calibration& c) {
   std::vector<std::string> lines;
   for (const char* prefix : kReportedLinks)
@@ -1697,6 +1713,7 @@ Profile fit_profile(const Calibration& c, const Profile& base, const Calibration
   link_fit("h2d", p.h2d, "link.h2d");
   link_fit("d2h", p.d2h, "link.d2h");
   fit_zero_copy(c, p);
+  fit_partitioner_rates(c, p);
   link_fit("p2p", p.p2p, "link.p2p");
   LinkSpec host_copy;
   link_fit("host_copy", host_copy, "host.copy");  // one stream's host copy: a note only

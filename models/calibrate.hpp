@@ -97,9 +97,13 @@ struct Calibration {
 // chunked prefix sum on GPU and CPU. Empty where none was measured.
 std::vector<std::string> link_report(const Calibration& c);
 // Zero-copy rates from the link samples ("zero_copy.<read|write|both>", segment = granule, 0 =
-// sequential; x = {1, bytes each way}): the median rate of each (direction, granule), bytes each
-// way per second, into the profile's link.h2d (reads) and link.d2h (writes) with a note per key.
+// sequential; x = {1, bytes each way}; "zero_copy.write_beside_copy" and "copy_beside_write"):
+// the median rate of each (direction, granule), bytes each way per second, into the profile's
+// link.h2d (reads, copies beside writes) and link.d2h (writes) with a note per key.
 void fit_zero_copy(const Calibration& c, Profile& p);
+// triton's partitioners into pinned memory ("chunk_partition.<shared|hierarchical>.host",
+// segment = fanout): the median input rate per fanout into link.d2h's partitioner_rate.
+void fit_partitioner_rates(const Calibration& c, Profile& p);
 
 // Prefix of the models of the single-core operator samples ("cpu1.histogram", "cpu1.link.host_copy").
 extern const char* const kSingleCore;

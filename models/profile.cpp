@@ -128,6 +128,26 @@ double granule_rate(const ZeroCopyRates& t, double bw, double granule) {
   return seq;
 }
 
+double equivalent_granule(const LinkSpec& l, double rate) {
+  if (rate >= l.access_rate(kLinkSequentialGranule)) return kLinkSequentialGranule;
+  double lo = 0, hi = std::log(kLinkSequentialGranule);  // access_rate rises with the granule
+  for (int i = 0; i < 60; ++i) {
+    const double mid = (lo + hi) / 2;
+    (l.access_rate(std::exp(mid)) < rate ? lo : hi) = mid;
+  }
+  return std::exp(hi);
+}
+
+double fanout_rate(const std::map<uint32_t, double>& table, uint32_t fanout) {
+  if (table.empty()) return 0;
+  auto hi = table.lower_bound(fanout);
+  if (hi == table.end()) return std::prev(hi)->second;
+  if (hi->first == fanout || hi == table.begin()) return hi->second;
+  auto lo = std::prev(hi);
+  const double t = std::log(double(fanout) / lo->first) / std::log(double(hi->first) / lo->first);
+  return std::exp(std::log(lo->second) + t * (std::log(hi->second) - std::log(lo->second)));
+}
+
 double write_reverse_cost(const LinkSpec& h2d, const LinkSpec& d2h, double granule) {
   if (h2d.beside_copy.empty() || d2h.beside_copy.empty() || h2d.bw <= 0) return 0;
   const double copies = granule_rate(h2d.beside_copy, h2d.bw, granule);
@@ -243,9 +263,18 @@ const std::vector<Field>& fields() {
       if (member == &P::h2d)
         add_zero_copy(member, name, {{&LinkSpec::zero_copy, "read_", true}, {&LinkSpec::zero_copy_both, "read_both_", false},
                                      {&LinkSpec::beside_copy, "copy_beside_write_", true}});
-      if (member == &P::d2h)
+      if (member == &P::d2h) {
         add_zero_copy(member, name, {{&LinkSpec::zero_copy, "write_", true}, {&LinkSpec::zero_copy_both, "write_both_", false},
                                      {&LinkSpec::beside_copy, "write_beside_copy_", true}});
+        // The first-pass partitioners into pinned memory by fanout.
+        for (int kind = 0; kind < 2; ++kind)
+          for (uint32_t f = 2; f <= 4096; f *= 2)
+            v.push_back(Field{"link.d2h." + std::string(kind ? "hierarchical_" : "shared_") + std::to_string(f) + "_bw",
+                              Kind::Positive, false, {},
+                              [kind, f](P& p, const std::string&, double x) { p.d2h.partitioner_rate[kind][f] = x; },
+                              [kind, f](const P& p) { return num(p.d2h.partitioner_rate[kind].at(f)); },
+                              [kind, f](const P& p) { return p.d2h.partitioner_rate[kind].count(f) != 0; }});
+      }
     }
     v.push_back(Field{"topology.gpus_per_node", Kind::Count, true, {},
                       [](P& p, const std::string&, double x) { p.topology.gpus_per_node = int(x); },

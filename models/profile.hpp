@@ -55,6 +55,11 @@ struct LinkSpec {
   // A kernel's writes to pinned memory while host-to-device copies run, by the writes' granule:
   // on link.d2h the writes' rate, on link.h2d the copies' (write_reverse_cost).
   ZeroCopyRates beside_copy{};
+  // link.d2h: triton's first-pass partitioners writing into pinned memory, input bytes/s by
+  // fanout (the link microbenchmark's chunk_partition.<partitioner>.host); index 0: shared,
+  // 1: hierarchical. A partitioner's writes are costed as accesses of the granule that runs at
+  // its rate (equivalent_granule).
+  std::map<uint32_t, double> partitioner_rate[2];
   double seconds(double bytes) const { return latency + (bw > 0 ? bytes / bw : 0); }
   // Rate of kernel accesses in granules of `granule` bytes: log-log interpolation between the
   // measured granules (each at most bw), and the sequential rate (else bw) at
@@ -62,6 +67,13 @@ struct LinkSpec {
   // proportion. Without measurements, bw.
   double access_rate(double granule) const { return granule_rate(zero_copy, bw, granule); }
 };
+
+// The access granule whose rate on `l` (access_rate) is `rate`: kLinkSequentialGranule where
+// even that is slower, the smallest measured granule's proportional share below it.
+double equivalent_granule(const LinkSpec& l, double rate);
+// A partitioner's rate into pinned memory at `fanout` from a partitioner_rate table: log-log
+// between the measured fanouts, the nearest one's outside them; 0 for an empty table.
+double fanout_rate(const std::map<uint32_t, double>& table, uint32_t fanout);
 
 // Bytes of host-to-device link time per byte a kernel writes to pinned memory in granules of
 // `granule` bytes: what host-to-device copies lost beside such writes over what the writes moved,

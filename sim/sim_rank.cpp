@@ -1241,7 +1241,11 @@ LinkBytes link_bytes(const Op& op, const OpResult& result, const LinkSpec& h2d, 
   if (auto* h = std::get_if<HistogramOp>(&op); h && h->placement == HistogramOp::Placement::Device && in_host_memory(h->in.keys))
     l.read = double(histogram_rows(*h)) * h->in.fmt.key_bytes * sequential_read;
   if (auto* c = std::get_if<ChunkPartitionOp>(&op)) {
-    const double granule = link_write_granule(*c);
+    // Its writes: accesses of the granule that runs at the partitioner's measured rate into pinned
+    // memory at its fanout (the profile's table), else of its flushes' size.
+    const double rate = fanout_rate(d2h.partitioner_rate[c->partitioner == Partitioner::Hierarchical ? 1 : 0],
+                                    c->fn.fanout());
+    const double granule = rate > 0 ? equivalent_granule(d2h, rate) : link_write_granule(*c);
     for (size_t i = 0; i < c->chunks.size(); ++i) {
       const double bytes = double(c->chunks[i].rows) * c->chunks[i].fmt.tuple_bytes();
       if (in_host_memory(c->chunks[i].keys)) l.read += bytes * sequential_read;

@@ -794,6 +794,7 @@ TEST(CalibrationSamples, ZeroCopyRatesFitIntoTheLinkTablesAndTheReport) {
   run("copy_beside_write", 1024, 32e9);
   // The partitioners and prefix sums by fanout: reported, not fitted.
   runs.push_back({"cal link.chunk_partition.shared.host 256 1 " + std::to_string(uint64_t(bytes)), bytes / 8e9, 0, 0});
+  runs.push_back({"cal link.chunk_partition.hierarchical.host 64 1 " + std::to_string(uint64_t(bytes)), bytes / 40e9, 0, 0});
   runs.push_back({"cal link.prefix_sum.cpu 256 1 " + std::to_string(uint64_t(bytes)), bytes / 30e9, 0, 0});
   add_runs(c, runs);
   CalibrationOptions opt;
@@ -810,6 +811,9 @@ TEST(CalibrationSamples, ZeroCopyRatesFitIntoTheLinkTablesAndTheReport) {
   EXPECT_NEAR(p.h2d.zero_copy.sequential, 50e9, 1e3);
   EXPECT_NEAR(p.h2d.zero_copy_both.random.at(512), 20e9, 1e3);
   EXPECT_NEAR(p.d2h.zero_copy_both.random.at(512), 20e9, 1e3);
+  EXPECT_NEAR(p.d2h.partitioner_rate[0].at(256), 8e9, 1e3);
+  EXPECT_NEAR(p.d2h.partitioner_rate[1].at(64), 40e9, 1e3);
+  EXPECT_NE(p.notes.at("link.d2h.hierarchical_64_bw").find("at fanout 64"), std::string::npos);
   EXPECT_NEAR(p.d2h.beside_copy.random.at(1024), 18e9, 1e3);
   EXPECT_NEAR(p.h2d.beside_copy.random.at(1024), 32e9, 1e3);
   EXPECT_NE(p.notes.at("link.h2d.copy_beside_write_1024_bw").find("host-to-device copies while"), std::string::npos);
@@ -823,8 +827,9 @@ TEST(CalibrationSamples, ZeroCopyRatesFitIntoTheLinkTablesAndTheReport) {
   EXPECT_EQ(back.h2d.zero_copy_both.random, p.h2d.zero_copy_both.random);
   EXPECT_NEAR(back.h2d.beside_copy.random.at(1024), p.h2d.beside_copy.random.at(1024), 1e3);
   EXPECT_NEAR(back.d2h.beside_copy.random.at(1024), p.d2h.beside_copy.random.at(1024), 1e3);
+  EXPECT_NEAR(back.d2h.partitioner_rate[1].at(64), 40e9, 1e3);
   const std::vector<std::string> report = link_report(c);
-  ASSERT_EQ(report.size(), 7u);
+  ASSERT_EQ(report.size(), 8u);
   EXPECT_NE(report[0].find("zero_copy.both, GB/s each way by granule: 512=20.0"), std::string::npos) << report[0];
   EXPECT_NE(report[1].find("zero_copy.copy_beside_write, GB/s by the writes' granule: 1024=32.0"), std::string::npos)
       << report[1];
@@ -832,9 +837,11 @@ TEST(CalibrationSamples, ZeroCopyRatesFitIntoTheLinkTablesAndTheReport) {
   EXPECT_NE(report[3].find("seq=52.0"), std::string::npos) << report[3];
   EXPECT_NE(report[4].find("zero_copy.write_beside_copy, GB/s by the writes' granule: 1024=18.0"), std::string::npos)
       << report[4];
-  EXPECT_NE(report[5].find("chunk_partition.shared.host, GB/s of input by fanout: 256=8.0"), std::string::npos)
+  EXPECT_NE(report[5].find("chunk_partition.hierarchical.host, GB/s of input by fanout: 64=40.0"), std::string::npos)
       << report[5];
-  EXPECT_NE(report[6].find("prefix_sum.cpu"), std::string::npos) << report[6];
+  EXPECT_NE(report[6].find("chunk_partition.shared.host, GB/s of input by fanout: 256=8.0"), std::string::npos)
+      << report[6];
+  EXPECT_NE(report[7].find("prefix_sum.cpu"), std::string::npos) << report[7];
 }
 
 // Writes beside copies: each written byte takes (h2d.bw - the copies' rate) / the writes' rate
@@ -851,6 +858,24 @@ TEST(LinkSpec, WritesBesideCopiesTakeTheOtherDirectionInProportion) {
   EXPECT_NEAR(write_reverse_cost(h2d, d2h, 1024), 1.25, 1e-9);
   h2d.beside_copy.random[1024] = 50e9;
   EXPECT_NEAR(write_reverse_cost(h2d, d2h, 1024), 0.0, 1e-9) << "copies unslowed: nothing taken";
+}
+
+// A partitioner's rate at a fanout interpolates its table log-log; the granule of that rate is
+// the one access_rate gives it (the sequential granule above the sequential rate).
+TEST(LinkSpec, APartitionersRateMapsToTheGranuleOfThatRate) {
+  const std::map<uint32_t, double> table{{64, 40e9}, {256, 10e9}};
+  EXPECT_EQ(fanout_rate({}, 64), 0.0);
+  EXPECT_NEAR(fanout_rate(table, 128), 20e9, 1e3);
+  EXPECT_NEAR(fanout_rate(table, 2), 40e9, 1e3) << "below the table: its first rate";
+  EXPECT_NEAR(fanout_rate(table, 4096), 10e9, 1e3);
+  LinkSpec l;
+  l.bw = 50e9;
+  l.zero_copy.random[128] = 5e9;
+  l.zero_copy.random[512] = 20e9;
+  l.zero_copy.sequential = 45e9;
+  EXPECT_NEAR(equivalent_granule(l, 10e9), 256, 1e-6);
+  EXPECT_NEAR(l.access_rate(equivalent_granule(l, 30e9)), 30e9, 1e3);
+  EXPECT_EQ(equivalent_granule(l, 48e9), kLinkSequentialGranule);
 }
 
 TEST(LinkSpec, AccessRateInterpolatesTheMeasuredGranules) {

@@ -907,6 +907,26 @@ TEST_F(SimTest, TritonSpillsAndCostsFlushesByTheirGranularity) {
   EXPECT_GT(phase_of(hierarchical, "join"), 0);
 }
 
+// With the partitioner's measured rates into pinned memory in the profile, its writes over the
+// link run at the rate of its fanout (here 2 GB/s at every fanout: the first pass's spill, about
+// 1.5 GiB, takes most of a second), not at its flushes' granule.
+TEST_F(SimTest, TritonCostsThePartitionersWritesAtTheirMeasuredRate) {
+  auto run = [](bool table) {
+    RunPoint p = h100_point("triton", uint64_t(1) << 26);
+    p.cluster.device_memory = uint64_t(512) << 20;
+    p.strategy_options = {{"partitioner", "hierarchical"}, {"spill_write", "kernel"}};
+    if (table)
+      for (uint32_t f = 2; f <= 4096; f *= 2) p.cluster.profile_overrides["link.d2h.hierarchical_" + std::to_string(f) + "_bw"] = "2e9";
+    RunOutcome o = run_point(p);
+    EXPECT_EQ(o.digest.count, p.workload.s.rows);
+    return o;
+  };
+  const double by_granule = phase_of(run(false), "partition"), by_rate = phase_of(run(true), "partition");
+  EXPECT_LT(by_granule, 0.4);
+  EXPECT_GT(by_rate, 0.6);
+  EXPECT_LT(by_rate, 1.2);
+}
+
 // Both passes are laid out on the device: every chunk partition reads offsets a scan left on the
 // device (the first pass: one scan per staged chunk; the join phase: one per relation and
 // partition, on a GPU stream), the simulator writes the same partitions as from host offsets
