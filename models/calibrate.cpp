@@ -802,17 +802,23 @@ class Bench {
     std::vector<uint32_t> granules(std::begin(kLinkGranules), std::end(kLinkGranules));
     granules.push_back(0);  // sequential
     for (LinkAccess access : {LinkAccess::Read, LinkAccess::Write, LinkAccess::Both})
-      for (uint32_t g : granules) {
-        LinkAccessOp op;
-        op.host = host;
-        op.device = dev;
-        op.bytes = moved;
-        op.granule = g ? g : 4096;
-        op.random = g != 0;
-        op.access = access;
-        timed_link(std::string("link.zero_copy.") + to_string(access), g, double(moved), op);
-      }
+      for (uint32_t g : granules)
+        timed_link(std::string("link.zero_copy.") + to_string(access), g, double(moved),
+                   link_access(host, dev, moved, g, access));
     writes_beside_copies(host, dev, moved, granules);
+  }
+
+  // `bytes` of accesses between `host` and `dev` in granules of g bytes at random positions, or
+  // in order (g = 0).
+  static LinkAccessOp link_access(const Buffer& host, const Buffer& dev, uint64_t bytes, uint32_t g, LinkAccess access) {
+    LinkAccessOp op;
+    op.host = host;
+    op.device = dev;
+    op.bytes = bytes;
+    op.granule = g ? g : 4096;
+    op.random = g != 0;
+    op.access = access;
+    return op;
   }
 
   // A kernel's writes to pinned memory beside host-to-device copies, by the writes' granule (and
@@ -828,15 +834,8 @@ class Bench {
       return rank_.copy(Stream{1}, copied, (i % 4) * piece, host, (i * piece) % (host->bytes - piece + 1), piece);
     };
     for (uint32_t g : granules) {
-      LinkAccessOp op;
-      op.host = host;
-      op.device = dev;
-      op.bytes = moved;
-      op.granule = g ? g : 4096;
-      op.random = g != 0;
-      op.access = LinkAccess::Write;
-      LinkAccessOp part = op;
-      part.bytes = std::max<uint64_t>(moved / 16, 1);
+      const LinkAccessOp op = link_access(host, dev, moved, g, LinkAccess::Write);
+      const LinkAccessOp part = link_access(host, dev, std::max<uint64_t>(moved / 16, 1), g, LinkAccess::Write);
       untimed();
       rank_.launch(Stream{0}, op).get();
       for (int r = 0; r < opt_.repeat; ++r) {

@@ -983,14 +983,19 @@ TEST_F(SimTest, TritonLaysOutTheSecondPassOnTheDevice) {
   }
 }
 
+// The test profile with lines added to its [link.d2h] and [link.h2d] sections, as `dir`/test.ini.
+void write_link_profile(const std::filesystem::path& dir, const std::string& d2h, const std::string& h2d) {
+  std::string text = kTestProfile;
+  text.replace(text.find("[link.d2h]\n"), 11, "[link.d2h]\n" + d2h);
+  text.replace(text.find("[link.h2d]\n"), 11, "[link.h2d]\n" + h2d);
+  std::ofstream(dir / "test.ini") << text;
+}
+
 TEST_F(SimTest, ZeroCopyAccessesTakeTheLinkAtTheRateOfTheirGranule) {
   // The test link (1e10 B/s each way) with kernel writes of 128-byte granules at 1e9 B/s and
   // reads of 16-byte ones at 5e8: 1e8 bytes take ten and twenty times as long as at the link's
   // rate; in order (no sequential rate given) they take the link's rate.
-  std::string text = kTestProfile;
-  text.replace(text.find("[link.d2h]\n"), 11, "[link.d2h]\nwrite_128_bw = 1e9   # test value\n");
-  text.replace(text.find("[link.h2d]\n"), 11, "[link.h2d]\nread_16_bw = 5e8   # test value\n");
-  std::ofstream(dir_ / "test.ini") << text;
+  write_link_profile(dir_, "write_128_bw = 1e9   # test value\n", "read_16_bw = 5e8   # test value\n");
   const uint64_t bytes = 100000000;
   auto ph = simulate(cluster(1, 1), [&](Rank& r) {
     Buffer h = r.alloc(MemSpace::Pinned, 4 * bytes, "h"), d = r.alloc(MemSpace::Device, 2 * bytes, "d");
@@ -1018,11 +1023,8 @@ TEST_F(SimTest, ZeroCopyWritesSlowHostToDeviceCopiesBesideThem) {
   // 1e8 bytes written take 0.05 s alone (their 2.5e8 bytes the other way fit beside them); with
   // a copy of 1e9 bytes they share that way for 0.05 s (2.5e8 bytes each), and the copy's last
   // 7.5e8 bytes take 0.075 s alone: 0.125 s, where it takes 0.1 alone.
-  std::string text = kTestProfile;
-  text.replace(text.find("[link.d2h]\n"), 11,
-               "[link.d2h]\nwrite_128_bw = 2e9   # test value\nwrite_beside_copy_128_bw = 2e9   # test value\n");
-  text.replace(text.find("[link.h2d]\n"), 11, "[link.h2d]\ncopy_beside_write_128_bw = 5e9   # test value\n");
-  std::ofstream(dir_ / "test.ini") << text;
+  write_link_profile(dir_, "write_128_bw = 2e9   # test value\nwrite_beside_copy_128_bw = 2e9   # test value\n",
+                     "copy_beside_write_128_bw = 5e9   # test value\n");
   const uint64_t bytes = 100000000;
   auto ph = simulate(cluster(1, 1), [&](Rank& r) {
     Buffer h = r.alloc(MemSpace::Pinned, 10 * bytes, "h"), d = r.alloc(MemSpace::Device, 10 * bytes, "d");
