@@ -201,10 +201,12 @@ struct ScanOp {  // exclusive prefix sum of uint64 values
 // by spill rows [spill_starts[p], spill_starts[p + 1]), its chunks in chunk order. Rows keep no
 // order inside a (chunk, partition) run. result.count = rows written.
 // The partitioner says how the kernel writes (CUDA; the CPU kernel scatters through cache lines
-// either way, the simulator costs the writes to host memory by their granularity):
+// either way, the simulator costs the writes to host memory at the partitioner's measured rate
+// where the profile has it, else by their granularity):
 //  * Shared: block-shared buffers in shared memory, flushed in aligned 128-byte multiples.
-//  * Hierarchical: a second level of flush_bytes per (block, partition) in device memory, written
-//    out whole: large writes, what a link to host memory needs to reach its rate.
+//  * Hierarchical: a second level of flush_bytes per (block, partition) in device memory, and a
+//    spare per warp, written out whole: large writes, what a link to host memory needs to reach
+//    its rate.
 enum class Partitioner : uint8_t { Shared, Hierarchical };
 const char* to_string(Partitioner p);  // "shared", "hierarchical"
 // Offsets on the device (offsets_on_device, instead of `offsets`): the host never handles the
