@@ -61,10 +61,7 @@ struct LinkSpec {
   // its rate (equivalent_granule).
   std::map<uint32_t, double> partitioner_rate[2];
   double seconds(double bytes) const { return latency + (bw > 0 ? bytes / bw : 0); }
-  // Rate of kernel accesses in granules of `granule` bytes: log-log interpolation between the
-  // measured granules (each at most bw), and the sequential rate (else bw) at
-  // kLinkSequentialGranule and beyond; below the smallest measured granule the rate falls in
-  // proportion. Without measurements, bw.
+  // Rate of a kernel's accesses in granules of `granule` bytes (granule_rate of zero_copy).
   double access_rate(double granule) const { return granule_rate(zero_copy, bw, granule); }
 };
 
@@ -79,8 +76,9 @@ double fanout_rate(const std::map<uint32_t, double>& table, uint32_t fanout);
 // `granule` bytes: what host-to-device copies lost beside such writes over what the writes moved,
 // (h2d.bw - copies' rate) / writes' rate, both from the beside_copy tables (0 without them), at
 // most what lets the writes alone keep their rate (h2d.bw over d2h.access_rate).
-// Writes to host memory take the other direction too: on an H200 over PCIe 5, 1 KiB writes beside
-// copies moved 18 GB/s while the copies fell from 55 to 32.
+// Writes to host memory take the other direction too: on an H200 over PCIe 5, host-to-device
+// copies ran at 52-53 GB/s beside random writes of up to 512 bytes, at 8 beside writes of 2 KiB
+// and more.
 double write_reverse_cost(const LinkSpec& h2d, const LinkSpec& d2h, double granule);
 
 enum class IntraNode : uint8_t { NVSwitch, NVLinkMesh, PCIe };

@@ -1223,7 +1223,7 @@ bool on_host(const Op& op) {
 // access granularity (small scattered accesses occupy the link as long as the same bytes at that
 // rate would); writes also take the other direction for write_reverse_cost's bytes each, which
 // slows host-to-device copies beside them. Partitioners read their chunks in order; their writes
-// are the flushes.
+// run at their measured rate (or are their flushes).
 struct LinkBytes {
   double read = 0, written = 0;
 };
