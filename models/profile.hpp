@@ -12,6 +12,7 @@
 //   cache.LEVEL = BYTES      # (op sections of models with cache levels) the fitted cache size
 //                            # of that level; required when its misses coefficient is not 0
 #pragma once
+#include <array>
 #include <cstdint>
 #include <iosfwd>
 #include <map>
@@ -59,7 +60,7 @@ struct LinkSpec {
   // fanout (the link microbenchmark's chunk_partition.<partitioner>.host); index 0: shared,
   // 1: hierarchical. A partitioner's writes are costed as accesses of the granule that runs at
   // its rate (equivalent_granule).
-  std::map<uint32_t, double> partitioner_rate[2];
+  std::array<std::map<uint32_t, double>, 2> partitioner_rate{};
   double seconds(double bytes) const { return latency + (bw > 0 ? bytes / bw : 0); }
   // Rate of a kernel's accesses in granules of `granule` bytes (granule_rate of zero_copy).
   double access_rate(double granule) const { return granule_rate(zero_copy, bw, granule); }
