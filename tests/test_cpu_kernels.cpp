@@ -1001,20 +1001,21 @@ TEST(CpuSort, InPlace) {
 
 // The multiway merge equals a stable sort of the runs one after the other: keys in order, equal
 // keys in run order and, within a run, in row order (the values say which row each key came
-// from), whatever the number of runs (merged by a scan of the heads up to 8, by a heap beyond)
-// and threads, with empty runs and many duplicates.
+// from), whatever the number of runs (merged branch-free up to 4, by a scan of the heads up to 8,
+// by a heap beyond) and threads, with empty runs, runs that end early and many duplicates.
 TEST(CpuMultiwayMerge, EqualsAStableSortOfTheRunsInOrder) {
   std::mt19937_64 rng(7);
-  for (size_t k : {size_t(1), size_t(2), size_t(3), size_t(7), size_t(8), size_t(9), size_t(33)})
+  for (size_t k : {size_t(1), size_t(2), size_t(3), size_t(4), size_t(5), size_t(7), size_t(8), size_t(9), size_t(33)})
     for (int threads : {1, 4})
-      for (uint64_t domain : {uint64_t(5), uint64_t(1) << 40}) {
+      for (uint64_t domain : {uint64_t(5), uint64_t(1) << 40, uint64_t(0)}) {
         SCOPED_TRACE("runs " + std::to_string(k) + ", threads " + std::to_string(threads) + ", domain " +
                      std::to_string(domain));
         std::vector<std::vector<uint64_t>> keys(k), vals(k);
         std::vector<std::pair<uint64_t, uint64_t>> expected;
         for (size_t r = 0; r < k; ++r) {
           const uint64_t n = (r % 5 == 3) ? 0 : rng() % 5000;  // some runs empty
-          for (uint64_t i = 0; i < n; ++i) keys[r].push_back(rng() % domain);
+          // Domain 0: run r's keys in [1000 r, 1000 r + 3000), so runs end while others go on.
+          for (uint64_t i = 0; i < n; ++i) keys[r].push_back(domain ? rng() % domain : 1000 * r + rng() % 3000);
           std::sort(keys[r].begin(), keys[r].end());
           for (uint64_t i = 0; i < n; ++i) {
             vals[r].push_back(uint64_t(r) << 32 | i);

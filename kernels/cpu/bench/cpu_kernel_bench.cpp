@@ -1,8 +1,8 @@
 // Throughput of the CPU join kernels on this machine, next to its memory bandwidth: partition
 // passes at several fanouts, the per-partition join of a radix join, the global hash table of a
-// no-partitioning join, generation and checksum, the sorts.
+// no-partitioning join, generation and checksum, the multiway merge, the sorts.
 //   bench_cpu_kernels [log2 rows = 24] [threads = all cores] [section]
-// section: all | partition | join | hash | checksum | sort. Environment: JL_BENCH_CPU_TIME=1
+// section: all | partition | join | hash | checksum | merge | sort. Environment: JL_BENCH_CPU_TIME=1
 // reports CPU time / threads instead of wall time (for a machine busy with other work);
 // JL_BENCH_JOIN_BITS=9,11 picks the radix join's fanouts; JL_BENCH_COUNT_ONLY=1 skips output.
 // Tuples are 4-byte keys + 4-byte payloads (|R| = |S|, S a foreign key of R, every S row matches).
@@ -101,10 +101,11 @@ int main(int argc, char** argv) {
   V* pv = array<V>(n, threads);
   K* qk = array<K>(n, threads);
   V* qv = array<V>(n, threads);
-  if (want("partition")) std::printf("\npartition pass (histogram + scatter), one input of %llu tuples:\n"
-                                     "  bits  passes   time ms   Mtuples/s   GB/s moved   of memcpy\n",
-                                     (unsigned long long)n);
-  std::printf("  (one pass up to %u bits: write-combine buffers within half the L2)\n", cpu::max_one_pass_bits(4, 4));
+  if (want("partition"))
+    std::printf("\npartition pass (histogram + scatter), one input of %llu tuples:\n"
+                "  bits  passes   time ms   Mtuples/s   GB/s moved   of memcpy\n"
+                "  (one pass up to %u bits: write-combine buffers within half the L2)\n",
+                (unsigned long long)n, cpu::max_one_pass_bits(4, 4));
   for (uint32_t bits : {4u, 6u, 8u, 10u, 11u, 12u, 13u, 14u, 16u}) {
     if (!want("partition")) break;
     PartitionFn fn;
@@ -205,6 +206,35 @@ int main(int argc, char** argv) {
     const double t_sum = best_of(2, [&] { sum = cpu::checksum({rk, 4}, {{rv, 4}, {sv, 4}}, 0, n, threads); });
     std::printf("checksum of %llu rows (4-byte key, two 4-byte columns): %.1f ms, %.1f Mrows/s (%llx)\n",
                 (unsigned long long)n, t_sum * 1e3, double(n) / t_sum / 1e6, (unsigned long long)sum);
+  }
+
+  // Multiway merge of k sorted runs (mgsmj's merge of a relation's chunksets), 8-byte keys and
+  // values as mgsmj's 8+8-byte tuples: random keys, so the runs interleave about every row.
+  if (want("merge")) {
+    using MK = uint64_t;
+    using MV = uint64_t;
+    MK* mk = array<MK>(n, threads);
+    MV* mv = array<MV>(n, threads);
+    MK* ok = array<MK>(n, threads);
+    MV* ov = array<MV>(n, threads);
+    std::printf("\nmultiway merge of k sorted runs, %llu 16-byte tuples in all (memcpy: %.2f GB/s):\n"
+                "     k   time ms   Mtuples/s   GB/s moved   of memcpy\n",
+                (unsigned long long)n, bw / 1e9);
+    for (size_t k : {size_t(2), size_t(3), size_t(4), size_t(5), size_t(8), size_t(16)}) {
+      std::vector<cpu::ChunkIn<MK, MV>> runs;
+      for (size_t r = 0; r < k; ++r) {
+        const uint64_t first = n * r / k, rows = n * (r + 1) / k - first;
+        runs.push_back({mk + first, mv + first, rows});
+      }
+#pragma omp parallel for num_threads(threads) schedule(static)
+      for (uint64_t i = 0; i < n; ++i) mk[i] = mix64(i + 1), mv[i] = i;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+      for (size_t r = 0; r < k; ++r) std::sort(mk + (runs[r].keys - mk), mk + (runs[r].keys - mk) + runs[r].rows);
+      const double t = best_of(3, [&] { cpu::multiway_merge(runs, ok, ov, threads); });
+      const double moved = 2.0 * double(n) * 16.0;
+      std::printf("  %4zu  %8.1f  %10.1f  %11.2f  %9.0f%%\n", k, t * 1e3, double(n) / t / 1e6, moved / t / 1e9,
+                  100.0 * moved / t / bw);
+    }
   }
 
   // Sort (smj building block).
