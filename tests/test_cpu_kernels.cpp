@@ -1001,11 +1001,11 @@ TEST(CpuSort, InPlace) {
 
 // The multiway merge equals a stable sort of the runs one after the other: keys in order, equal
 // keys in run order and, within a run, in row order (the values say which row each key came
-// from), whatever the number of runs (merged branch-free up to 4, by a scan of the heads up to 8,
-// by a heap beyond) and threads, with empty runs, runs that end early and many duplicates.
+// from), whatever the number of runs (merged branch-free up to 8: spelled out up to 4, a tournament
+// beyond; by a heap past 8) and threads, with empty runs, runs that end early and many duplicates.
 TEST(CpuMultiwayMerge, EqualsAStableSortOfTheRunsInOrder) {
   std::mt19937_64 rng(7);
-  for (size_t k : {size_t(1), size_t(2), size_t(3), size_t(4), size_t(5), size_t(7), size_t(8), size_t(9), size_t(33)})
+  for (size_t k : {size_t(1), size_t(2), size_t(3), size_t(4), size_t(5), size_t(6), size_t(7), size_t(8), size_t(9), size_t(33)})
     for (int threads : {1, 4})
       for (uint64_t domain : {uint64_t(5), uint64_t(1) << 40, uint64_t(0)}) {
         SCOPED_TRACE("runs " + std::to_string(k) + ", threads " + std::to_string(threads) + ", domain " +

@@ -1,9 +1,9 @@
 // MultiwayMergeOp on CPU threads: libstdc++ parallel mode's multisequence partitioning
 // (__gnu_parallel::multiseq_partition, the splitter search of __gnu_parallel::multiway_merge)
 // cuts the output into one slice per thread and finds where each run enters each slice; every
-// thread then merges its slice (branch-free up to 4 runs, by a scan of the heads up to 8, by a
-// heap beyond). Keys and values stay in their own arrays (no temporary (key, value) pairs, which
-// __gnu_parallel::multiway_merge itself would need).
+// thread then merges its slice (branch-free up to 8 runs, by a heap beyond). Keys and values stay
+// in their own arrays (no temporary (key, value) pairs, which __gnu_parallel::multiway_merge itself
+// would need).
 #include <parallel/algorithm>  // parallel mode's base headers, which multiseq_selection.h assumes
 #include <parallel/multiseq_selection.h>
 
@@ -44,18 +44,17 @@ std::vector<uint64_t> cut(const std::vector<ChunkIn<K, V>>& runs, uint64_t rank,
   return at;
 }
 
-// Up to this many runs with rows left, a thread takes rows without branches (merge_branch_free);
-// up to kScanRuns it finds the smallest head by scanning the heads; beyond, by a heap. Random keys
-// of 2 runs alternate about every row, where a heap's pop and push per row made the merge 14 GB/s
-// on 32 threads, and the scan's branch per row, mispredicted about every other row, 115 M rows/s
-// on one core of this project's EPYC (195 branch-free; 3 runs 77 -> 123, 4 runs 59 -> 105).
-constexpr size_t kBranchFreeRuns = 4;
-constexpr size_t kScanRuns = 8;
+// Up to this many runs, a thread takes rows without branches (merge_branch_free); beyond, it
+// finds the smallest head by a heap. Random keys of 2 runs alternate about every row, where a
+// heap's pop and push per row made the merge 14 GB/s on 32 threads, and a scan of the heads with
+// a branch per row, mispredicted about every other row, 115 M rows/s on one core of this
+// project's EPYC (195 branch-free; 3 runs 77 -> 123, 4 runs 59 -> 105).
+constexpr size_t kBranchFreeRuns = 8;
 
 // The rows of `run` from row j into out from row o, up to the next head `limit` of the other runs
 // (and past equal keys where this run goes first among them), or up to `end` where no other run has
-// rows left (limit null): a step of both merges, long runs of one input in one go. Returns where
-// the run stops.
+// rows left (limit null): a step of the heap's merge, long runs of one input in one go. Returns
+// where the run stops.
 template <class K, class V>
 uint64_t take_rows(const ChunkIn<K, V>& run, uint64_t j, uint64_t end, const K* limit, bool ties_first, K* out_keys,
                    V* out_vals, uint64_t& o) {
@@ -73,27 +72,25 @@ uint64_t take_rows(const ChunkIn<K, V>& run, uint64_t j, uint64_t end, const K* 
   return j;
 }
 
-// Rows [lo[i], hi[i]) of every run i into out from row o: the smallest key first, the lower run
-// first among equal keys. Each step takes the run with the smallest head, then its rows up to the
-// next smallest head of the other runs.
-template <class K, class V>
-void merge_by_scan(const std::vector<ChunkIn<K, V>>& runs, const std::vector<uint64_t>& lo,
-                   const std::vector<uint64_t>& hi, K* out_keys, V* out_vals, uint64_t o) {
-  const size_t k = runs.size();
-  std::vector<uint64_t> next = lo;
-  for (;;) {
-    size_t best = k, other = k;  // the smallest head, the smallest of the others
-    for (size_t i = 0; i < k; ++i) {
-      if (next[i] >= hi[i]) continue;
-      const K key = runs[i].keys[next[i]];
-      if (best == k || key < runs[best].keys[next[best]]) other = best, best = i;
-      else if (other == k || key < runs[other].keys[next[other]]) other = i;
+// The smallest head of runs [A, B) at rows i[]: its key, value and run, the lower run among equal
+// keys. A tournament of conditional moves (5 to 8 runs; merge_branch_free spells out 2 to 4, which
+// runs faster than the tournament's run index: 2 runs 496 against 408 M rows/s).
+template <int A, int B, class K, class V>
+struct Head {
+  K key;
+  V val;
+  int run;
+  static Head of(const K* const* k, const V* const* v, const uint64_t* i) {
+    if constexpr (B - A == 1) {
+      return {k[A][i[A]], v[A][i[A]], A};
+    } else {
+      const auto lo = Head<A, (A + B) / 2, K, V>::of(k, v, i);
+      const auto hi = Head<(A + B) / 2, B, K, V>::of(k, v, i);
+      const bool b = hi.key < lo.key;
+      return {b ? hi.key : lo.key, b ? hi.val : lo.val, b ? hi.run : lo.run};
     }
-    if (best == k) return;
-    const K* limit = other == k ? nullptr : runs[other].keys + next[other];
-    next[best] = take_rows(runs[best], next[best], hi[best], limit, best < other, out_keys, out_vals, o);
   }
-}
+};
 
 // N runs, every one with rows left: rows into out from row o until one run ends. A step reads
 // every run's head and value and takes the smallest by conditional moves (the lower run among
@@ -102,7 +99,7 @@ void merge_by_scan(const std::vector<ChunkIn<K, V>>& runs, const std::vector<uin
 template <int N, class K, class V>
 uint64_t merge_branch_free(const ChunkIn<K, V>* const* runs, uint64_t* next, const uint64_t* end, K* out_keys,
                            V* out_vals, uint64_t o) {
-  static_assert(N >= 2 && N <= 4, "2 to 4 runs");
+  static_assert(N >= 2 && N <= 8, "2 to 8 runs");
   const K* k[N];
   const V* v[N];
   uint64_t i[N];
@@ -112,29 +109,35 @@ uint64_t merge_branch_free(const ChunkIn<K, V>* const* runs, uint64_t* next, con
     for (int r = 1; r < N; ++r) steps = std::min(steps, end[r] - i[r]);
     if (steps == 0) break;
     for (const uint64_t stop = o + steps; o < stop; ++o) {
-      const K k0 = k[0][i[0]], k1 = k[1][i[1]];
-      const V v0 = v[0][i[0]], v1 = v[1][i[1]];
-      const bool b1 = k1 < k0;  // the smaller of runs 0 and 1
-      const K ka = b1 ? k1 : k0;
-      const V va = b1 ? v1 : v0;
-      if constexpr (N == 2) {
-        out_keys[o] = ka, out_vals[o] = va;
-        i[0] += !b1, i[1] += b1;
-      } else if constexpr (N == 3) {
-        const K k2 = k[2][i[2]];
-        const V v2 = v[2][i[2]];
-        const bool b2 = k2 < ka;
-        out_keys[o] = b2 ? k2 : ka, out_vals[o] = b2 ? v2 : va;
-        i[0] += !b2 & !b1, i[1] += !b2 & b1, i[2] += b2;
+      if constexpr (N > 4) {
+        const auto h = Head<0, N, K, V>::of(k, v, i);
+        out_keys[o] = h.key, out_vals[o] = h.val;
+        for (int r = 0; r < N; ++r) i[r] += h.run == r;
       } else {
-        const K k2 = k[2][i[2]], k3 = k[3][i[3]];
-        const V v2 = v[2][i[2]], v3 = v[3][i[3]];
-        const bool b3 = k3 < k2;  // the smaller of runs 2 and 3, then of the two pairs
-        const K kb = b3 ? k3 : k2;
-        const V vb = b3 ? v3 : v2;
-        const bool b = kb < ka;
-        out_keys[o] = b ? kb : ka, out_vals[o] = b ? vb : va;
-        i[0] += !b & !b1, i[1] += !b & b1, i[2] += b & !b3, i[3] += b & b3;
+        const K k0 = k[0][i[0]], k1 = k[1][i[1]];
+        const V v0 = v[0][i[0]], v1 = v[1][i[1]];
+        const bool b1 = k1 < k0;  // the smaller of runs 0 and 1
+        const K ka = b1 ? k1 : k0;
+        const V va = b1 ? v1 : v0;
+        if constexpr (N == 2) {
+          out_keys[o] = ka, out_vals[o] = va;
+          i[0] += !b1, i[1] += b1;
+        } else if constexpr (N == 3) {
+          const K k2 = k[2][i[2]];
+          const V v2 = v[2][i[2]];
+          const bool b2 = k2 < ka;
+          out_keys[o] = b2 ? k2 : ka, out_vals[o] = b2 ? v2 : va;
+          i[0] += !b2 & !b1, i[1] += !b2 & b1, i[2] += b2;
+        } else {
+          const K k2 = k[2][i[2]], k3 = k[3][i[3]];
+          const V v2 = v[2][i[2]], v3 = v[3][i[3]];
+          const bool b3 = k3 < k2;  // the smaller of runs 2 and 3, then of the two pairs
+          const K kb = b3 ? k3 : k2;
+          const V vb = b3 ? v3 : v2;
+          const bool b = kb < ka;
+          out_keys[o] = b ? kb : ka, out_vals[o] = b ? vb : va;
+          i[0] += !b & !b1, i[1] += !b & b1, i[2] += b & !b3, i[3] += b & b3;
+        }
       }
     }
   }
@@ -159,9 +162,15 @@ void merge_few(const std::vector<ChunkIn<K, V>>& runs, const std::vector<uint64_
       take_rows(*live[0], at[0], end[0], static_cast<const K*>(nullptr), true, out_keys, out_vals, o);
       return;
     }
-    if (n == 2) o = merge_branch_free<2>(live, at, end, out_keys, out_vals, o);
-    else if (n == 3) o = merge_branch_free<3>(live, at, end, out_keys, out_vals, o);
-    else o = merge_branch_free<4>(live, at, end, out_keys, out_vals, o);
+    switch (n) {
+      case 2: o = merge_branch_free<2>(live, at, end, out_keys, out_vals, o); break;
+      case 3: o = merge_branch_free<3>(live, at, end, out_keys, out_vals, o); break;
+      case 4: o = merge_branch_free<4>(live, at, end, out_keys, out_vals, o); break;
+      case 5: o = merge_branch_free<5>(live, at, end, out_keys, out_vals, o); break;
+      case 6: o = merge_branch_free<6>(live, at, end, out_keys, out_vals, o); break;
+      case 7: o = merge_branch_free<7>(live, at, end, out_keys, out_vals, o); break;
+      default: o = merge_branch_free<8>(live, at, end, out_keys, out_vals, o);
+    }
     for (size_t j = 0; j < n; ++j) next[which[j]] = at[j];
   }
 }
@@ -201,7 +210,6 @@ void multiway_merge(const std::vector<ChunkIn<K, V>>& runs, K* out_keys, V* out_
       const std::vector<uint64_t>&lo = bounds[size_t(t)], &hi = bounds[size_t(t) + 1];
       uint64_t o = split(total, uint64_t(team), uint64_t(t)).begin;
       if (runs.size() <= kBranchFreeRuns) merge_few(runs, lo, hi, out_keys, out_vals, o);
-      else if (runs.size() <= kScanRuns) merge_by_scan(runs, lo, hi, out_keys, out_vals, o);
       else merge_by_heap(runs, lo, hi, out_keys, out_vals, o);
     });
   errors.rethrow();
