@@ -1035,42 +1035,6 @@ TEST(CpuMultiwayMerge, EqualsAStableSortOfTheRunsInOrder) {
       }
 }
 
-// Outputs of 8 MiB and more, line aligned, are written in blocks of 16 rows by streaming stores:
-// the same rows as the sort, with runs of odd lengths (blocks start and end inside a run's rows),
-// 2 to 8 runs, and an output one row off the line (plain stores).
-TEST(CpuMultiwayMerge, LargeOutputsByStreamingStoresEqualTheSort) {
-  std::mt19937_64 rng(9);
-  for (size_t k : {size_t(2), size_t(3), size_t(5), size_t(8)})
-    for (uint64_t shift : {uint64_t(0), uint64_t(1)}) {
-      SCOPED_TRACE("runs " + std::to_string(k) + ", output shifted by " + std::to_string(shift) + " rows");
-      std::vector<std::vector<uint64_t>> keys(k), vals(k);
-      std::vector<std::pair<uint64_t, uint64_t>> expected;
-      for (size_t r = 0; r < k; ++r) {
-        const uint64_t n = (1u << 20) / k + 2 * r + 1;
-        for (uint64_t i = 0; i < n; ++i) keys[r].push_back(rng() % (n * 4));
-        std::sort(keys[r].begin(), keys[r].end());
-        for (uint64_t i = 0; i < n; ++i) {
-          vals[r].push_back(uint64_t(r) << 32 | i);
-          expected.push_back({keys[r][i], vals[r][i]});
-        }
-      }
-      std::stable_sort(expected.begin(), expected.end(),
-                       [](const auto& a, const auto& b) { return a.first < b.first; });
-      std::vector<cpu::ChunkIn<uint64_t, uint64_t>> runs;
-      for (size_t r = 0; r < k; ++r) runs.push_back({keys[r].data(), vals[r].data(), keys[r].size()});
-      const size_t rows = expected.size() + shift;
-      auto* out_k = static_cast<uint64_t*>(std::aligned_alloc(64, (rows * 8 + 63) / 64 * 64));
-      auto* out_v = static_cast<uint64_t*>(std::aligned_alloc(64, (rows * 8 + 63) / 64 * 64));
-      cpu::multiway_merge(runs, out_k + shift, out_v + shift, 4);
-      for (size_t i = 0; i < expected.size(); ++i) {
-        ASSERT_EQ(out_k[shift + i], expected[i].first) << "row " << i;
-        ASSERT_EQ(out_v[shift + i], expected[i].second) << "row " << i;
-      }
-      std::free(out_k);
-      std::free(out_v);
-    }
-}
-
 // MergeOp: the two runs' rows in key order (a multiset of (key, value) rows equal to a sort of both
 // runs), for every width, empty runs and runs that are views into their buffers.
 TEST(CpuMerge, TwoRunsEqualASortOfBoth) {

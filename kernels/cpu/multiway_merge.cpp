@@ -14,7 +14,6 @@
 
 #include "kernels/cpu/cpu_kernels.hpp"
 #include "kernels/cpu/parallel.hpp"
-#include "kernels/cpu/streaming_store.hpp"
 
 namespace joinlab::cpu {
 
@@ -93,30 +92,26 @@ struct Head {
   }
 };
 
-// Output rows go through a block of this many rows in the cache, written out by streaming stores
-// (whole lines of 4- and 8-byte keys and values), where the output is large and line aligned.
-constexpr uint64_t kStreamRows = 16;
-
 // N runs, every one with rows left: rows into out from row o until one run ends. A step reads
 // every run's head and value and takes the smallest by conditional moves (the lower run among
 // equal keys: a later run wins only when strictly smaller), so no branch depends on the keys.
-// With `stream`, whole blocks of kStreamRows output rows are written by streaming stores: the
-// merge's output is written once and not read soon, and a plain store reads each line first (a
-// third of the memory traffic). Returns the next output row; next[] is where each run stopped.
+// Returns the next output row; next[] is where each run stopped.
 template <int N, class K, class V>
 uint64_t merge_branch_free(const ChunkIn<K, V>* const* runs, uint64_t* next, const uint64_t* end, K* out_keys,
-                           V* out_vals, uint64_t o, bool stream) {
+                           V* out_vals, uint64_t o) {
   static_assert(N >= 2 && N <= 8, "2 to 8 runs");
   const K* k[N];
   const V* v[N];
   uint64_t i[N];
   for (int r = 0; r < N; ++r) k[r] = runs[r]->keys, v[r] = runs[r]->vals, i[r] = next[r];
-  // `rows` steps, their rows into keys[0..rows), vals[0..rows).
-  auto steps_into = [&](uint64_t rows, K* keys, V* vals) {
-    for (uint64_t x = 0; x < rows; ++x) {
+  for (;;) {
+    uint64_t steps = end[0] - i[0];  // no run can end within this many rows
+    for (int r = 1; r < N; ++r) steps = std::min(steps, end[r] - i[r]);
+    if (steps == 0) break;
+    for (const uint64_t stop = o + steps; o < stop; ++o) {
       if constexpr (N > 4) {
         const auto h = Head<0, N, K, V>::of(k, v, i);
-        keys[x] = h.key, vals[x] = h.val;
+        out_keys[o] = h.key, out_vals[o] = h.val;
         for (int r = 0; r < N; ++r) i[r] += h.run == r;
       } else {
         const K k0 = k[0][i[0]], k1 = k[1][i[1]];
@@ -125,13 +120,13 @@ uint64_t merge_branch_free(const ChunkIn<K, V>* const* runs, uint64_t* next, con
         const K ka = b1 ? k1 : k0;
         const V va = b1 ? v1 : v0;
         if constexpr (N == 2) {
-          keys[x] = ka, vals[x] = va;
+          out_keys[o] = ka, out_vals[o] = va;
           i[0] += !b1, i[1] += b1;
         } else if constexpr (N == 3) {
           const K k2 = k[2][i[2]];
           const V v2 = v[2][i[2]];
           const bool b2 = k2 < ka;
-          keys[x] = b2 ? k2 : ka, vals[x] = b2 ? v2 : va;
+          out_keys[o] = b2 ? k2 : ka, out_vals[o] = b2 ? v2 : va;
           i[0] += !b2 & !b1, i[1] += !b2 & b1, i[2] += b2;
         } else {
           const K k2 = k[2][i[2]], k3 = k[3][i[3]];
@@ -140,30 +135,11 @@ uint64_t merge_branch_free(const ChunkIn<K, V>* const* runs, uint64_t* next, con
           const K kb = b3 ? k3 : k2;
           const V vb = b3 ? v3 : v2;
           const bool b = kb < ka;
-          keys[x] = b ? kb : ka, vals[x] = b ? vb : va;
+          out_keys[o] = b ? kb : ka, out_vals[o] = b ? vb : va;
           i[0] += !b & !b1, i[1] += !b & b1, i[2] += b & !b3, i[3] += b & b3;
         }
       }
     }
-  };
-  for (;;) {
-    uint64_t steps = end[0] - i[0];  // no run can end within this many rows
-    for (int r = 1; r < N; ++r) steps = std::min(steps, end[r] - i[r]);
-    if (steps == 0) break;
-    if (stream) {
-      const uint64_t head = std::min(steps, (kStreamRows - o % kStreamRows) % kStreamRows);
-      steps_into(head, out_keys + o, out_vals + o);
-      o += head, steps -= head;
-      for (; steps >= kStreamRows; o += kStreamRows, steps -= kStreamRows) {
-        alignas(64) K keys[kStreamRows];
-        alignas(64) V vals[kStreamRows];
-        steps_into(kStreamRows, keys, vals);
-        store_bytes<true>(out_keys + o, keys, sizeof(keys));
-        store_bytes<true>(out_vals + o, vals, sizeof(vals));
-      }
-    }
-    steps_into(steps, out_keys + o, out_vals + o);
-    o += steps;
   }
   for (int r = 0; r < N; ++r) next[r] = i[r];
   return o;
@@ -173,7 +149,7 @@ uint64_t merge_branch_free(const ChunkIn<K, V>* const* runs, uint64_t* next, con
 // over the runs with rows left (in run order, so ties keep it), fewer each time one ends.
 template <class K, class V>
 void merge_few(const std::vector<ChunkIn<K, V>>& runs, const std::vector<uint64_t>& lo,
-               const std::vector<uint64_t>& hi, K* out_keys, V* out_vals, uint64_t o, bool stream) {
+               const std::vector<uint64_t>& hi, K* out_keys, V* out_vals, uint64_t o) {
   std::vector<uint64_t> next = lo;
   for (;;) {
     const ChunkIn<K, V>* live[kBranchFreeRuns];
@@ -187,13 +163,13 @@ void merge_few(const std::vector<ChunkIn<K, V>>& runs, const std::vector<uint64_
       return;
     }
     switch (n) {
-      case 2: o = merge_branch_free<2>(live, at, end, out_keys, out_vals, o, stream); break;
-      case 3: o = merge_branch_free<3>(live, at, end, out_keys, out_vals, o, stream); break;
-      case 4: o = merge_branch_free<4>(live, at, end, out_keys, out_vals, o, stream); break;
-      case 5: o = merge_branch_free<5>(live, at, end, out_keys, out_vals, o, stream); break;
-      case 6: o = merge_branch_free<6>(live, at, end, out_keys, out_vals, o, stream); break;
-      case 7: o = merge_branch_free<7>(live, at, end, out_keys, out_vals, o, stream); break;
-      default: o = merge_branch_free<8>(live, at, end, out_keys, out_vals, o, stream);
+      case 2: o = merge_branch_free<2>(live, at, end, out_keys, out_vals, o); break;
+      case 3: o = merge_branch_free<3>(live, at, end, out_keys, out_vals, o); break;
+      case 4: o = merge_branch_free<4>(live, at, end, out_keys, out_vals, o); break;
+      case 5: o = merge_branch_free<5>(live, at, end, out_keys, out_vals, o); break;
+      case 6: o = merge_branch_free<6>(live, at, end, out_keys, out_vals, o); break;
+      case 7: o = merge_branch_free<7>(live, at, end, out_keys, out_vals, o); break;
+      default: o = merge_branch_free<8>(live, at, end, out_keys, out_vals, o);
     }
     for (size_t j = 0; j < n; ++j) next[which[j]] = at[j];
   }
@@ -225,10 +201,6 @@ void multiway_merge(const std::vector<ChunkIn<K, V>>& runs, K* out_keys, V* out_
   uint64_t total = 0;
   for (const auto& r : runs) total += r.rows;
   const int team = team_for(total, threads);
-  // Streaming stores where the output would not stay cached and both columns are line aligned
-  // (then every block of kStreamRows rows is whole lines of each).
-  const bool stream = total * (sizeof(K) + sizeof(V)) >= kStreamingBytes &&
-                      reinterpret_cast<uintptr_t>(out_keys) % 64 == 0 && reinterpret_cast<uintptr_t>(out_vals) % 64 == 0;
   std::vector<std::vector<uint64_t>> bounds(size_t(team) + 1);
   for (int t = 0; t <= team; ++t) bounds[size_t(t)] = cut(runs, split(total, uint64_t(team), uint64_t(t)).begin, total);
   RegionErrors errors;
@@ -237,9 +209,8 @@ void multiway_merge(const std::vector<ChunkIn<K, V>>& runs, K* out_keys, V* out_
     errors.run([&] {
       const std::vector<uint64_t>&lo = bounds[size_t(t)], &hi = bounds[size_t(t) + 1];
       uint64_t o = split(total, uint64_t(team), uint64_t(t)).begin;
-      if (runs.size() <= kBranchFreeRuns) merge_few(runs, lo, hi, out_keys, out_vals, o, stream);
+      if (runs.size() <= kBranchFreeRuns) merge_few(runs, lo, hi, out_keys, out_vals, o);
       else merge_by_heap(runs, lo, hi, out_keys, out_vals, o);
-      if (stream) _mm_sfence();  // the streaming stores are visible before the team's barrier
     });
   errors.rethrow();
 }
