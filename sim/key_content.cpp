@@ -716,20 +716,23 @@ const Constraint* constraint_by(const Component& comp, const PartitionFn& fn) {
 
 PartitionFn order_fn(const KeyContent& c) { return order_fn_below(largest_key(c)); }
 
-ContentPtr sorted_content(const ContentPtr& c) { return c->order ? c : merge_sorted({c}); }
+ContentPtr sorted_content(const ContentPtr& c, const PartitionFn& buckets) {
+  return c->order && (!buckets.bits || same_fn(c->order->fn, buckets)) ? c : merge_sorted({c}, buckets);
+}
 
-ContentPtr merge_sorted(const std::vector<ContentPtr>& runs) {
+ContentPtr merge_sorted(const std::vector<ContentPtr>& runs, const PartitionFn& buckets) {
   std::vector<ContentPtr> in;
   uint64_t top = 0;
   for (const ContentPtr& r : runs)
     if (r && r->rows()) in.push_back(r), top = std::max(top, largest_key(*r));
   if (in.empty()) return std::make_shared<KeyContent>();
-  if (in.size() == 1 && in.front()->order) return in.front();
-  PartitionFn fn{PartitionFn::Radix, 0, 0, 0};  // the coarsest ordering function some component went through
-  for (const ContentPtr& r : in)
+  const bool given = buckets.bits && orders_keys(buckets, top);
+  if (in.size() == 1 && in.front()->order && (!given || same_fn(in.front()->order->fn, buckets))) return in.front();
+  PartitionFn fn = given ? buckets : PartitionFn{PartitionFn::Radix, 0, 0, 0};
+  for (const ContentPtr& r : in)  // else the coarsest ordering function some component went through
     for (const Component& comp : r->parts)
       for (const Constraint& x : comp.constraints)
-        if (orders_keys(x.fn, top) && (!fn.bits || x.fn.shift > fn.shift)) fn = x.fn;
+        if (!given && orders_keys(x.fn, top) && (!fn.bits || x.fn.shift > fn.shift)) fn = x.fn;
   if (!fn.bits) fn = order_fn_below(top);
   std::map<uint32_t, std::vector<ContentPtr>> by_part;  // every run's rows of each partition
   const bool in_pieces =
@@ -766,6 +769,35 @@ ContentPtr merge_sorted(const std::vector<ContentPtr>& runs) {
     if (in.size() > 1) out->parts.insert(out->parts.end(), merged.begin(), merged.end());
   }
   if (in.size() == 1) out->parts = in.front()->parts;  // a sort: the rows as they were (whole reads alike)
+  out->order = std::move(order);
+  return out;
+}
+
+ContentPtr concat_contents(const std::vector<ContentPtr>& parts) {
+  std::vector<const KeyOrder*> orders;
+  for (const ContentPtr& c : parts) {
+    if (!c || !c->rows()) continue;
+    if (!c->order || (!orders.empty() && (!same_fn(c->order->fn, orders.back()->fn) ||
+                                          c->order->part.front() < orders.back()->part.back())))
+      return merge_contents(parts);
+    orders.push_back(c->order.get());
+  }
+  if (orders.size() < 2) return merge_contents(parts);
+  auto order = std::make_shared<KeyOrder>();
+  order->fn = orders.front()->fn;
+  order->first.push_back(0);
+  for (const KeyOrder* o : orders)
+    for (size_t i = 0; i < o->pieces.size(); ++i) {
+      if (!order->part.empty() && order->part.back() == o->part[i]) {  // a partition the last part ended in
+        order->pieces.back() = merge_contents({order->pieces.back(), o->pieces[i]});
+        order->first.back() += o->first[i + 1] - o->first[i];
+        continue;
+      }
+      order->part.push_back(o->part[i]);
+      order->pieces.push_back(o->pieces[i]);
+      order->first.push_back(order->first.back() + (o->first[i + 1] - o->first[i]));
+    }
+  auto out = std::make_shared<KeyContent>(*merge_contents(parts));
   out->order = std::move(order);
   return out;
 }

@@ -159,14 +159,20 @@ ContentPtr merge_contents(const std::vector<ContentPtr>& parts);
 // keys a partition, so pieces are rarely empty by rounding).
 PartitionFn order_fn(const KeyContent& c);
 // c's rows in key order (a sort): c itself when sorted, else sorted as merge_sorted({c}) sorts.
-ContentPtr sorted_content(const ContentPtr& c);
+// `buckets` (bits > 0, over the keys' top bits): the pieces are its partitions.
+ContentPtr sorted_content(const ContentPtr& c, const PartitionFn& buckets = {});
 // The sorted union of runs (a merge of sorted runs). Its pieces are the partitions of one radix
 // function over the keys' top bits: the coarsest one some component already went through
 // (mgsmj's scatter by the most significant bits), else order_fn of the union. Components not
 // partitioned by it are split by it from their unsorted rows, so every row of a relation goes
 // through the same splits whichever run it is in (the pieces of a partition then add up to the
-// relation's, cover included); runs already in its pieces are merged piece by piece.
-ContentPtr merge_sorted(const std::vector<ContentPtr>& runs);
+// relation's, cover included); runs already in its pieces are merged piece by piece. `buckets`
+// (bits > 0 and ordering the keys): the pieces are its partitions instead.
+ContentPtr merge_sorted(const std::vector<ContentPtr>& runs, const PartitionFn& buckets = {});
+// Sorted contents one after the other (rows of consecutive ranges of a buffer), read as one: sorted
+// where every part is, by one order function, each one's partitions at or above the last one's
+// (the pieces of a shared partition become one); else their union in no order.
+ContentPtr concat_contents(const std::vector<ContentPtr>& parts);
 // Rows of sorted c below key x, where x is the first key of a partition of c's order function (or
 // above every key): c's pieces lie wholly on one side of it.
 uint64_t rows_below_key(const KeyOrder& order, uint64_t x);

@@ -186,7 +186,7 @@ ContentPtr RegionMap::read(uint64_t first_byte, uint64_t end_byte, uint32_t* key
   if (at < end_byte) parts.push_back(unknown_content((end_byte - at) / kb));
   if (key_bytes) *key_bytes = kb;
   if (parts.empty()) return nullptr;
-  return parts.size() == 1 ? parts.front() : merge_contents(parts);
+  return parts.size() == 1 ? parts.front() : concat_contents(parts);
 }
 
 PieceRef RegionMap::read_piece(uint64_t first_byte, uint64_t end_byte, uint32_t* key_bytes) const {

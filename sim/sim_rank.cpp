@@ -1069,7 +1069,7 @@ void evaluate(const Op& op, OpResult& r) {
         } else if constexpr (std::is_same_v<T, SortOp>) {
           Tuples out = o.out;
           out.rows = o.in.rows;
-          write_keys(out, sorted_content(content_or_unknown(o.in)));
+          write_keys(out, sorted_content(content_or_unknown(o.in), o.buckets));
         } else if constexpr (std::is_same_v<T, MergeJoinOp>) {
           join_result(r, expected_matches(*content_or_unknown(o.r), *content_or_unknown(o.s)), o.out, o.out_first, o.mode);
         } else if constexpr (std::is_same_v<T, ChecksumOp>) {

@@ -167,6 +167,10 @@ struct PartitionedJoinOp {
 struct SortOp {  // out = in sorted by key (stable for Merge)
   Tuples in, out;
   SortAlgo algo = SortAlgo::Radix;
+  // The radix buckets the caller counts the sorted rows by (bits 0: none). The simulator, which
+  // has no rows, keeps sorted rows as pieces of these buckets, so that its rows of a bucket are
+  // the caller's counts (mgsmj's merge stages cut runs where its histograms say).
+  PartitionFn buckets{};
 };
 struct MergeJoinOp {  // m:n merge join of two key-sorted inputs
   Tuples r, s;

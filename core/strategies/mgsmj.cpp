@@ -225,6 +225,11 @@ std::vector<Event> all_to_all(Rank& rank, const SortStreams& st, const Tuples& s
 // to the gap before it: a round per factor kProbes of the chunk size (2 or 3 rounds). Then the
 // blocks swap over the peer links (both directions at once) and each GPU merges the rows it kept
 // with the rows it received (MergeOp): its chunk is sorted again.
+// Without data (the simulator) the pivot comes from every GPU's rows by bucket, which the
+// histograms give and the stages' swaps move (exact integers: a run's first rows are its lowest
+// buckets' rows); only inside the bucket where the pivot falls does it take L's and R's rows in
+// proportion to their counts. The probe rounds run as on the GPUs, each choosing the probe that
+// brackets that pivot, so the simulated stage does the same operators and messages.
 class MergeStages {
  public:
   static constexpr uint64_t kProbes = 1024;
@@ -238,9 +243,12 @@ class MergeStages {
   }
 
   // cur: this GPU's sorted chunk (rows[me] rows), left sorted across the GPUs; alt: scratch of
-  // the same size. rows: every GPU's rows.
-  void sort(const Tuples& cur, const Tuples& alt, const std::vector<uint64_t>& rows) {
+  // the same size. rows: every GPU's rows. buckets: every GPU's rows by bucket (used where the rank
+  // has no data; their sums are rows).
+  void sort(const Tuples& cur, const Tuples& alt, const std::vector<uint64_t>& rows,
+            std::vector<std::vector<uint64_t>> buckets) {
     rows_ = rows;
+    buckets_ = std::move(buckets);
     cur_ = cur, alt_ = alt;
     run(int(rows.size()));
   }
@@ -268,7 +276,9 @@ class MergeStages {
     const Event sorted = rank_.record(st_.compute);
     rank_.stream_wait(st_.send, sorted);
     rank_.stream_wait(st_.recv, sorted);
-    const uint64_t p = pivot(base, h, nl, std::min(nl, nr), left, mine_at);
+    const uint64_t known = rank_.has_data() ? 0 : pivot_of_buckets(base, h, nl, std::min(nl, nr));
+    const uint64_t p = pivot(base, h, nl, std::min(nl, nr), left, mine_at, rank_.has_data() ? nullptr : &known);
+    if (!rank_.has_data()) swap_buckets(base, h, nl, p);
     if (p == 0) return;
     // L row nl - p + u swaps with R row u, u < p.
     std::vector<Event> moved;
@@ -296,8 +306,9 @@ class MergeStages {
     rank_.launch(st_.compute, MergeOp{alt_.slice(0, split), alt_.slice(split, n - split), cur_});
   }
 
-  // The first j in [0, jmax) with L[nl - 1 - j] <= R[j], else jmax: the rows to swap.
-  uint64_t pivot(int base, int h, uint64_t nl, uint64_t jmax, bool left, uint64_t mine_at) {
+  // The first j in [0, jmax) with L[nl - 1 - j] <= R[j], else jmax: the rows to swap. `known`
+  // (without data): that answer, which each round's probes then bracket.
+  uint64_t pivot(int base, int h, uint64_t nl, uint64_t jmax, bool left, uint64_t mine_at, const uint64_t* known) {
     const int me = rank_.id();
     uint64_t lo = 0, hi = jmax;  // the answer lies in [lo, hi]
     while (lo < hi) {
@@ -317,8 +328,8 @@ class MergeStages {
         return std::pair{first, last};
       };
       const auto [first, last] = held(me);
-      uint64_t* ids = data_of<uint64_t>(ids_);
-      for (uint64_t t = first; t < last; ++t) ids[t - first] = (left ? nl - 1 - probe(t) : probe(t)) - mine_at + cur_.offset;
+      if (uint64_t* ids = data_of<uint64_t>(ids_))
+        for (uint64_t t = first; t < last; ++t) ids[t - first] = (left ? nl - 1 - probe(t) : probe(t)) - mine_at + cur_.offset;
       std::vector<Event> moved;
       if (last > first) {
         rank_.launch(st_.compute, GatherOp{ids_, 8, cur_.keys, f_.key_bytes, 0, last - first, mine_});
@@ -333,11 +344,70 @@ class MergeStages {
         if (last > first) moved.push_back(rank_.send(st_.send, i, mine_, 0, (last - first) * f_.key_bytes, 1));
       }
       for (const Event& e : moved) rank_.stream_wait(st_.compute, e);
-      const uint64_t t = rank_.launch(st_.compute, PivotSearchOp{x_, y_, f_.key_bytes, m}).get().count;
+      uint64_t t = rank_.launch(st_.compute, PivotSearchOp{x_, y_, f_.key_bytes, m}).get().count;
+      if (known) {  // the first probe at or above the answer, as the search over the keys finds
+        t = 0;
+        while (t < m && probe(t) < *known) ++t;
+      }
       const uint64_t new_lo = t == 0 ? lo : probe(t - 1) + 1, new_hi = t < m ? probe(t) : hi;
       lo = new_lo, hi = new_hi;
     }
     return lo;
+  }
+
+  // The rows by bucket of GPUs [first, first + n) as one sequence.
+  std::vector<uint64_t> sum_buckets(int first, int n) const {
+    std::vector<uint64_t> sum(buckets_[size_t(first)].size(), 0);
+    for (int i = first; i < first + n; ++i)
+      for (size_t b = 0; b < sum.size(); ++b) sum[b] += buckets_[size_t(i)][b];
+    return sum;
+  }
+
+  // Rows [x, y) of a sorted sequence with `counts` rows per bucket, by bucket (added into `into`).
+  static void add_range(const std::vector<uint64_t>& counts, uint64_t x, uint64_t y, std::vector<uint64_t>& into) {
+    uint64_t at = 0;
+    for (size_t b = 0; b < counts.size() && at < y; at += counts[b], ++b) {
+      const uint64_t lo = std::max(x, at), hi = std::min(y, at + counts[b]);
+      if (hi > lo) into[b] += hi - lo;
+    }
+  }
+
+  // The pivot from the buckets: R's rows among the nl smallest of L and R. Below the bucket where
+  // the nl-th row falls, all of R's; in it, R's share of what is left (the keys of L and R in one
+  // bucket taken as alike), kept where that bucket's rows of each side allow.
+  uint64_t pivot_of_buckets(int base, int h, uint64_t nl, uint64_t jmax) const {
+    const std::vector<uint64_t> l = sum_buckets(base, h), r = sum_buckets(base + h, h);
+    uint64_t below = 0, r_below = 0;  // rows of L and R, and of R, in the buckets before b
+    for (size_t b = 0; b < l.size(); ++b) {
+      if (below + l[b] + r[b] <= nl) {
+        below += l[b] + r[b], r_below += r[b];
+        continue;
+      }
+      const uint64_t rem = nl - below;  // rows of bucket b among the nl smallest
+      const uint64_t share = uint64_t(std::llround(double(rem) * double(r[b]) / double(l[b] + r[b])));
+      const uint64_t least = rem > l[b] ? rem - l[b] : 0, most = std::min(rem, r[b]);
+      return std::min(jmax, r_below + std::clamp(share, least, most));
+    }
+    return std::min(jmax, r_below);
+  }
+
+  // After a stage's swap of L's last p rows with R's first p rows: every GPU's rows by bucket. L and
+  // R are each sorted across their GPUs, GPU i holding its rows' stretch of the sequence.
+  void swap_buckets(int base, int h, uint64_t nl, uint64_t p) {
+    const std::vector<uint64_t> l = sum_buckets(base, h), r = sum_buckets(base + h, h);
+    for (int i = base; i < base + 2 * h; ++i) {
+      const bool in_l = i < base + h;
+      const uint64_t a = in_l ? start(base, i) : start(base + h, i), e = a + rows_[size_t(i)];
+      std::vector<uint64_t> now(l.size(), 0);
+      if (in_l) {  // keeps L's rows before nl - p, receives R's row u for L's row nl - p + u
+        add_range(l, a, std::min(e, nl - p), now);
+        if (e > nl - p) add_range(r, std::max(a, nl - p) - (nl - p), e - (nl - p), now);
+      } else {  // keeps R's rows from p on, receives L's row nl - p + u for its row u < p
+        add_range(r, std::max(a, p), std::max(e, p), now);
+        if (a < p) add_range(l, nl - p + a, nl - p + std::min(e, p), now);
+      }
+      buckets_[size_t(i)] = std::move(now);
+    }
   }
 
   Rank& rank_;
@@ -345,6 +415,7 @@ class MergeStages {
   TupleFormat f_;
   Buffer ids_, mine_, x_, y_;
   std::vector<uint64_t> rows_;
+  std::vector<std::vector<uint64_t>> buckets_;  // per GPU, its rows by bucket (without data)
   Tuples cur_, alt_;
 };
 
@@ -435,10 +506,15 @@ Runs sort_chunksets(Rank& rank, const Tuples& host, const RelationPlan& p, const
         recv_first[size_t(j) + 1] = recv_first[size_t(j)] + dest_rows(j, c, me);
       }
     } else {
-      rank.launch(st.compute, SortOp{lane.in.slice(0, n), lane.part, SortAlgo::Radix});
+      rank.launch(st.compute, SortOp{lane.in.slice(0, n), lane.part, SortAlgo::Radix, fn});
       std::vector<uint64_t> rows(size_t(g), 0);
       for (int i = 0; i < g; ++i) rows[size_t(i)] = p.rows(i, c, 0, p.F);
-      if (stages) stages->sort(lane.part.slice(0, n), lane.in, rows);  // one GPU: sorted already
+      std::vector<std::vector<uint64_t>> buckets;  // the simulator's pivots come from them
+      if (!rank.has_data())
+        for (int i = 0; i < g; ++i)
+          buckets.emplace_back(p.hist.begin() + long((size_t(i) * p.chunks + c) * p.F),
+                               p.hist.begin() + long((size_t(i) * p.chunks + c + 1) * p.F));
+      if (stages) stages->sort(lane.part.slice(0, n), lane.in, rows, std::move(buckets));  // one GPU: sorted already
       // GPU i holds rows [at[i], at[i + 1]) of the sorted chunkset, owner j its key range, rows
       // [cut[j], cut[j + 1]) (the histograms' counts of the buckets below the range).
       const std::vector<uint64_t> at = prefix(rows);
@@ -503,11 +579,6 @@ std::optional<bool> several_chunksets(const JoinJob& job, const MgsmjConfig& cfg
 void run_mgsmj(Rank& rank, const JoinJob& job) {
   check_mgsmj(job);
   check_merge_sort_ranks(job, rank.size());
-  // The merge stages' pivot search writes probe row ids on the host, which the simulator has no
-  // memory for.
-  if (!rank.has_data() && job.options["sort"].as<std::string>() == "merge")
-    throw InputError("mgsmj: sort = merge is not simulated (its merge stages' pivot search gathers keys at row ids the "
-                     "host writes, and the simulator holds no data); use sort = radix, or the cpu or cuda backend");
   const MgsmjConfig cfg = mgsmj_config(job.options);
   if (rank.streams() < 5)
     throw RuntimeError("mgsmj: the " + rank.backend() + " backend gives a rank " + std::to_string(rank.streams()) +
