@@ -22,6 +22,7 @@
 
 #include "core/builtin.hpp"
 #include "core/common/error.hpp"
+#include "core/common/hashing.hpp"
 #include "core/exec/backend.hpp"
 #include "core/experiment/cli.hpp"
 #include "core/experiment/environment.hpp"
@@ -1182,6 +1183,42 @@ void measure_copy_threads(Calibration& c, const CalibrationOptions& opt, int all
   add_runs(c, runs);
 }
 
+// The multiway merge by its runs: k = 2 .. 16 sorted runs of random 8-byte keys (their rows
+// interleave about every row, as a relation's sorted chunksets do) and 8-byte values, as many rows
+// in all at every k, merged by every core (the cpu kernel mgsmj's merge phase runs). Link samples
+// "merge_runs", segment = k, x = {1, bytes read + written}.
+void measure_merge_runs(Calibration& c, const CalibrationOptions& opt, int all) {
+  const uint64_t rows = opt.quick ? uint64_t(1) << 18
+                                  : std::min<uint64_t>(uint64_t(1) << 25, available_memory() / 8 / 32);
+  std::vector<uint64_t> keys(rows), vals(rows), out_keys(rows), out_vals(rows);
+  std::vector<CalibrationRun> runs;
+  for (const int k : kMergeRunCounts) {
+    std::vector<cpu::ChunkIn<uint64_t, uint64_t>> in;
+    for (int r = 0; r < k; ++r) {
+      const uint64_t first = rows * uint64_t(r) / uint64_t(k), end = rows * uint64_t(r + 1) / uint64_t(k);
+      in.push_back({keys.data() + first, vals.data() + first, end - first});
+    }
+#pragma omp parallel for num_threads(all) schedule(dynamic, 1)
+    for (int r = 0; r < k; ++r) {
+      uint64_t* run = keys.data() + (in[size_t(r)].keys - keys.data());
+      for (uint64_t i = 0; i < in[size_t(r)].rows; ++i) run[i] = mix64(uint64_t(run - keys.data()) + i + 1);
+      std::sort(run, run + in[size_t(r)].rows);
+      for (uint64_t i = 0; i < in[size_t(r)].rows; ++i) vals[uint64_t(run - keys.data()) + i] = i;
+    }
+    OpSample s;
+    s.model = "link.merge_runs";
+    s.segment = k;
+    s.x = {1.0, 32.0 * double(rows)};
+    for (int r = 0; r < opt.repeat + 1; ++r) {  // the first run warms up (and faults the output in)
+      const auto t0 = std::chrono::steady_clock::now();
+      cpu::multiway_merge(in, out_keys.data(), out_vals.data(), all);
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (r > 0) runs.push_back({sample_phase(s), seconds, 0, 0});
+    }
+  }
+  add_runs(c, runs);
+}
+
 // Every operator once more on the cpu backend (the host's CPUs, whatever backend is calibrated)
 // at one size, with --quick's parameters and warm caches (inputs far above the caches at that
 // size): first on one core, kept as models "cpu1.<model>" (the per-core rates of [cpu],
@@ -1225,6 +1262,7 @@ void measure_cpu(Calibration& c, const CalibrationOptions& opt, uint64_t rows) {
   for (int teams = 2; teams <= 4 && all / teams >= 2; teams *= 2)
     pass(teams, all / teams, rows_all / uint64_t(teams), kTeamCores + std::to_string(all / teams) + ".", true);
   measure_copy_threads(c, opt, all);
+  measure_merge_runs(c, opt, all);
   c.cpu_threads_all = all;
   c.cpu_sockets = host_sockets();
   c.cpu_cores = int(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN) / c.cpu_sockets));
@@ -1401,7 +1439,7 @@ std::map<double, double> median_rates(const Calibration& c, const std::string& n
 }
 
 // The link report's samples: the zero-copy accesses, then the chunked passes.
-const char* const kReportedLinks[] = {"zero_copy.", "chunk_partition.", "prefix_sum.", "copy_threads"};
+const char* const kReportedLinks[] = {"zero_copy.", "chunk_partition.", "prefix_sum.", "copy_threads", "merge_runs"};
 
 }  // namespace
 
@@ -1466,6 +1504,7 @@ std::vector<std::string> link_report(const Calibration& c) {
            << (beside                 ? ", GB/s by the writes' granule:"
                : zero_copy            ? ", GB/s each way by granule:"
                : name == "copy_threads" ? ", GB/s copied in all by threads copying at once:"
+               : name == "merge_runs"   ? ", GB/s read and written by every core, by the runs merged:"
                                         : ", GB/s of input by fanout:")
            << std::fixed << std::setprecision(1);
       for (auto [segment, rate] : median_rates(c, name))
@@ -1594,6 +1633,15 @@ void fit_cpu(const Calibration& c, const Profile& base, Profile& p, double roof,
         " (teams of up to 4 in 4 MiB pieces), " +
         rate_text(rate) + " in all, bytes copied per second per thread, measured " + today();
   }
+  const std::map<double, double> merge = median_rates(c, "merge_runs");
+  if (merge.count(2))
+    for (auto [k, rate] : merge) {
+      p.cpu.merge_runs[int(k)] = merge.at(2) / rate;
+      p.notes["cpu.merge_runs." + std::to_string(int(k))] =
+          "measured " + today() + " by joinlab calibrate: the multiway merge of " + std::to_string(int(k)) +
+          " sorted runs of random keys on every core, its time per byte against 2 runs' (" + rate_text(rate) +
+          " read and written; medians of its runs)";
+    }
   if (c.cpu_sockets == 0 || c.host_mem_bw <= 0) {  // a samples file without them: the base's, said so
     if (!base.cpu.present()) throw InputError("calibrate: single-core samples but no sockets, cores or roof measured");
     for (const char* k : {"cpu.sockets", "cpu.cores", "cpu.mem_bw", "cpu.clock_ghz"})

@@ -47,6 +47,13 @@ double interpolate_log2(const std::vector<std::pair<double, double>>& pts, doubl
 }
 }  // namespace
 
+double CpuSpec::merge_runs_factor(int runs) const {
+  if (merge_runs.empty()) return 1.0;
+  std::vector<std::pair<double, double>> pts;
+  for (auto [n, f] : merge_runs) pts.emplace_back(std::log2(double(n)), f);
+  return interpolate_log2(pts, double(std::max(runs, 1)));
+}
+
 // Linear in the busy cores between one core alone (rate) and every core busy (loaded, at the
 // operator's team size where teams were measured).
 double CpuSpec::per_thread_rate(const std::string& kind, int busy, int cores, int team) const {
@@ -363,6 +370,11 @@ const std::vector<Field>& fields() {
                           [op, n](P& p, const std::string&, double x) { p.cpu.team_loaded[op][n] = x; },
                           [op, n, has](const P& p) { return num(has(p) ? p.cpu.team_loaded.at(op).at(n) : 0.0); }, has});
       }
+    for (const int k : kMergeRunCounts)
+      v.push_back(Field{"cpu.merge_runs." + std::to_string(k), Kind::Positive, false, {},
+                        [k](P& p, const std::string&, double x) { p.cpu.merge_runs[k] = x; },
+                        [k](const P& p) { return num(p.cpu.merge_runs.count(k) ? p.cpu.merge_runs.at(k) : 0.0); },
+                        [k](const P& p) { return p.cpu.present() && p.cpu.merge_runs.count(k); }});
     for (const int n : kThreadCounts) {
       const std::string key = "cpu.copy_rate." + std::to_string(n);
       v.push_back(Field{key, Kind::Positive, false, {},

@@ -29,6 +29,8 @@ inline constexpr uint32_t kLinkGranules[] = {16, 32, 64, 128, 256, 512, 1024, 20
 // The thread counts of [cpu] copy_rate.<threads> and loaded.<kind>.<threads> (calibrate measures
 // those up to the host's threads).
 inline constexpr int kThreadCounts[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
+// Runs of a multiway merge that calibrate measures (CpuSpec::merge_runs).
+inline constexpr int kMergeRunCounts[] = {2, 3, 4, 5, 8, 16};
 // At and beyond this granule a kernel's accesses count as sequential.
 inline constexpr double kLinkSequentialGranule = 65536;
 
@@ -160,6 +162,12 @@ struct CpuSpec {
   // The same by the operator's team size (optional: threads -> seconds, as calibrate's teams
   // measured it): on a 64-vCPU 4x H200 host 1.76 ms in teams of 16, 0.45 ms in teams of 32.
   std::map<int, double> team_op_overhead;
+  // A multiway merge's cost per byte by its runs, against 2 runs (optional: runs -> factor). The
+  // more runs, the more heads a row is chosen among: on a 16-vCPU H200 host, all cores, 2 / 4 / 8
+  // runs moved 56 / 37 / 10 GB/s. The rates of "multiway_merge" are 2 runs'.
+  std::map<int, double> merge_runs;
+  // merge_runs interpolated in log2(runs), flat beyond its ends; 1 without it.
+  double merge_runs_factor(int runs) const;
   // Seconds of own cost of a parallel operator run by `threads` threads: team_op_overhead
   // interpolated in log2(threads) (its nearest team beyond its ends), else op_overhead; 0 for one thread.
   double operator_overhead(int threads) const;

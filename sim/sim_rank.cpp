@@ -1746,7 +1746,14 @@ void SimRank::start(SimStream& st, int index) {
         const double bytes = sample_bytes(sample);
         const double traffic = bytes * (std::holds_alternative<PartitionOp>(*it.op) ? 2 : 1);
         if (traffic <= 0) return finish(st, index);
-        return start_cpu_work(st, cpu_op_kind(*it.op), bytes, traffic);
+        // A multiway merge of more runs costs more per byte (CpuSpec::merge_runs).
+        double work = bytes;
+        if (const auto* m = std::get_if<MultiwayMergeOp>(&*it.op)) {
+          int runs = 0;
+          for (const Tuples& r : m->runs) runs += r.rows > 0;
+          work *= world_.profile.cpu.merge_runs_factor(runs);
+        }
+        return start_cpu_work(st, cpu_op_kind(*it.op), work, traffic);
       }
       // A link access has no device work of its own to model: its link bytes are its cost.
       const double seconds = std::holds_alternative<LinkAccessOp>(*it.op) ? 0.0 : world_.profile.ops.seconds(sample);

@@ -768,6 +768,44 @@ TEST(CalibrationSamples, CopyRatesByThreadsCopyingAtOnceFitIntoTheCpuSection) {
   EXPECT_NE(report[0].find("threads copying at once: 1=6.0 4=16.0 8=20.0"), std::string::npos) << report[0];
 }
 
+// The multiway merge's samples by runs become [cpu] merge_runs: each run count's time per byte
+// against 2 runs'; the profile writes them and reads them back, the report prints the rates, and
+// the factor interpolates in log2(runs), flat beyond the ends (1 without samples).
+TEST(CalibrationSamples, MergeCostsByRunsFitIntoTheCpuSection) {
+  Calibration c;
+  c.host_mem_bw = 50e9;
+  c.cpu_sockets = 1;
+  c.cpu_cores = 16;
+  c.cpu_threads_all = 16;
+  std::vector<CalibrationRun> runs{{std::string("cal ") + kSingleCore + "link.host_copy 0 1 1048576", 1e-3, 0, 0},
+                                   {std::string("cal ") + kAllCores + "link.host_copy 0 1 1048576", 1e-3, 0, 0}};
+  const double bytes = 1 << 30;
+  // 2 runs 60 GB/s read and written, 4 runs 40, 8 runs 15.
+  for (auto [k, rate] : {std::pair{2, 60e9}, {4, 40e9}, {8, 15e9}})
+    runs.push_back({"cal link.merge_runs " + std::to_string(k) + " 1 " + std::to_string(uint64_t(bytes)), bytes / rate, 0, 0});
+  add_runs(c, runs);
+  const Profile p = fit_on_synthetic_machine(c);
+  ASSERT_EQ(p.cpu.merge_runs.size(), 3u);
+  EXPECT_NEAR(p.cpu.merge_runs.at(2), 1.0, 1e-9);
+  EXPECT_NEAR(p.cpu.merge_runs.at(4), 1.5, 1e-9);
+  EXPECT_NEAR(p.cpu.merge_runs.at(8), 4.0, 1e-9);
+  EXPECT_NE(p.notes.at("cpu.merge_runs.8").find("8 sorted runs"), std::string::npos);
+  EXPECT_NEAR(p.cpu.merge_runs_factor(2), 1.0, 1e-9);
+  EXPECT_NEAR(p.cpu.merge_runs_factor(3), 1.0 + 0.5 * std::log2(1.5), 1e-9);  // log2(3) between 1 and 2
+  EXPECT_NEAR(p.cpu.merge_runs_factor(64), 4.0, 1e-9);
+  EXPECT_NEAR(p.cpu.merge_runs_factor(1), 1.0, 1e-9);
+  EXPECT_EQ(CpuSpec{}.merge_runs_factor(8), 1.0);
+  std::stringstream text;
+  write_profile(p, text);
+  std::istringstream in(text.str());
+  const Profile back = parse_profile(in, "t.ini");
+  ASSERT_EQ(back.cpu.merge_runs.size(), 3u);
+  for (auto [k, f] : p.cpu.merge_runs) EXPECT_NEAR(back.cpu.merge_runs.at(k), f, f * 1e-5) << k << " runs";
+  const std::vector<std::string> report = link_report(c);
+  ASSERT_EQ(report.size(), 1u);
+  EXPECT_NE(report[0].find("by the runs merged: 2=60.0 4=40.0 8=15.0"), std::string::npos) << report[0];
+}
+
 // The zero-copy link microbenchmark's samples become the link tables: writes into link.d2h, reads
 // into link.h2d, both at once into their *_both_ keys; the profile writes them and reads them back,
 // and the report prints one line per direction with the rates by granule.

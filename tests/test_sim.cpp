@@ -927,6 +927,25 @@ TEST_F(SimTest, TritonCostsThePartitionersWritesAtTheirMeasuredRate) {
   EXPECT_LT(by_rate, 1.2);
 }
 
+// mgsmj's multiway merge costs its runs' factor per byte (cpu.merge_runs): the same relations
+// merged from 2 and from 4 chunksets take the same time where the profile has no factors, and
+// 3x as long at 4 runs where 4 runs cost 3x per byte (host memory far from its roof).
+TEST_F(SimTest, AMultiwayMergeOfMoreRunsCostsItsFactorPerByte) {
+  auto merge_phase = [](const char* chunk_rows, bool factors) {
+    RunPoint p = h100_point("mgsmj", uint64_t(1) << 22);
+    p.strategy_options = {{"chunk_rows", chunk_rows}, {"output", "count_only"}};
+    p.cluster.profile_overrides["host.mem_bw"] = "1e14";
+    if (factors) p.cluster.profile_overrides["cpu.merge_runs.2"] = "1", p.cluster.profile_overrides["cpu.merge_runs.4"] = "3";
+    return phase_of(run_point(p), "merge");
+  };
+  const double two = merge_phase("2097152", false), four = merge_phase("1048576", false);
+  ASSERT_GT(two, 0);
+  EXPECT_NEAR(four / two, 1.0, 0.1);
+  const double two_f = merge_phase("2097152", true), four_f = merge_phase("1048576", true);
+  EXPECT_NEAR(two_f / two, 1.0, 0.05);
+  EXPECT_NEAR(four_f / two_f, 3.0, 0.3);
+}
+
 // Both passes are laid out on the device: every chunk partition reads offsets a scan left on the
 // device (the first pass: one scan per staged chunk; the join phase: one per relation and
 // partition, on a GPU stream), the simulator writes the same partitions as from host offsets
