@@ -1193,18 +1193,15 @@ void measure_merge_runs(Calibration& c, const CalibrationOptions& opt, int all) 
   std::vector<uint64_t> keys(rows), vals(rows), out_keys(rows), out_vals(rows);
   std::vector<CalibrationRun> runs;
   for (const int k : kMergeRunCounts) {
-    std::vector<cpu::ChunkIn<uint64_t, uint64_t>> in;
-    for (int r = 0; r < k; ++r) {
-      const uint64_t first = rows * uint64_t(r) / uint64_t(k), end = rows * uint64_t(r + 1) / uint64_t(k);
-      in.push_back({keys.data() + first, vals.data() + first, end - first});
-    }
+    auto first_of = [&](int r) { return rows * uint64_t(r) / uint64_t(k); };
 #pragma omp parallel for num_threads(all) schedule(dynamic, 1)
-    for (int r = 0; r < k; ++r) {
-      uint64_t* run = keys.data() + (in[size_t(r)].keys - keys.data());
-      for (uint64_t i = 0; i < in[size_t(r)].rows; ++i) run[i] = mix64(uint64_t(run - keys.data()) + i + 1);
-      std::sort(run, run + in[size_t(r)].rows);
-      for (uint64_t i = 0; i < in[size_t(r)].rows; ++i) vals[uint64_t(run - keys.data()) + i] = i;
+    for (int r = 0; r < k; ++r) {  // run r: rows [first_of(r), first_of(r + 1)), its keys sorted
+      for (uint64_t i = first_of(r); i < first_of(r + 1); ++i) keys[i] = mix64(i + 1), vals[i] = i;
+      std::sort(keys.begin() + long(first_of(r)), keys.begin() + long(first_of(r + 1)));
     }
+    std::vector<cpu::ChunkIn<uint64_t, uint64_t>> in;
+    for (int r = 0; r < k; ++r)
+      in.push_back({keys.data() + first_of(r), vals.data() + first_of(r), first_of(r + 1) - first_of(r)});
     OpSample s;
     s.model = "link.merge_runs";
     s.segment = k;
