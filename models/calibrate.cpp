@@ -22,7 +22,6 @@
 
 #include "core/builtin.hpp"
 #include "core/common/error.hpp"
-#include "core/common/hashing.hpp"
 #include "core/exec/backend.hpp"
 #include "core/experiment/cli.hpp"
 #include "core/experiment/environment.hpp"
@@ -1193,15 +1192,7 @@ void measure_merge_runs(Calibration& c, const CalibrationOptions& opt, int all) 
   std::vector<uint64_t> keys(rows), vals(rows), out_keys(rows), out_vals(rows);
   std::vector<CalibrationRun> runs;
   for (const int k : kMergeRunCounts) {
-    auto first_of = [&](int r) { return rows * uint64_t(r) / uint64_t(k); };
-#pragma omp parallel for num_threads(all) schedule(dynamic, 1)
-    for (int r = 0; r < k; ++r) {  // run r: rows [first_of(r), first_of(r + 1)), its keys sorted
-      for (uint64_t i = first_of(r); i < first_of(r + 1); ++i) keys[i] = mix64(i + 1), vals[i] = i;
-      std::sort(keys.begin() + long(first_of(r)), keys.begin() + long(first_of(r + 1)));
-    }
-    std::vector<cpu::ChunkIn<uint64_t, uint64_t>> in;
-    for (int r = 0; r < k; ++r)
-      in.push_back({keys.data() + first_of(r), vals.data() + first_of(r), first_of(r + 1) - first_of(r)});
+    const std::vector<cpu::ChunkIn<uint64_t, uint64_t>> in = cpu::random_sorted_runs(keys.data(), vals.data(), rows, k, all);
     OpSample s;
     s.model = "link.merge_runs";
     s.segment = k;

@@ -118,6 +118,11 @@ std::vector<uint64_t> partition_into_chunks(const K* keys, const V* vals, uint64
 // Merges key-sorted runs (ChunkIn, above) into out (rows: their sum). Equal keys keep run order.
 template <class K, class V>
 void multiway_merge(const std::vector<ChunkIn<K, V>>& runs, K* out_keys, V* out_vals, int threads);
+// What a measurement of the multiway merge merges: rows [0, rows) of keys and vals cut into k
+// near-equal runs, row i holding key mix64(i + 1) and value i, each run sorted by key (so the
+// runs interleave about every row, as sorted chunksets do). Returns the runs.
+std::vector<ChunkIn<uint64_t, uint64_t>> random_sorted_runs(uint64_t* keys, uint64_t* vals, uint64_t rows, int k,
+                                                            int threads);
 // PivotSearchOp: the first t < n with x[t] <= y[t] (x non-increasing, y non-decreasing), else n.
 template <class K>
 uint64_t pivot_search(const K* x, const K* y, uint64_t n);

@@ -215,6 +215,19 @@ void multiway_merge(const std::vector<ChunkIn<K, V>>& runs, K* out_keys, V* out_
   errors.rethrow();
 }
 
+std::vector<ChunkIn<uint64_t, uint64_t>> random_sorted_runs(uint64_t* keys, uint64_t* vals, uint64_t rows, int k,
+                                                            int threads) {
+  auto first_of = [&](int r) { return rows * uint64_t(r) / uint64_t(k); };
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+  for (int r = 0; r < k; ++r) {
+    for (uint64_t i = first_of(r); i < first_of(r + 1); ++i) keys[i] = mix64(i + 1), vals[i] = i;
+    std::sort(keys + first_of(r), keys + first_of(r + 1));
+  }
+  std::vector<ChunkIn<uint64_t, uint64_t>> runs;
+  for (int r = 0; r < k; ++r) runs.push_back({keys + first_of(r), vals + first_of(r), first_of(r + 1) - first_of(r)});
+  return runs;
+}
+
 #define JL_INSTANTIATE_MULTIWAY_MERGE(K, V) \
   template void multiway_merge<K, V>(const std::vector<ChunkIn<K, V>>&, K*, V*, int);
 JL_FOR_EACH_KV(JL_INSTANTIATE_MULTIWAY_MERGE)

@@ -220,19 +220,11 @@ int main(int argc, char** argv) {
     std::printf("\nmultiway merge of k sorted runs, %llu 16-byte tuples in all (memcpy: %.2f GB/s):\n"
                 "     k   time ms   Mtuples/s   GB/s moved   of memcpy\n",
                 (unsigned long long)n, bw / 1e9);
-    for (size_t k : {size_t(2), size_t(3), size_t(4), size_t(5), size_t(8), size_t(16)}) {
-      std::vector<cpu::ChunkIn<MK, MV>> runs;
-      for (size_t r = 0; r < k; ++r) {
-        const uint64_t first = n * r / k, rows = n * (r + 1) / k - first;
-        runs.push_back({mk + first, mv + first, rows});
-      }
-#pragma omp parallel for num_threads(threads) schedule(static)
-      for (uint64_t i = 0; i < n; ++i) mk[i] = mix64(i + 1), mv[i] = i;
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-      for (size_t r = 0; r < k; ++r) std::sort(mk + (runs[r].keys - mk), mk + (runs[r].keys - mk) + runs[r].rows);
+    for (int k : {2, 3, 4, 5, 8, 16}) {
+      const std::vector<cpu::ChunkIn<MK, MV>> runs = cpu::random_sorted_runs(mk, mv, n, k, threads);
       const double t = best_of(3, [&] { cpu::multiway_merge(runs, ok, ov, threads); });
       const double moved = 2.0 * double(n) * 16.0;
-      std::printf("  %4zu  %8.1f  %10.1f  %11.2f  %9.0f%%\n", k, t * 1e3, double(n) / t / 1e6, moved / t / 1e9,
+      std::printf("  %4d  %8.1f  %10.1f  %11.2f  %9.0f%%\n", k, t * 1e3, double(n) / t / 1e6, moved / t / 1e9,
                   100.0 * moved / t / bw);
     }
   }
