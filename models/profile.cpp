@@ -45,13 +45,16 @@ double interpolate_log2(const std::vector<std::pair<double, double>>& pts, doubl
     }
   return pts.back().second;
 }
+// A table's points (log2 of its key, its value), ascending keys.
+std::vector<std::pair<double, double>> log2_points(const std::map<int, double>& table) {
+  std::vector<std::pair<double, double>> pts;
+  for (auto [n, y] : table) pts.emplace_back(std::log2(double(n)), y);
+  return pts;
+}
 }  // namespace
 
 double CpuSpec::merge_runs_factor(int runs) const {
-  if (merge_runs.empty()) return 1.0;
-  std::vector<std::pair<double, double>> pts;
-  for (auto [n, f] : merge_runs) pts.emplace_back(std::log2(double(n)), f);
-  return interpolate_log2(pts, double(std::max(runs, 1)));
+  return merge_runs.empty() ? 1.0 : interpolate_log2(log2_points(merge_runs), double(std::max(runs, 1)));
 }
 
 // Linear in the busy cores between one core alone (rate) and every core busy (loaded, at the
@@ -77,15 +80,12 @@ double CpuSpec::per_thread_rate(const std::string& kind, int busy, int cores, in
 double CpuSpec::operator_overhead(int threads) const {
   if (threads <= 1) return 0;
   if (team_op_overhead.empty()) return op_overhead;
-  std::vector<std::pair<double, double>> pts;  // (log2 threads, seconds), ascending threads
-  for (auto [n, s] : team_op_overhead) pts.emplace_back(std::log2(double(n)), s);
-  return interpolate_log2(pts, threads);
+  return interpolate_log2(log2_points(team_op_overhead), threads);
 }
 
 double CpuSpec::copy_thread_rate(int copying, int cores) const {
   if (copy_rate.empty()) return per_thread_rate("copy", copying, cores);
-  std::vector<std::pair<double, double>> pts;  // (log2 threads, rate), ascending threads
-  for (auto [n, r] : copy_rate) pts.emplace_back(std::log2(double(n)), r);
+  std::vector<std::pair<double, double>> pts = log2_points(copy_rate);  // (log2 threads, rate)
   if (auto it = loaded.find("copy"); it != loaded.end() && cores > copy_rate.rbegin()->first)
     pts.emplace_back(std::log2(double(cores)), it->second);
   return interpolate_log2(pts, copying);
