@@ -729,10 +729,11 @@ ContentPtr merge_sorted(const std::vector<ContentPtr>& runs, const PartitionFn& 
   const bool given = buckets.bits && orders_keys(buckets, top);
   if (in.size() == 1 && in.front()->order && (!given || same_fn(in.front()->order->fn, buckets))) return in.front();
   PartitionFn fn = given ? buckets : PartitionFn{PartitionFn::Radix, 0, 0, 0};
-  for (const ContentPtr& r : in)  // else the coarsest ordering function some component went through
-    for (const Component& comp : r->parts)
-      for (const Constraint& x : comp.constraints)
-        if (!given && orders_keys(x.fn, top) && (!fn.bits || x.fn.shift > fn.shift)) fn = x.fn;
+  if (!given)  // the coarsest ordering function some component went through
+    for (const ContentPtr& r : in)
+      for (const Component& comp : r->parts)
+        for (const Constraint& x : comp.constraints)
+          if (orders_keys(x.fn, top) && (!fn.bits || x.fn.shift > fn.shift)) fn = x.fn;
   if (!fn.bits) fn = order_fn_below(top);
   std::map<uint32_t, std::vector<ContentPtr>> by_part;  // every run's rows of each partition
   const bool in_pieces =

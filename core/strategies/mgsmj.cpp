@@ -276,9 +276,11 @@ class MergeStages {
     const Event sorted = rank_.record(st_.compute);
     rank_.stream_wait(st_.send, sorted);
     rank_.stream_wait(st_.recv, sorted);
-    const uint64_t known = rank_.has_data() ? 0 : pivot_of_buckets(base, h, nl, std::min(nl, nr));
+    std::vector<uint64_t> l, r;  // without data: L's and R's rows by bucket (the pivot, then every GPU's)
+    if (!rank_.has_data()) l = sum_buckets(base, h), r = sum_buckets(base + h, h);
+    const uint64_t known = rank_.has_data() ? 0 : pivot_of_buckets(l, r, nl, std::min(nl, nr));
     const uint64_t p = pivot(base, h, nl, std::min(nl, nr), left, mine_at, rank_.has_data() ? nullptr : &known);
-    if (!rank_.has_data()) swap_buckets(base, h, nl, p);
+    if (!rank_.has_data()) swap_buckets(l, r, base, h, nl, p);
     if (p == 0) return;
     // L row nl - p + u swaps with R row u, u < p.
     std::vector<Event> moved;
@@ -372,11 +374,11 @@ class MergeStages {
     }
   }
 
-  // The pivot from the buckets: R's rows among the nl smallest of L and R. Below the bucket where
-  // the nl-th row falls, all of R's; in it, R's share of what is left (the keys of L and R in one
-  // bucket taken as alike), kept where that bucket's rows of each side allow.
-  uint64_t pivot_of_buckets(int base, int h, uint64_t nl, uint64_t jmax) const {
-    const std::vector<uint64_t> l = sum_buckets(base, h), r = sum_buckets(base + h, h);
+  // The pivot from L's and R's rows by bucket (l, r): R's rows among the nl smallest of L and R.
+  // Below the bucket where the nl-th row falls, all of R's; in it, R's share of what is left (the
+  // keys of L and R in one bucket taken as alike), kept where that bucket's rows of each side allow.
+  static uint64_t pivot_of_buckets(const std::vector<uint64_t>& l, const std::vector<uint64_t>& r, uint64_t nl,
+                                   uint64_t jmax) {
     uint64_t below = 0, r_below = 0;  // rows of L and R, and of R, in the buckets before b
     for (size_t b = 0; b < l.size(); ++b) {
       if (below + l[b] + r[b] <= nl) {
@@ -391,10 +393,11 @@ class MergeStages {
     return std::min(jmax, r_below);
   }
 
-  // After a stage's swap of L's last p rows with R's first p rows: every GPU's rows by bucket. L and
-  // R are each sorted across their GPUs, GPU i holding its rows' stretch of the sequence.
-  void swap_buckets(int base, int h, uint64_t nl, uint64_t p) {
-    const std::vector<uint64_t> l = sum_buckets(base, h), r = sum_buckets(base + h, h);
+  // After a stage's swap of L's last p rows with R's first p rows: every GPU's rows by bucket (l, r:
+  // L's and R's before the swap). L and R are each sorted across their GPUs, GPU i holding its
+  // rows' stretch of the sequence.
+  void swap_buckets(const std::vector<uint64_t>& l, const std::vector<uint64_t>& r, int base, int h, uint64_t nl,
+                    uint64_t p) {
     for (int i = base; i < base + 2 * h; ++i) {
       const bool in_l = i < base + h;
       const uint64_t a = in_l ? start(base, i) : start(base + h, i), e = a + rows_[size_t(i)];
