@@ -137,6 +137,22 @@ TEST(CudaStrategies, TritonOutOfCoreSameAsCpuBackend) {
           }
 }
 
+// The join phase's lanes each on half the SMs (lane_sms = split: green contexts), the spill read
+// by kernels and by copies, with a skewed workload: the CPU backend's count and checksum.
+TEST(CudaStrategies, TritonLanesOnHalvesOfTheSmsSameAsCpuBackend) {
+  JL_REQUIRE_GPU();
+  register_builtin();
+  const std::vector<Case> all = workloads();
+  for (const Case& c : {all[0], all[7]})
+    for (const char* read : {"kernel", "copy"}) {
+      const Options o = {{"in_gpu", "off"}, {"output", "direct"}, {"spill_read", read}, {"cache_bytes", "500000"},
+                         {"lane_sms", "split"}};
+      RunPoint cpu_point = point("triton", "cpu", c.w, o), gpu_point = point("triton", "cuda", c.w, o);
+      cpu_point.cluster.device_memory = gpu_point.cluster.device_memory = uint64_t(16) << 20;
+      expect_same_as_cpu(cpu_point, gpu_point, "triton, lanes on split SMs, on " + c.name + " spill read " + read);
+    }
+}
+
 // mgsmj on the GPUs there are (2 when there are two): the resident plan (runs kept on the GPUs,
 // R's histograms counted there) and the paper's (resident = off), both sorts, and device memory
 // capped so that every relation has several chunksets (the CPU multiway merge, the join's parts

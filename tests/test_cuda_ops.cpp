@@ -255,6 +255,38 @@ TEST(CudaOps, PartitionOneAndTwoPassesMatchCpuPerPartition) {
                   "/" + std::to_string(vb));
 }
 
+// Streams on halves of the SMs (green contexts; the cuda rank makes them on Hopper GPUs, the CPU
+// backend has none and uses streams 0 and 1): a partition on one and a histogram of its output on
+// the other, ordered by an event, equal the CPU kernels'.
+TEST(CudaOps, OperatorsOnStreamsOfHalfTheSmsMatchCpu) {
+  JL_REQUIRE_GPU();
+  same_on_both(
+      [&](Rank& rank) {
+        const std::optional<Stream> a = rank.sm_share_stream(0, 2), b = rank.sm_share_stream(1, 2);
+        if (rank.backend() == std::string("cuda")) {
+          EXPECT_TRUE(a && b) << "no green contexts of half the SMs on this GPU";
+          if (a && b) {
+            EXPECT_NE(a->id, b->id);
+            EXPECT_EQ(rank.streams(), b->id + 1);
+            EXPECT_EQ(rank.sm_share_stream(1, 2)->id, b->id) << "made once";
+          }
+        }
+        const Stream sa = a ? *a : Stream{0}, sb = b ? *b : Stream{1};
+        const uint64_t n = 1500000;
+        Tuples in = generate(rank, spec("R", n, KeyDist::Zipf, 8, 8, 5), nullptr, "R");
+        Tuples out = rank.alloc_tuples(MemSpace::Device, n, in.fmt, "out");
+        rank.stream_wait(sa, rank.record(Stream{0}));
+        const PartitionFn fn{PartitionFn::Radix, 8, 0, 0};
+        Obs o = partition_observations(rank, out, rank.launch(sa, PartitionOp{in, {}, fn, out}).get().values);
+        rank.stream_wait(sb, rank.record(sa));
+        const PartitionFn fine{PartitionFn::Radix, 11, 0, 0};
+        const Launched histogram = rank.launch(sb, HistogramOp{out, fine});  // get() refers into it
+        for (uint64_t c : histogram.get().values) o.push_back(c);
+        return o;
+      },
+      "partition and histogram on streams of half the SMs");
+}
+
 // Two passes in one operator (the 15 and 16 radix bits of phj at 2^27 rows): joint histogram (its counts fit shared
 // memory) or not (16 bits of 16-byte tuples, 4-byte tuples at 16 bits), dense and skewed keys
 // (Zipf 1.5: the hot key's high partition holds ~40% of the rows, hundreds of second-pass blocks

@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -118,6 +119,11 @@ class Rank {
   virtual std::string backend() const = 0;  // "cpu", "cuda", "sim"
   virtual bool has_data() const { return true; }  // false in simulation
   virtual int streams() const = 0;          // streams 0 .. streams()-1 exist
+  // A stream whose kernels run on share `part` of `parts` equal, disjoint shares of the device's
+  // SMs (numbered after the others; streams() counts it from then on), where the backend can
+  // confine kernels so (cuda: green contexts); else none, and streams share the device. Made on
+  // the first call for `parts`, which must come before work is queued on the rank's streams.
+  virtual std::optional<Stream> sm_share_stream(int part, int parts) { return std::nullopt; }
 
   // --- memory ---
   // Throws RuntimeError naming the tag, the size asked and the space left when it does not fit.

@@ -12,6 +12,7 @@
 // its stream's previous join, and the host waits for its result only when its join is next.
 // When R and S fit in device memory with phj's buffers, the plan is phj on device copies.
 #include <algorithm>
+#include <optional>
 
 #include "core/common/error.hpp"
 #include "core/strategies/rank_joins.hpp"
@@ -35,6 +36,7 @@ struct TritonConfig {
   MemSpace output_space = MemSpace::Pinned;
   bool in_gpu = true;          // fall back to phj when R and S fit
   bool r_ahead = true;         // R's second passes during S's first pass where memory allows
+  bool split_sms = false;      // the join's two lanes on disjoint halves of the SMs
 };
 
 void add_triton_options(po::options_description& d) {
@@ -71,7 +73,10 @@ void add_triton_options(po::options_description& d) {
       "r_ahead", choice_option("r_ahead", {"auto", "off"}, "auto"),
       "auto: where the cache holds R and S whole and device memory R's partitioned copy beside them, R's second "
       "passes run during S's first pass, on a stream of their own (the join phase then partitions S only); off: "
-      "in the join phase");
+      "in the join phase")(
+      "lane_sms", choice_option("lane_sms", {"shared", "split"}, "shared"),
+      "the join phase's two lanes: on streams that share the GPU's SMs (shared), or each on its own half of them "
+      "(split: CUDA green contexts, as lutz2022 splits them; shared where the backend cannot)");
 }
 
 TritonConfig triton_config(const po::variables_map& vm) {
@@ -88,6 +93,7 @@ TritonConfig triton_config(const po::variables_map& vm) {
   c.cache_bytes = vm["cache_bytes"].as<int64_t>();
   c.output_space = mem_space(vm["output_space"].as<std::string>());
   c.in_gpu = vm["in_gpu"].as<std::string>() == "auto";
+  c.split_sms = vm["lane_sms"].as<std::string>() == "split";
   c.r_ahead = vm["r_ahead"].as<std::string>() == "auto";
   return c;
 }
@@ -650,6 +656,14 @@ void run_triton(Rank& rank, const JoinJob& job) {
     throw RuntimeError("triton: the " + rank.backend() + " backend gives a rank " + std::to_string(rank.streams()) +
                        " stream(s), the plan needs 2");
 
+  // The join phase's lanes: streams 0 and 1, sharing the SMs, or two with half of them each
+  // (lane_sms = split, where the backend can confine kernels so; made before any work is queued,
+  // numbered after the streams the ring uses).
+  Stream lane_stream[2] = {Stream{0}, Stream{1}};
+  if (cfg.split_sms) {
+    const std::optional<Stream> a = rank.sm_share_stream(0, 2), b = rank.sm_share_stream(1, 2);
+    if (a && b) lane_stream[0] = *a, lane_stream[1] = *b;
+  }
   const TritonPlan planned = plan_triton(cfg, device, r.rows, s.rows, r.fmt, s.fmt, ring_slots(rank));
   const RadixPlan& plan = planned.radix;
   const MemoryPlan& mem = planned.mem;
@@ -739,7 +753,7 @@ void run_triton(Rank& rank, const JoinJob& job) {
     if (u >= N) return;
     const Unit& x = units[u];
     const Lane& lane = lanes[x.lane];
-    const Stream st{x.lane};
+    const Stream st = lane_stream[x.lane];
     if (x.new_r && !ahead.on)
       counted_r[u] = start_second(rank, st, fr, x.r, lane.r_staged, lane.r_out, lane.r_layout, fn2, mem.read_by_copy);
     counted_s[u] = start_second(rank, st, fs, x.s, lane.s_staged, lane.s_out, lane.s_layout, fn2, mem.read_by_copy);
@@ -757,9 +771,9 @@ void run_triton(Rank& rank, const JoinJob& job) {
     const Lane& lane = lanes[x.lane];
     if (x.new_r)
       lane_r2[x.lane] = ahead.on ? ahead.parts[x.p][x.r_index]
-                                 : finish_second(rank, Stream{x.lane}, counted_r[u], lane.r_out, fn2);
+                                 : finish_second(rank, lane_stream[x.lane], counted_r[u], lane.r_out, fn2);
     ready[u].r = lane_r2[x.lane];
-    ready[u].s = finish_second(rank, Stream{x.lane}, counted_s[u], lane.s_out, fn2);
+    ready[u].s = finish_second(rank, lane_stream[x.lane], counted_s[u], lane.s_out, fn2);
     counted_r[u] = counted_s[u] = SecondPass{};
   };
   for (size_t u : first_on_lane) count(u);
@@ -768,7 +782,7 @@ void run_triton(Rank& rank, const JoinJob& job) {
   // count before it queues the next join.
   std::vector<Launched> counts;
   for (size_t u = 0; u < N; ++u) {
-    const Stream st{units[u].lane};
+    const Stream st = lane_stream[units[u].lane];
     const Partitioned r2 = std::move(ready[u].r), s2 = std::move(ready[u].s);
     ready[u] = Ready{};
     if (cfg.phj.output == OutputMode::CountOnly) {

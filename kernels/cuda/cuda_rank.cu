@@ -283,6 +283,25 @@ cudaStream_t CudaRank::stream_of(Stream s) const {
   return streams_[size_t(s.id)];
 }
 
+std::optional<Stream> CudaRank::sm_share_stream(int part, int parts) {
+  if (part < 0 || part >= parts) return std::nullopt;
+  auto it = sm_shares_.find(parts);
+  if (it == sm_shares_.end()) {
+    OnDevice on(device_);
+    std::unique_ptr<SmPartition> shares = SmPartition::create(device_, parts);
+    int first = -1;
+    if (shares) {
+      std::lock_guard<std::mutex> g(pending_mu_);
+      first = int(streams_.size());
+      for (cudaStream_t s : shares->streams()) streams_.push_back(s);
+      pending_.resize(streams_.size());
+    }
+    it = sm_shares_.emplace(parts, std::make_pair(first, std::move(shares))).first;
+  }
+  if (it->second.first < 0) return std::nullopt;
+  return Stream{it->second.first + part};
+}
+
 double CudaRank::now() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_).count();
 }
@@ -581,7 +600,7 @@ void CudaRank::sync(Stream s) {
 HostLane& CudaRank::lane(Stream s) {
   cudaStream_t st = stream_of(s);
   std::lock_guard<std::mutex> g(lanes_mu_);
-  if (lanes_.empty()) lanes_.resize(streams_.size());
+  if (lanes_.size() < streams_.size()) lanes_.resize(streams_.size());
   auto& l = lanes_[size_t(s.id)];
   if (!l) l = std::make_unique<HostLane>(st);
   return *l;

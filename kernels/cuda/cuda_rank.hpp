@@ -22,6 +22,7 @@
 #include "kernels/cuda/cuda_fabric.hpp"
 #include "kernels/cuda/host_lane.hpp"
 #include "kernels/cuda/kernels.hpp"
+#include "kernels/cuda/sm_partition.hpp"
 
 namespace joinlab::cuda {
 
@@ -40,6 +41,7 @@ class CudaRank : public Rank {
 
   std::string backend() const override { return "cuda"; }
   int streams() const override { return int(streams_.size()); }
+  std::optional<Stream> sm_share_stream(int part, int parts) override;
   int device() const { return device_; }
 
   Buffer alloc(MemSpace space, uint64_t bytes, const std::string& tag) override;
@@ -111,6 +113,8 @@ class CudaRank : public Rank {
   std::vector<std::shared_ptr<PendingOp>> untraced_;  // completed, spans not yet written
   std::mutex lanes_mu_;
   std::vector<std::unique_ptr<HostLane>> lanes_;  // per stream, started on first use
+  // Per share count: its streams' first id (-1: the device cannot be split so) and the shares.
+  std::map<int, std::pair<int, std::unique_ptr<SmPartition>>> sm_shares_;
 };
 
 // Device memory blocks kept for reuse, per device; cudaMalloc'd on a miss. Freed blocks are

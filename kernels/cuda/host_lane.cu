@@ -8,6 +8,7 @@
 
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/cuda_rank.hpp"
+#include "kernels/cuda/driver_entry.hpp"
 
 namespace joinlab::cuda {
 
@@ -17,19 +18,7 @@ using WaitValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int
 using WriteValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 using WriteValue64 = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
 
-// Stream memory operations from the driver the runtime loaded (no link-time dependency on libcuda,
-// which machines without a GPU lack); null where the driver has none.
-template <class Fn>
-Fn driver_entry(const char* name) {
-  void* p = nullptr;
-  cudaDriverEntryPointQueryResult found{};
-  if (cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &found) != cudaSuccess ||
-      found != cudaDriverEntryPointSuccess) {
-    cudaGetLastError();
-    return nullptr;
-  }
-  return reinterpret_cast<Fn>(p);
-}
+// Stream memory operations (driver_entry: null where the driver has none).
 WaitValue32 wait_value32() {
   static const WaitValue32 fn = driver_entry<WaitValue32>("cuStreamWaitValue32");
   return fn;
