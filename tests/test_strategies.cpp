@@ -265,6 +265,11 @@ TEST_F(Strategies, TritonSpillsPastDeviceMemoryWithEveryOption) {
       for (const char* read : {"kernel", "copy"})
         expect_correct(spilled(pk_fk(100000, 400000, 4, 1.0, z), 1 << 20,
                                {{"in_gpu", "off"}, {"prefix_sum", prefix}, {"spill_read", read}}));
+  // lane_sms = split where the backend cannot confine kernels to shares of the SMs: the lanes are
+  // streams 0 and 1, as shared.
+  for (const char* read : {"kernel", "copy"})
+    expect_correct(spilled(pk_fk(100000, 400000, 4, 1.0, 1.0), 1 << 20,
+                           {{"in_gpu", "off"}, {"spill_read", read}, {"lane_sms", "split"}}));
   // Every output policy and space: one pinned segment sized for a primary-key join, more once a
   // many-to-many join's rows overflow it; in device memory, a partition's at a time.
   for (const char* output : {"direct", "count_then_write", "count_only"})
