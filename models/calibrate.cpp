@@ -32,7 +32,7 @@
 
 namespace joinlab {
 
-const char* const kCalibrationSteps[5] = {"operators", "links", "cpu", "peer", "messages"};
+const char* const kCalibrationSteps[6] = {"operators", "links", "overlap", "cpu", "peer", "messages"};
 
 bool CalibrationOptions::runs(const std::string& step) const {
   return only.empty() || std::find(only.begin(), only.end(), step) != only.end();
@@ -173,6 +173,10 @@ class Bench {
       progress("zero-copy accesses");
       chunked_passes();
       progress("partitioners and prefix sums by fanout");
+    }
+    if (opt_.runs("overlap") && rank_.streams() >= 2) {
+      overlap();
+      progress("operators alone and two at once");
     }
     rank_.end_phases();
   }
@@ -785,6 +789,76 @@ class Bench {
     for (int r = 0; r < opt_.repeat; ++r) {
       begin_sample(sample_phase(s));
       rank_.launch(Stream{0}, op).get();
+      end_sample();
+    }
+  }
+
+  // The operators of triton's join phase (a slice's gather, its partitioning into 2^12 and a
+  // partitioned join), alone and two at once on streams 0 and 1, each over its own buffers, at
+  // 2 Mi, 8 Mi and 32 Mi rows of 8+8 bytes: samples "link.overlap.<kind>.alone" and ".pair",
+  // segment = one operator's input bytes, x = {1, input bytes of the operators run}. Their rates'
+  // ratio is the share of the GPU one such operator takes (fit_overlap).
+  void overlap() {
+    const std::vector<uint64_t> sizes = opt_.quick ? std::vector<uint64_t>{uint64_t(1) << 16}
+                                                   : std::vector<uint64_t>{uint64_t(1) << 21, uint64_t(1) << 23, uint64_t(1) << 25};
+    const TupleFormat f{8, 8};
+    const PartitionFn fn{PartitionFn::Radix, 12, 5, 0};
+    for (uint64_t n : sizes) {
+      data(n, f);
+      Tuples in[2] = {r_, scratch_}, out[2], staged[2], parted[2];
+      Buffer offsets[2];
+      rank_.copy(Stream{0}, scratch_.keys, 0, r_.keys, 0, n * f.key_bytes);
+      rank_.copy(Stream{0}, scratch_.vals, 0, r_.vals, 0, n * f.val_bytes);
+      std::vector<CopyRange> gathers[2];
+      Partitioned joined[2];
+      for (int i = 0; i < 2; ++i) {
+        out[i] = rank_.alloc_tuples(MemSpace::Device, n, f, "calibrate.overlap.out");
+        staged[i] = rank_.alloc_tuples(MemSpace::Device, n, f, "calibrate.overlap.staged");
+        parted[i] = rank_.alloc_tuples(MemSpace::Device, n, f, "calibrate.overlap.parted");
+        offsets[i] = rank_.alloc(MemSpace::Device, (uint64_t(fn.fanout()) + 1) * 8, "calibrate.overlap.offsets");
+        // A slice's runs as triton gathers them: 256 of them, in reverse order.
+        const std::vector<uint64_t> b = chunk_bounds(n, 256);
+        for (size_t c = 0; c + 1 < b.size(); ++c) {
+          const uint64_t at = n - b[c + 1], rows = b[c + 1] - b[c];
+          gathers[i].push_back({staged[i].keys, at * f.key_bytes, in[i].keys, b[c] * f.key_bytes, rows * f.key_bytes});
+          gathers[i].push_back({staged[i].vals, at * f.val_bytes, in[i].vals, b[c] * f.val_bytes, rows * f.val_bytes});
+        }
+        PartitionOp p{in[i], {}, fn, parted[i]};
+        p.offsets_out = offsets[i];
+        joined[i] = Partitioned{parted[i], rank_.launch(Stream{0}, p).get().values, offsets[i]};
+      }
+      const double bytes = double(n) * f.tuple_bytes();
+      auto partition = [&](Stream st, int i) { rank_.launch(st, PartitionOp{in[i], {}, fn, out[i]}); };
+      auto join = [&](Stream st, int i) {
+        rank_.launch(st, PartitionedJoinOp{joined[i], joined[i], no_output(), 0, OutputMode::CountOnly, TableKind::LinearProbing});
+      };
+      auto gather = [&](Stream st, int i) { rank_.copy_v(st, gathers[i]); };
+      overlap_samples("partition", bytes, partition);
+      overlap_samples("partitioned_join", 2 * bytes, join);
+      overlap_samples("copy.device", bytes, gather);
+      release();
+    }
+  }
+  // One operator alone on stream 0, then two at once on streams 0 and 1 (`run` queues operator i
+  // on a stream), each as a sample of opt.repeat runs.
+  void overlap_samples(const std::string& kind, double bytes, const std::function<void(Stream, int)>& run) {
+    untimed();
+    run(Stream{0}, 0);
+    run(Stream{1}, 1);
+    rank_.sync_all();
+    OpSample s;
+    s.segment = bytes;
+    for (int r = 0; r < opt_.repeat; ++r) {
+      s.model = "link.overlap." + kind + ".alone";
+      s.x = {1.0, bytes};
+      begin_sample(sample_phase(s));
+      run(Stream{0}, 0);
+      end_sample();
+      s.model = "link.overlap." + kind + ".pair";
+      s.x = {1.0, 2 * bytes};
+      begin_sample(sample_phase(s));
+      run(Stream{0}, 0);
+      run(Stream{1}, 1);
       end_sample();
     }
   }
@@ -1427,7 +1501,8 @@ std::map<double, double> median_rates(const Calibration& c, const std::string& n
 }
 
 // The link report's samples: the zero-copy accesses, then the chunked passes.
-const char* const kReportedLinks[] = {"zero_copy.", "chunk_partition.", "prefix_sum.", "copy_threads", "merge_runs"};
+const char* const kReportedLinks[] = {"zero_copy.", "chunk_partition.", "prefix_sum.", "copy_threads", "merge_runs",
+                                      "overlap."};
 
 }  // namespace
 
@@ -1464,6 +1539,23 @@ void fit_zero_copy(const Calibration& c, Profile& p) {
   }
 }
 
+void fit_overlap(const Calibration& c, Profile& p) {
+  for (const char* kind : kSharedOps) {
+    const std::map<double, double> alone = median_rates(c, std::string("overlap.") + kind + ".alone");
+    const std::map<double, double> pair = median_rates(c, std::string("overlap.") + kind + ".pair");
+    for (auto [bytes, rate] : alone) {
+      auto it = pair.find(bytes);
+      if (it == pair.end() || it->second <= 0) continue;
+      const uint64_t b = uint64_t(bytes);
+      if (b == 0 || (b & (b - 1)) != 0) continue;  // the profile keys sizes by powers of two
+      p.gpu.share[kind][b] = rate / it->second;
+      p.notes[share_key(kind, b)] =
+          "measured " + today() + " by joinlab calibrate: two " + kind + " operators of " + std::to_string(b) +
+          " input bytes at once on two streams took this fraction of twice one's time alone (median rates of its runs)";
+    }
+  }
+}
+
 void fit_partitioner_rates(const Calibration& c, Profile& p) {  // the kinds in Partitioner's order
   for (int kind = 0; kind < 2; ++kind) {
     const std::string name = kind ? "hierarchical" : "shared";
@@ -1493,6 +1585,7 @@ std::vector<std::string> link_report(const Calibration& c) {
                : zero_copy            ? ", GB/s each way by granule:"
                : name == "copy_threads" ? ", GB/s copied in all by threads copying at once:"
                : name == "merge_runs"   ? ", GB/s read and written by every core, by the runs merged:"
+               : name.rfind("overlap.", 0) == 0 ? ", GB/s of input by one operator's input bytes:"
                                         : ", GB/s of input by fanout:")
            << std::fixed << std::setprecision(1);
       for (auto [segment, rate] : median_rates(c, name))
@@ -1539,7 +1632,7 @@ Calibration measure(const CalibrationOptions& opt) {
   cfg.profile_dir = opt.profile_dir;
   std::cerr << "calibrate: operators on " << opt.backend << ", " << sizes.size() << " sizes from " << sizes.front()
             << " to " << sizes.back() << " rows, " << opt.repeat << " runs each; caches " << c.protocol << "\n";
-  if (opt.runs("operators") || opt.runs("links"))
+  if (opt.runs("operators") || opt.runs("links") || opt.runs("overlap"))
     backend->run(cfg, [&](Rank& r) { Bench(r, opt, sizes, evict).run_operators(); }, collect);
   // The host's CPUs (not for the simulator: its CPU work is the profile's [cpu] already).
   // One core at the CPU calibration's sizes (a GPU's 2^28 rows would take an hour); --quick: CI's seconds.
@@ -1749,6 +1842,7 @@ Profile fit_profile(const Calibration& c, const Profile& base, const Calibration
   link_fit("d2h", p.d2h, "link.d2h");
   fit_zero_copy(c, p);
   fit_partitioner_rates(c, p);
+  fit_overlap(c, p);
   link_fit("p2p", p.p2p, "link.p2p");
   LinkSpec host_copy;
   link_fit("host_copy", host_copy, "host.copy");  // one stream's host copy: a note only
@@ -1880,7 +1974,7 @@ int calibrate_main(const std::vector<std::string>& args) {
       "cache-bytes", po::value(&opt.cache_bytes), "last-level cache to evict before each run (default: the base "
                                                   "profile's gpu.l2_bytes; cpu: the host's)")(
       "only", po::value<std::vector<std::string>>()->multitoken(),
-      "measure only these steps (comma- or space-separated): operators, links, cpu, peer, messages; the rest is kept "
+      "measure only these steps (comma- or space-separated): operators, links, overlap, cpu, peer, messages; the rest is kept "
       "from --base (links: copies, zero-copy accesses by granule, triton's partitioners and prefix sums by fanout)");
   po::variables_map vm;
   try {

@@ -57,7 +57,8 @@ struct CalibrationOptions {
   std::string samples_in;    // fit from this file instead of measuring (--fit)
   // The steps measured (--only; empty: every step). Steps: "operators" (the operator sweep),
   // "links" (copies, allocations, the zero-copy link microbenchmark, triton's partitioners by
-  // fanout into device and host memory, the chunked prefix sum on GPU and CPU), "cpu" (the host
+  // fanout into device and host memory, the chunked prefix sum on GPU and CPU), "overlap" (triton's
+  // join-phase operators alone and two at once on two streams: GpuSpec::share), "cpu" (the host
   // CPUs' operators), "peer" (the peer link), "messages". A profile fitted from fewer steps keeps
   // the rest from --base.
   std::vector<std::string> only;
@@ -65,7 +66,7 @@ struct CalibrationOptions {
   bool runs(const std::string& step) const;
 };
 // The steps of calibrate, in the order it runs them.
-extern const char* const kCalibrationSteps[5];
+extern const char* const kCalibrationSteps[6];
 
 // One timed run of a calibration sample: the phase name (sample_phase's encoding of the model,
 // segment, features and lookups), the host's time of it, of the stream synchronization that
@@ -104,6 +105,9 @@ void fit_zero_copy(const Calibration& c, Profile& p);
 // triton's partitioners into pinned memory ("chunk_partition.<shared|hierarchical>.host",
 // segment = fanout): the median input rate per fanout into link.d2h's partitioner_rate.
 void fit_partitioner_rates(const Calibration& c, Profile& p);
+// The GPU share of the operators of kSharedOps ("overlap.<kind>.alone" / ".pair", segment = one
+// operator's input bytes): the ratio of the median rates alone and two at once, into gpu.share.
+void fit_overlap(const Calibration& c, Profile& p);
 
 // Prefix of the models of the single-core operator samples ("cpu1.histogram", "cpu1.link.host_copy").
 extern const char* const kSingleCore;

@@ -155,6 +155,28 @@ double fanout_rate(const std::map<uint32_t, double>& table, uint32_t fanout) {
   return std::exp(std::log(lo->second) + t * (std::log(hi->second) - std::log(lo->second)));
 }
 
+std::string share_key(const std::string& kind, uint64_t bytes) {
+  std::string k = kind;
+  std::replace(k.begin(), k.end(), '.', '_');  // a key's dots name sections
+  return "gpu.share_" + k + "_" + std::to_string(bytes);
+}
+
+double op_share(const GpuSpec& gpu, const std::string& kind, double bytes) {
+  auto it = gpu.share.find(kind);
+  if (it == gpu.share.end() || it->second.empty()) return 1.0;
+  const std::map<uint64_t, double>& t = it->second;
+  double share = t.begin()->second;
+  if (bytes >= double(t.rbegin()->first)) {
+    share = t.rbegin()->second;
+  } else if (bytes > double(t.begin()->first)) {
+    auto hi = t.upper_bound(uint64_t(bytes));
+    auto lo = std::prev(hi);
+    const double f = std::log2(bytes / double(lo->first)) / std::log2(double(hi->first) / double(lo->first));
+    share = lo->second + f * (hi->second - lo->second);
+  }
+  return std::clamp(share, 0.5, 1.0);
+}
+
 double write_reverse_cost(const LinkSpec& h2d, const LinkSpec& d2h, double granule) {
   if (h2d.beside_copy.empty() || d2h.beside_copy.empty() || h2d.bw <= 0) return 0;
   const double copies = granule_rate(h2d.beside_copy, h2d.bw, granule);
@@ -222,6 +244,18 @@ const std::vector<Field>& fields() {
     v.push_back(Field{"gpu.streams", Kind::Count, false, {},
                       [](P& p, const std::string&, double x) { p.gpu.streams = int(x); },
                       [](const P& p) { return std::to_string(p.gpu.streams); }});
+    for (const char* kind : kSharedOps)
+      for (int e = 16; e <= 36; ++e) {
+        const std::string k = kind;
+        const uint64_t bytes = uint64_t(1) << e;
+        v.push_back(Field{share_key(k, bytes), Kind::Positive, false, {},
+                          [k, bytes](P& p, const std::string&, double x) { p.gpu.share[k][bytes] = x; },
+                          [k, bytes](const P& p) { return num(p.gpu.share.at(k).at(bytes)); },
+                          [k, bytes](const P& p) {
+                            auto it = p.gpu.share.find(k);
+                            return it != p.gpu.share.end() && it->second.count(bytes) != 0;
+                          }});
+      }
     v.push_back(number("host.memory", Kind::Positive, true, [](P& p) -> double& { return p.host.memory; }));
     v.push_back(number("host.mem_bw", Kind::Positive, true, [](P& p) -> double& { return p.host.mem_bw; }));
     v.push_back(number("host.cores", Kind::Number, false, [](P& p) -> double& { return p.host.cores; }));

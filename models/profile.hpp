@@ -106,6 +106,9 @@ struct Topology {
   double hop_latency = 0;                    // seconds added per switch level crossed
 };
 
+// Operators whose GPU share calibrate measures (GpuSpec::share), by the names of their kinds.
+inline constexpr const char* kSharedOps[] = {"partition", "partitioned_join", "copy.device"};
+
 struct GpuSpec {
   double memory = 0;      // bytes per GPU
   double mem_bw = 0;      // device copy, bytes read + written per second
@@ -113,7 +116,18 @@ struct GpuSpec {
   double sms = 0;
   double clock_ghz = 0;
   int streams = 16;       // streams a rank exposes
+  // The share of the GPU an operator of a kind in kSharedOps takes while it runs, by its input
+  // bytes (powers of two): two of them at once on two streams took 2 x share of one's time alone
+  // (calibrate's "overlap" step). Small operators leave SMs and memory bandwidth idle (launches,
+  // scans, tails) that another stream's kernels use. Unmeasured kinds and sizes beyond the
+  // table: the nearest measured size's; none: 1 (operators share the GPU by their times).
+  std::map<std::string, std::map<uint64_t, double>> share;
 };
+// GpuSpec::share of an operator of `kind` with `bytes` of input: linear in log2(bytes) between
+// the measured sizes, in [0.5, 1].
+double op_share(const GpuSpec& gpu, const std::string& kind, double bytes);
+// The profile key of GpuSpec::share for `kind` at `bytes`: gpu.share_<kind>_<bytes> ('.' as '_').
+std::string share_key(const std::string& kind, uint64_t bytes);
 
 struct HostSpec {
   double memory = 0;        // bytes per node

@@ -515,6 +515,7 @@ class SimRank final : public Rank {
   void pump();                 // starts every stream's next items while they can start
   std::pair<sg4::Host*, sg4::Host*> copy_route(const Item& it) const;
   void start_copy_flow(SimStream& st);
+  double gpu_share(const Op& op) const;
   void start(SimStream& st, int index);
   void finish(SimStream& st, int index);  // the running item(s) of st are done
   bool try_recv(SimStream& st);
@@ -670,8 +671,11 @@ class SimWorld {
   bool deadlocked() const { return busy == 0 && blocked == running; }
   std::string deadlock_report() const;
 
-  sg4::ExecPtr start_exec(sg4::Host* host, double seconds) {
-    auto e = sg4::Exec::init()->set_flops_amount(seconds * kWorkPerSecond)->set_host(host);
+  // `seconds` of work alone on `host`; an operator that takes `share` of a GPU (GpuSpec::share)
+  // runs at that share of its speed at most, so that others' work fills the rest.
+  sg4::ExecPtr start_exec(sg4::Host* host, double seconds, double share = 1.0) {
+    auto e = sg4::Exec::init()->set_flops_amount(seconds * share * kWorkPerSecond)->set_host(host);
+    if (share < 1.0) e->set_bound(share * kWorkPerSecond);
     e->start();
     return e;
   }
@@ -1724,6 +1728,12 @@ void SimRank::start_copy_flow(SimStream& st) {
   world_.busy++;
 }
 
+// The share of the GPU the operator takes while it runs (GpuSpec::share, by its input bytes).
+double SimRank::gpu_share(const Op& op) const {
+  const OpParams p = params_of(op);
+  return op_share(world_.profile.gpu, to_string(p.kind), double(p.rows_in) * p.key_bytes + double(p.rows_in) * p.val_bytes);
+}
+
 void SimRank::start(SimStream& st, int index) {
   st.running.clear();
   st.running.push_back(std::move(st.queue.front()));
@@ -1759,7 +1769,7 @@ void SimRank::start(SimStream& st, int index) {
       const double seconds = std::holds_alternative<LinkAccessOp>(*it.op) ? 0.0 : world_.profile.ops.seconds(sample);
       const LinkBytes link = link_bytes(*it.op, *it.result, world_.profile.h2d, world_.profile.d2h);
       if (seconds <= 0 && link.read + link.written <= 0) return finish(st, index);
-      st.activity = world_.start_exec(pf.gpus[size_t(id())], std::max(seconds, 0.0));
+      st.activity = world_.start_exec(pf.gpus[size_t(id())], std::max(seconds, 0.0), gpu_share(*it.op));
       st.state = SimStream::Busy;
       world_.busy++;
       // A kernel that reads or writes pinned host memory moves those bytes over the link while it
@@ -1799,7 +1809,7 @@ void SimRank::start(SimStream& st, int index) {
         st.track = "link device";
         const double seconds = world_.profile.ops.seconds(device_copy_sample(bytes));
         if (seconds <= 0) return finish(st, index);
-        st.activity = world_.start_exec(from, seconds);
+        st.activity = world_.start_exec(from, seconds, op_share(world_.profile.gpu, "copy.device", double(bytes)));
       } else {
         if (bytes == 0) return finish(st, index);
         st.track = !src_dev ? "link pcie h2d" : !dst_dev ? "link pcie d2h" : "link p2p";

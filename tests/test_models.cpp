@@ -806,6 +806,45 @@ TEST(CalibrationSamples, MergeCostsByRunsFitIntoTheCpuSection) {
   EXPECT_NE(report[0].find("by the runs merged: 2=60.0 4=40.0 8=15.0"), std::string::npos) << report[0];
 }
 
+// Operators alone and two at once (calibrate's "overlap" step) give each kind its share of the
+// GPU by input bytes: the ratio of the rates, which the profile writes and reads back; between
+// measured sizes the share is linear in log2(bytes), outside them the nearest one's, and it stays
+// within [0.5, 1] (two at once no faster than one alone, no slower than one after the other).
+TEST(CalibrationSamples, OverlapRunsGiveEachOperatorItsShareOfTheGpu) {
+  auto parse_profile_text = [](const std::string& text) {
+    std::istringstream in(text);
+    return parse_profile(in, "t.ini");
+  };
+  Calibration c;
+  std::vector<CalibrationRun> runs;
+  auto run = [&](const std::string& kind, uint64_t bytes, double alone_s, double pair_s) {
+    const std::string b = std::to_string(bytes);
+    runs.push_back({"cal link.overlap." + kind + ".alone " + b + " 1 " + b, alone_s, 0, 0});
+    runs.push_back({"cal link.overlap." + kind + ".pair " + b + " 1 " + std::to_string(2 * bytes), pair_s, 0, 0});
+  };
+  run("partition", uint64_t(1) << 25, 1e-4, 1.2e-4);  // two at once in 1.2x one's time: share 0.6
+  run("partition", uint64_t(1) << 29, 1e-3, 1.9e-3);
+  run("copy.device", uint64_t(1) << 27, 1e-4, 2e-4);
+  add_runs(c, runs);
+  Profile p = parse_profile_text(test::synthetic_machine("base"));
+  fit_overlap(c, p);
+  EXPECT_NEAR(p.gpu.share.at("partition").at(uint64_t(1) << 25), 0.6, 1e-9);
+  EXPECT_NEAR(p.gpu.share.at("partition").at(uint64_t(1) << 29), 0.95, 1e-9);
+  EXPECT_NEAR(p.gpu.share.at("copy.device").at(uint64_t(1) << 27), 1.0, 1e-9);
+  EXPECT_NE(p.notes.at("gpu.share_partition_33554432").find("two partition operators"), std::string::npos);
+  std::stringstream text;
+  write_profile(p, text);
+  const Profile back = parse_profile_text(text.str());
+  for (const auto& [kind, table] : p.gpu.share)
+    for (auto [bytes, share] : table) EXPECT_NEAR(back.gpu.share.at(kind).at(bytes), share, 1e-5) << kind << " " << bytes;
+  EXPECT_NEAR(op_share(back.gpu, "partition", double(uint64_t(1) << 27)), 0.775, 1e-9) << "halfway in log2(bytes)";
+  EXPECT_NEAR(op_share(back.gpu, "partition", 1e3), 0.6, 1e-9) << "below the table: its smallest size's";
+  EXPECT_NEAR(op_share(back.gpu, "partition", 1e12), 0.95, 1e-9);
+  EXPECT_EQ(op_share(back.gpu, "partitioned_join", 1e8), 1.0) << "not measured: operators share the GPU by time";
+  p.gpu.share["partition"][uint64_t(1) << 20] = 0.3;
+  EXPECT_EQ(op_share(p.gpu, "partition", 1e3), 0.5) << "no share below half";
+}
+
 // The zero-copy link microbenchmark's samples become the link tables: writes into link.d2h, reads
 // into link.h2d, both at once into their *_both_ keys; the profile writes them and reads them back,
 // and the report prints one line per direction with the rates by granule.

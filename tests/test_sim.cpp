@@ -946,6 +946,31 @@ TEST_F(SimTest, AMultiwayMergeOfMoreRunsCostsItsFactorPerByte) {
   EXPECT_NEAR(four_f / two_f, 3.0, 0.3);
 }
 
+// An operator that takes a share of the GPU (gpu.share_*, calibrate's overlap step) leaves the rest
+// to the other stream's: triton's join phase by copies, whose two lanes partition slices at once,
+// (R and S cached whole) is shorter where partitions take half the GPU than where operators share
+// it by time, and no
+// shorter than half; the count stays exact.
+TEST_F(SimTest, OperatorsThatTakeAShareOfTheGpuOverlapOnTwoStreams) {
+  auto join_phase = [](const char* share) {
+    RunPoint p = h100_point("triton", uint64_t(1) << 24);  // cached whole: the join phase is the GPU's
+    p.cluster.device_memory = uint64_t(4) << 30;
+    p.strategy_options["spill_read"] = "copy";
+    p.strategy_options["in_gpu"] = "off";
+    p.strategy_options["output"] = "count_only";  // no rows over the link
+    if (share)
+      for (int e : {16, 36}) p.cluster.profile_overrides[share_key("partition", uint64_t(1) << e)] = share;
+    const RunOutcome o = run_point(p);
+    EXPECT_EQ(o.digest.count, p.workload.s.rows);
+    return phase_of(o, "join");
+  };
+  const double by_time = join_phase(nullptr), half = join_phase("0.5"), whole = join_phase("1");
+  ASSERT_GT(by_time, 0);
+  EXPECT_NEAR(whole / by_time, 1.0, 1e-6);
+  EXPECT_LT(half, 0.9 * by_time);
+  EXPECT_GT(half, 0.5 * by_time);
+}
+
 // Both passes are laid out on the device: every chunk partition reads offsets a scan left on the
 // device (the first pass: one scan per staged chunk; the join phase: one per relation and
 // partition, on a GPU stream), the simulator writes the same partitions as from host offsets
