@@ -840,7 +840,8 @@ class Bench {
     }
   }
   // One operator alone on stream 0, then two at once on streams 0 and 1 (`run` queues operator i
-  // on a stream), each as a sample of opt.repeat runs.
+  // on a stream), each as a sample of opt.repeat runs timed until every stream is idle (the queuing
+  // included, as a strategy's host thread queues both lanes).
   void overlap_samples(const std::string& kind, double bytes, const std::function<void(Stream, int)>& run) {
     untimed();
     run(Stream{0}, 0);
@@ -853,12 +854,14 @@ class Bench {
       s.x = {1.0, bytes};
       begin_sample(sample_phase(s));
       run(Stream{0}, 0);
+      rank_.sync_all();
       end_sample();
       s.model = "link.overlap." + kind + ".pair";
       s.x = {1.0, 2 * bytes};
       begin_sample(sample_phase(s));
       run(Stream{0}, 0);
       run(Stream{1}, 1);
+      rank_.sync_all();
       end_sample();
     }
   }
