@@ -46,7 +46,8 @@ double interpolate_log2(const std::vector<std::pair<double, double>>& pts, doubl
   return pts.back().second;
 }
 // A table's points (log2 of its key, its value), ascending keys.
-std::vector<std::pair<double, double>> log2_points(const std::map<int, double>& table) {
+template <class Key>
+std::vector<std::pair<double, double>> log2_points(const std::map<Key, double>& table) {
   std::vector<std::pair<double, double>> pts;
   for (auto [n, y] : table) pts.emplace_back(std::log2(double(n)), y);
   return pts;
@@ -164,17 +165,7 @@ std::string share_key(const std::string& kind, uint64_t bytes) {
 double op_share(const GpuSpec& gpu, const std::string& kind, double bytes) {
   auto it = gpu.share.find(kind);
   if (it == gpu.share.end() || it->second.empty()) return 1.0;
-  const std::map<uint64_t, double>& t = it->second;
-  double share = t.begin()->second;
-  if (bytes >= double(t.rbegin()->first)) {
-    share = t.rbegin()->second;
-  } else if (bytes > double(t.begin()->first)) {
-    auto hi = t.upper_bound(uint64_t(bytes));
-    auto lo = std::prev(hi);
-    const double f = std::log2(bytes / double(lo->first)) / std::log2(double(hi->first) / double(lo->first));
-    share = lo->second + f * (hi->second - lo->second);
-  }
-  return std::clamp(share, 0.5, 1.0);
+  return std::clamp(interpolate_log2(log2_points(it->second), bytes), 0.5, 1.0);
 }
 
 double write_reverse_cost(const LinkSpec& h2d, const LinkSpec& d2h, double granule) {

@@ -1731,7 +1731,7 @@ void SimRank::start_copy_flow(SimStream& st) {
 // The share of the GPU the operator takes while it runs (GpuSpec::share, by its input bytes).
 double SimRank::gpu_share(const Op& op) const {
   const OpParams p = params_of(op);
-  return op_share(world_.profile.gpu, to_string(p.kind), double(p.rows_in) * p.key_bytes + double(p.rows_in) * p.val_bytes);
+  return op_share(world_.profile.gpu, to_string(p.kind), double(p.rows_in) * (p.key_bytes + p.val_bytes));
 }
 
 void SimRank::start(SimStream& st, int index) {

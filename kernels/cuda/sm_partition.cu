@@ -47,7 +47,6 @@ std::unique_ptr<SmPartition> SmPartition::create(int device, int parts) {
   unsigned made = unsigned(parts);
   if (g.split(groups.data(), &made, &all, nullptr, 0, each) != CUDA_SUCCESS || made < unsigned(parts)) return nullptr;
   std::unique_ptr<SmPartition> p(new SmPartition);
-  p->sms_each_ = groups[0].sm.smCount;
   for (CUdevResource& r : groups) {
     CUdevResourceDesc desc{};
     CUgreenCtx ctx{};

@@ -20,13 +20,11 @@ class SmPartition {
   SmPartition& operator=(const SmPartition&) = delete;
 
   const std::vector<cudaStream_t>& streams() const { return streams_; }
-  unsigned sms_each() const { return sms_each_; }
 
  private:
   SmPartition() = default;
   std::vector<void*> contexts_;  // CUgreenCtx
   std::vector<cudaStream_t> streams_;
-  unsigned sms_each_ = 0;
 };
 
 }  // namespace joinlab::cuda
