@@ -265,6 +265,11 @@ TEST_F(Strategies, TritonSpillsPastDeviceMemoryWithEveryOption) {
       for (const char* read : {"kernel", "copy"})
         expect_correct(spilled(pk_fk(100000, 400000, 4, 1.0, z), 1 << 20,
                                {{"in_gpu", "off"}, {"prefix_sum", prefix}, {"spill_read", read}}));
+  // The first pass on one to four streams (ring slots), spilled chunks written by copy or kernel.
+  for (const char* streams : {"1", "3", "4"})
+    for (const char* write : {"copy", "kernel"})
+      expect_correct(spilled(pk_fk(100000, 400000, 4, 1.0, 0.5), 1 << 20,
+                             {{"in_gpu", "off"}, {"pass1_streams", streams}, {"spill_write", write}}));
   // lane_sms = split where the backend cannot confine kernels to shares of the SMs: the lanes are
   // streams 0 and 1, as shared.
   for (const char* read : {"kernel", "copy"})

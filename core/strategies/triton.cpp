@@ -37,6 +37,7 @@ struct TritonConfig {
   bool in_gpu = true;          // fall back to phj when R and S fit
   bool r_ahead = true;         // R's second passes during S's first pass where memory allows
   bool split_sms = false;      // the join's two lanes on disjoint halves of the SMs
+  uint32_t pass1_streams = 2;  // streams (and ring slots) the first pass's chunks alternate between
 };
 
 void add_triton_options(po::options_description& d) {
@@ -46,6 +47,10 @@ void add_triton_options(po::options_description& d) {
                   "and for the second pass to need at most 2^11 partitions (2^12 where it reads by copies)")(
       "chunks", int_option("chunks", 128, 1, 1 << 16),
       "chunks each relation is cut into for the first pass (one histogram per chunk, the cache's unit)")(
+      "pass1_streams", int_option("pass1_streams", 2, 1, 4),
+      "streams the first pass's chunks alternate between, each with its slot of device memory (a chunk's copies "
+      "overlap the other stream's kernels; more streams interleave their copies and the link idles while they all "
+      "wait for kernels)")(
       "prefix_sum", choice_option("prefix_sum", {"gpu", "cpu"}, "gpu"),
       "where the first pass's chunked histograms are counted: on the GPU (reading the inputs over the link) or on "
       "the host's CPU threads")(
@@ -84,6 +89,7 @@ TritonConfig triton_config(const po::variables_map& vm) {
   c.phj = phj_config(vm);
   c.pass1_bits = uint32_t(vm["pass1_bits"].as<int64_t>());
   c.chunks = uint32_t(vm["chunks"].as<int64_t>());
+  c.pass1_streams = uint32_t(vm["pass1_streams"].as<int64_t>());
   c.prefix_on_host = vm["prefix_sum"].as<std::string>() == "cpu";
   c.partitioner = vm["partitioner"].as<std::string>() == "shared" ? Partitioner::Shared : Partitioner::Hierarchical;
   c.flush_bytes = uint32_t(vm["flush_bytes"].as<int64_t>());
@@ -140,9 +146,14 @@ std::vector<uint64_t> piece_bounds(uint64_t rows, uint64_t piece) {
   return b;
 }
 
-// The first pass works on its chunks in a ring of slots in device memory, one per stream (up to 4;
-// below, Ring).
-uint32_t ring_slots(const Rank& rank) { return uint32_t(std::min(rank.streams(), 4)); }
+// The first pass works on its chunks in a ring of slots in device memory, one per stream (below,
+// Ring). Two streams keep the link busy: with four, the copy engines interleave four streams'
+// copies, which then finish together and wait for their kernels with the link idle (one H200,
+// 2^28 rows per relation: the pass's copies at 53.3 GB/s with two streams, 49.7 with four; 16 MiB
+// copies alone 54.8 either way).
+uint32_t ring_slots(const Rank& rank, const TritonConfig& cfg) {
+  return std::min(uint32_t(rank.streams()), cfg.pass1_streams);
+}
 // Bytes of the ring's buffers (also what plan_memory keeps free for them).
 uint64_t ring_bytes(uint32_t slots, uint64_t rows, uint32_t tuple_bytes, uint32_t fanout, bool staged, bool spill_copy) {
   return slots * (rows * tuple_bytes * ((staged ? 1 : 0) + (spill_copy ? 1 : 0)) + pieces_of(rows, kDevicePieceRows) * fanout * 8);
@@ -314,7 +325,7 @@ FirstPass allocate_first(Rank& rank, const Tuples& in, uint32_t chunks, uint32_t
   return fp;
 }
 
-// Where the first pass's chunks are worked on: a ring of slots, one per stream (up to 4), so that
+// Where the first pass's chunks are worked on: a ring of slots, one per stream (pass1_streams), so that
 // a chunk's copies overlap the other slots' work. A slot holds a staged input chunk (prefix_sum =
 // gpu), its partitioned output on its way to the spill (spill_write = copy) and its pieces'
 // offsets; R's and S's chunks take the slots in turn, views of one set of buffers.
@@ -331,9 +342,10 @@ struct Ring {
     return t;
   }
 };
-Ring make_ring(Rank& rank, uint64_t rows, TupleFormat widest, uint32_t fanout, bool staged, bool spill_copy) {
+Ring make_ring(Rank& rank, uint32_t slots, uint64_t rows, TupleFormat widest, uint32_t fanout, bool staged,
+               bool spill_copy) {
   Ring g;
-  g.slots = ring_slots(rank);
+  g.slots = slots;
   g.rows = std::max<uint64_t>(rows, 1);
   for (uint32_t i = 0; i < g.slots; ++i) {
     const std::string t = "triton.ring" + std::to_string(i);
@@ -664,7 +676,7 @@ void run_triton(Rank& rank, const JoinJob& job) {
     const std::optional<Stream> a = rank.sm_share_stream(0, 2), b = rank.sm_share_stream(1, 2);
     if (a && b) lane_stream[0] = *a, lane_stream[1] = *b;
   }
-  const TritonPlan planned = plan_triton(cfg, device, r.rows, s.rows, r.fmt, s.fmt, ring_slots(rank));
+  const TritonPlan planned = plan_triton(cfg, device, r.rows, s.rows, r.fmt, s.fmt, ring_slots(rank, cfg));
   const RadixPlan& plan = planned.radix;
   const MemoryPlan& mem = planned.mem;
   const PartitionFn fn1{PartitionFn::Radix, plan.pass1_bits, 0, 0};
@@ -675,7 +687,7 @@ void run_triton(Rank& rank, const JoinJob& job) {
   {
     const bool spills = fr.cached_chunks < fr.chunks() || fs.cached_chunks < fs.chunks();
     const TupleFormat widest{std::max(r.fmt.key_bytes, s.fmt.key_bytes), std::max(r.fmt.val_bytes, s.fmt.val_bytes)};
-    const Ring ring = make_ring(rank, std::max(fr.bounds[1], fs.bounds[1]), widest, fn1.fanout(), !cfg.prefix_on_host,
+    const Ring ring = make_ring(rank, ring_slots(rank, cfg), std::max(fr.bounds[1], fs.bounds[1]), widest, fn1.fanout(), !cfg.prefix_on_host,
                                spills && cfg.spill_written_by_copy);
     uint32_t turn = 0;  // R's chunks, then S's, take the ring's slots in turn
     if (cfg.prefix_on_host) {
