@@ -951,8 +951,9 @@ class Bench {
     }
   }
 
-  // triton's first pass by fanout (2 .. 4096) into device memory and into pinned host memory
-  // (input in device memory: only the output crosses the link), both partitioners; and its
+  // triton's first pass by fanout (2 .. 4096) into device memory (a staged chunk's pieces, as
+  // its first pass cuts them) and into pinned host memory (input in device memory: only the
+  // output crosses the link), both partitioners; and its
   // chunked prefix sum over pinned input on the GPU and on the host's CPUs. 16-byte tuples.
   // Samples "link.chunk_partition.<partitioner>.<device|host>" and "link.prefix_sum.<gpu|cpu>",
   // segment = fanout, x = {1, bytes of the input read}.
@@ -967,6 +968,8 @@ class Bench {
     pinned.rows = n;
     Tuples spill = rank_.alloc_tuples(MemSpace::Pinned, n, fmt, "calibrate.chunked.spill");
     const std::vector<uint64_t> bounds = chunk_bounds(n, chunks);
+    const std::vector<uint64_t> pieces = piece_bounds(n, kDevicePieceRows);
+    const Buffer layout = rank_.alloc(MemSpace::Device, (pieces.size() - 1) * (uint64_t(1) << 12) * 8, "calibrate.chunked.layout");
     std::vector<uint32_t> all_bits;
     for (uint32_t b = 1; b <= 12; ++b)
       if (!opt_.quick || b % 4 == 0 || b == 1) all_bits.push_back(b);
@@ -979,16 +982,27 @@ class Bench {
       }
       untimed();
       const std::vector<uint64_t> hist = rank_.launch(Stream{0}, HistogramOp{r_, fn, bounds}).get().values;
-      const ChunkLayout device_layout = chunked_layout(hist, fn.fanout(), chunks);
       const ChunkLayout host_layout = chunked_layout(hist, fn.fanout(), 0);
+      // Into device memory as triton's first pass writes a staged chunk's region: in pieces of
+      // kDevicePieceRows, partition-major over them, the offsets scanned on the device.
+      HistogramOp counted{r_, fn, pieces};
+      counted.counts_out = layout;
+      rank_.launch(Stream{0}, counted).get();
+      rank_.launch(Stream{0}, ScanOp{layout, layout, (pieces.size() - 1) * fn.fanout()}).get();
       for (Partitioner kind : {Partitioner::Shared, Partitioner::Hierarchical})
         for (const bool to_host : {false, true}) {
           ChunkPartitionOp cp;
-          for (size_t c = 0; c + 1 < bounds.size(); ++c) cp.chunks.push_back(r_.slice(bounds[c], bounds[c + 1] - bounds[c]));
+          const std::vector<uint64_t>& cut = to_host ? bounds : pieces;
+          for (size_t c = 0; c + 1 < cut.size(); ++c) cp.chunks.push_back(r_.slice(cut[c], cut[c + 1] - cut[c]));
           cp.fn = fn;
-          cp.offsets = (to_host ? host_layout : device_layout).offsets;
-          cp.cached_chunks = to_host ? 0 : chunks;
-          (to_host ? cp.spill : cp.cache) = to_host ? spill : scratch_;
+          if (to_host) {
+            cp.offsets = host_layout.offsets;
+            cp.spill = spill;
+          } else {
+            cp.offsets_on_device = layout;
+            cp.cached_chunks = uint32_t(cp.chunks.size());
+            cp.cache = scratch_;
+          }
           cp.partitioner = kind;
           timed_link(std::string("link.chunk_partition.") + to_string(kind) + (to_host ? ".host" : ".device"),
                      fn.fanout(), double(n) * fmt.tuple_bytes(), cp);
@@ -1560,6 +1574,14 @@ void fit_overlap(const Calibration& c, Profile& p) {
 }
 
 void fit_partitioner_rates(const Calibration& c, Profile& p) {  // the kinds in Partitioner's order
+  const std::map<double, double> device = median_rates(c, "chunk_partition.shared.device");
+  if (!device.empty()) p.gpu.chunk_partition_rate.clear();
+  for (auto [fanout, rate] : device) {
+    p.gpu.chunk_partition_rate[uint32_t(fanout)] = rate;
+    p.notes["gpu.chunk_partition_" + std::to_string(uint64_t(fanout)) + "_bw"] =
+        "measured " + today() + " by joinlab calibrate: triton's shared partitioner from device memory into device " +
+        "memory at fanout " + std::to_string(uint64_t(fanout)) + ", bytes of input per second (median of its runs)";
+  }
   for (int kind = 0; kind < 2; ++kind) {
     const std::string name = kind ? "hierarchical" : "shared";
     const std::map<double, double> rates = median_rates(c, "chunk_partition." + name + ".host");

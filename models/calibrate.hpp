@@ -103,7 +103,8 @@ std::vector<std::string> link_report(const Calibration& c);
 // link.h2d (reads, copies beside writes) and link.d2h (writes) with a note per key.
 void fit_zero_copy(const Calibration& c, Profile& p);
 // triton's partitioners into pinned memory ("chunk_partition.<shared|hierarchical>.host",
-// segment = fanout): the median input rate per fanout into link.d2h's partitioner_rate.
+// segment = fanout): the median input rate per fanout into link.d2h's partitioner_rate; the
+// shared one into device memory ("chunk_partition.shared.device") into gpu.chunk_partition_rate.
 void fit_partitioner_rates(const Calibration& c, Profile& p);
 // The GPU share of the operators of kSharedOps ("overlap.<kind>.alone" / ".pair", segment = one
 // operator's input bytes): the ratio of the median rates alone and two at once, into gpu.share.

@@ -247,6 +247,11 @@ const std::vector<Field>& fields() {
                             return it != p.gpu.share.end() && it->second.count(bytes) != 0;
                           }});
       }
+    for (uint32_t f = 2; f <= 4096; f *= 2)
+      v.push_back(Field{"gpu.chunk_partition_" + std::to_string(f) + "_bw", Kind::Positive, false, {},
+                        [f](P& p, const std::string&, double x) { p.gpu.chunk_partition_rate[f] = x; },
+                        [f](const P& p) { return num(p.gpu.chunk_partition_rate.at(f)); },
+                        [f](const P& p) { return p.gpu.chunk_partition_rate.count(f) != 0; }});
     v.push_back(number("host.memory", Kind::Positive, true, [](P& p) -> double& { return p.host.memory; }));
     v.push_back(number("host.mem_bw", Kind::Positive, true, [](P& p) -> double& { return p.host.mem_bw; }));
     v.push_back(number("host.cores", Kind::Number, false, [](P& p) -> double& { return p.host.cores; }));

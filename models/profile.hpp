@@ -122,6 +122,12 @@ struct GpuSpec {
   // scans, tails) that another stream's kernels use. Unmeasured kinds and sizes beyond the
   // table: the nearest measured size's; none: 1 (operators share the GPU by their times).
   std::map<std::string, std::map<uint64_t, double>> share;
+  // triton's first-pass partitioner (shared) from device memory into device memory in its pieces
+  // (kDevicePieceRows), input bytes/s by fanout (the link microbenchmark's
+  // chunk_partition.shared.device): the simulator's cost of such a chunk partition where measured
+  // (else the partition model's, fitted on partition passes of whole segments, which put 8 ns on
+  // every piece's partition at fanout 64: 0.27 ms for a chunk the H200 partitioned in 0.08).
+  std::map<uint32_t, double> chunk_partition_rate;
 };
 // GpuSpec::share of an operator of `kind` with `bytes` of input: linear in log2(bytes) between
 // the measured sizes, in [0.5, 1].

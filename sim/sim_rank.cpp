@@ -516,6 +516,7 @@ class SimRank final : public Rank {
   std::pair<sg4::Host*, sg4::Host*> copy_route(const Item& it) const;
   void start_copy_flow(SimStream& st);
   double gpu_share(const Op& op) const;
+  double kernel_seconds(const Op& op, const OpSample& sample) const;
   void start(SimStream& st, int index);
   void finish(SimStream& st, int index);  // the running item(s) of st are done
   bool try_recv(SimStream& st);
@@ -1728,6 +1729,22 @@ void SimRank::start_copy_flow(SimStream& st) {
   world_.busy++;
 }
 
+// The device time of a GPU operator (its link bytes are costed apart). A link access has no
+// device work of its own to model. A first pass's chunk partition into device memory (pieces of
+// kDevicePieceRows) runs at the rate calibrate measured for that geometry by fanout
+// (GpuSpec::chunk_partition_rate) where the profile has one; other operators by their models.
+double SimRank::kernel_seconds(const Op& op, const OpSample& sample) const {
+  if (std::holds_alternative<LinkAccessOp>(op)) return 0.0;
+  const auto* c = std::get_if<ChunkPartitionOp>(&op);
+  if (!c || c->chunks.empty() || in_host_memory(c->cache.keys) || c->cached_chunks < c->chunks.size())
+    return world_.profile.ops.seconds(sample);
+  double bytes = 0, rows = 0;
+  for (const Tuples& t : c->chunks) bytes += double(t.rows) * t.fmt.tuple_bytes(), rows += double(t.rows);
+  const double rate = fanout_rate(world_.profile.gpu.chunk_partition_rate, c->fn.fanout());
+  if (rate <= 0 || rows > double(c->chunks.size()) * double(kDevicePieceRows)) return world_.profile.ops.seconds(sample);
+  return bytes / rate;
+}
+
 // The share of the GPU the operator takes while it runs (GpuSpec::share, by its input bytes).
 double SimRank::gpu_share(const Op& op) const {
   const OpParams p = params_of(op);
@@ -1765,8 +1782,7 @@ void SimRank::start(SimStream& st, int index) {
         }
         return start_cpu_work(st, cpu_op_kind(*it.op), work, traffic);
       }
-      // A link access has no device work of its own to model: its link bytes are its cost.
-      const double seconds = std::holds_alternative<LinkAccessOp>(*it.op) ? 0.0 : world_.profile.ops.seconds(sample);
+      const double seconds = kernel_seconds(*it.op, sample);
       const LinkBytes link = link_bytes(*it.op, *it.result, world_.profile.h2d, world_.profile.d2h);
       if (seconds <= 0 && link.read + link.written <= 0) return finish(st, index);
       st.activity = world_.start_exec(pf.gpus[size_t(id())], std::max(seconds, 0.0), gpu_share(*it.op));

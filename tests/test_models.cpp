@@ -872,6 +872,7 @@ TEST(CalibrationSamples, ZeroCopyRatesFitIntoTheLinkTablesAndTheReport) {
   // The partitioners and prefix sums by fanout: reported, not fitted.
   runs.push_back({"cal link.chunk_partition.shared.host 256 1 " + std::to_string(uint64_t(bytes)), bytes / 8e9, 0, 0});
   runs.push_back({"cal link.chunk_partition.hierarchical.host 64 1 " + std::to_string(uint64_t(bytes)), bytes / 40e9, 0, 0});
+  runs.push_back({"cal link.chunk_partition.shared.device 64 1 " + std::to_string(uint64_t(bytes)), bytes / 300e9, 0, 0});
   runs.push_back({"cal link.prefix_sum.cpu 256 1 " + std::to_string(uint64_t(bytes)), bytes / 30e9, 0, 0});
   add_runs(c, runs);
   CalibrationOptions opt;
@@ -891,6 +892,9 @@ TEST(CalibrationSamples, ZeroCopyRatesFitIntoTheLinkTablesAndTheReport) {
   EXPECT_NEAR(p.d2h.partitioner_rate[0].at(256), 8e9, 1e3);
   EXPECT_NEAR(p.d2h.partitioner_rate[1].at(64), 40e9, 1e3);
   EXPECT_NE(p.notes.at("link.d2h.hierarchical_64_bw").find("at fanout 64"), std::string::npos);
+  EXPECT_NEAR(p.gpu.chunk_partition_rate.at(64), 300e9, 1e3);
+  EXPECT_EQ(p.gpu.chunk_partition_rate.size(), 1u);
+  EXPECT_NE(p.notes.at("gpu.chunk_partition_64_bw").find("into device memory at fanout 64"), std::string::npos);
   EXPECT_NEAR(p.d2h.beside_copy.random.at(1024), 18e9, 1e3);
   EXPECT_NEAR(p.h2d.beside_copy.random.at(1024), 32e9, 1e3);
   EXPECT_NE(p.notes.at("link.h2d.copy_beside_write_1024_bw").find("host-to-device copies while"), std::string::npos);
@@ -905,8 +909,9 @@ TEST(CalibrationSamples, ZeroCopyRatesFitIntoTheLinkTablesAndTheReport) {
   EXPECT_NEAR(back.h2d.beside_copy.random.at(1024), p.h2d.beside_copy.random.at(1024), 1e3);
   EXPECT_NEAR(back.d2h.beside_copy.random.at(1024), p.d2h.beside_copy.random.at(1024), 1e3);
   EXPECT_NEAR(back.d2h.partitioner_rate[1].at(64), 40e9, 1e3);
+  EXPECT_NEAR(back.gpu.chunk_partition_rate.at(64), 300e9, 1e3);
   const std::vector<std::string> report = link_report(c);
-  ASSERT_EQ(report.size(), 8u);
+  ASSERT_EQ(report.size(), 9u);
   EXPECT_NE(report[0].find("zero_copy.both, GB/s each way by granule: 512=20.0"), std::string::npos) << report[0];
   EXPECT_NE(report[1].find("zero_copy.copy_beside_write, GB/s by the writes' granule: 1024=32.0"), std::string::npos)
       << report[1];
@@ -916,9 +921,11 @@ TEST(CalibrationSamples, ZeroCopyRatesFitIntoTheLinkTablesAndTheReport) {
       << report[4];
   EXPECT_NE(report[5].find("chunk_partition.hierarchical.host, GB/s of input by fanout: 64=40.0"), std::string::npos)
       << report[5];
-  EXPECT_NE(report[6].find("chunk_partition.shared.host, GB/s of input by fanout: 256=8.0"), std::string::npos)
+  EXPECT_NE(report[6].find("chunk_partition.shared.device, GB/s of input by fanout: 64=300.0"), std::string::npos)
       << report[6];
-  EXPECT_NE(report[7].find("prefix_sum.cpu"), std::string::npos) << report[7];
+  EXPECT_NE(report[7].find("chunk_partition.shared.host, GB/s of input by fanout: 256=8.0"), std::string::npos)
+      << report[7];
+  EXPECT_NE(report[8].find("prefix_sum.cpu"), std::string::npos) << report[8];
 }
 
 // Writes beside copies: each written byte takes (h2d.bw - the copies' rate) / the writes' rate

@@ -971,6 +971,31 @@ TEST_F(SimTest, OperatorsThatTakeAShareOfTheGpuOverlapOnTwoStreams) {
   EXPECT_GT(half, 0.5 * by_time);
 }
 
+// A first pass's chunk partitions into device memory run at the profile's measured rate for
+// their pieces by fanout (gpu.chunk_partition_<fanout>_bw), not by the partition model: a tenth
+// of the rate takes about ten times as long, and the join phase's operators do not change.
+TEST_F(SimTest, FirstPassChunkPartitionsIntoDeviceMemoryRunAtTheirMeasuredRate) {
+  auto spans = [](const char* rate) {
+    RunPoint p = h100_point("triton", uint64_t(1) << 24);
+    p.cluster.device_memory = uint64_t(4) << 30;  // cached whole
+    p.strategy_options["in_gpu"] = "off";
+    if (rate)
+      for (int f : {2, 4096}) p.cluster.profile_overrides["gpu.chunk_partition_" + std::to_string(f) + "_bw"] = rate;
+    const RunOutcome o = run_point(p);
+    EXPECT_EQ(o.digest.count, p.workload.s.rows);
+    double first = 0, join = 0;
+    for (const TraceSpan& t : o.trace)
+      if (t.params.kind == OpKind::ChunkPartition) first += t.end - t.begin;
+      else if (t.params.kind == OpKind::PartitionedJoin) join += t.end - t.begin;
+    return std::pair{first, join};
+  };
+  const auto [fast, fast_join] = spans("4e11");
+  const auto [slow, slow_join] = spans("4e10");
+  ASSERT_GT(fast, 0);
+  EXPECT_NEAR(slow / fast, 10.0, 1.5);
+  EXPECT_NEAR(slow_join / fast_join, 1.0, 0.05);
+}
+
 // Both passes are laid out on the device: every chunk partition reads offsets a scan left on the
 // device (the first pass: one scan per staged chunk; the join phase: one per relation and
 // partition, on a GPU stream), the simulator writes the same partitions as from host offsets

@@ -156,6 +156,14 @@ std::vector<uint64_t> chunk_bounds(uint64_t rows, uint32_t chunks) {
   return b;
 }
 
+std::vector<uint64_t> piece_bounds(uint64_t rows, uint64_t piece) {
+  const uint64_t pieces = std::max<uint64_t>(1, (rows + piece - 1) / piece);
+  std::vector<uint64_t> b = chunk_bounds(rows, uint32_t(pieces));
+  b.erase(std::unique(b.begin(), b.end()), b.end());
+  if (b.size() < 2) b = {0, rows};
+  return b;
+}
+
 uint64_t compress_bound(const CompressOp& o) {
   uint64_t bytes = 0;
   for (size_t i = 0; i < o.in.size() && i < o.configs.size(); ++i)

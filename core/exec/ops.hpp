@@ -275,6 +275,16 @@ void check_chunk_partition(const ChunkPartitionOp& op);
 ChunkLayout chunked_layout(const std::vector<uint64_t>& hist, uint32_t fanout, uint32_t cached_chunks);
 // Rows of `in` in each of `chunks` slices of equal size (the last one shorter): k + 1 offsets.
 std::vector<uint64_t> chunk_bounds(uint64_t rows, uint32_t chunks);
+// Pieces of a ChunkPartitionOp: it runs a thread block per piece. triton's second pass and a
+// first pass writing over the link cut what they partition into pieces of at most kPieceRows rows
+// (whole runs kept two blocks busy, 11 ms for a 2Mi-row partition on an H100; a hierarchical
+// partitioner flushes its buffers at a piece's end, so smaller pieces write smaller runs). A
+// first pass into device memory cuts pieces of kDevicePieceRows: a staged 2Mi-row chunk in 64
+// pieces took 0.33-0.83 ms on an H200, more than its copy over the link.
+inline constexpr uint64_t kPieceRows = 1 << 15, kDevicePieceRows = 1 << 12;
+// Bounds of the pieces of `rows` rows, pieces of at most `piece` rows: none empty (no bounds but
+// {0, 0} for no rows).
+std::vector<uint64_t> piece_bounds(uint64_t rows, uint64_t piece);
 
 // A kernel that reads or writes host memory itself (zero-copy), in accesses of `granule` bytes:
 // what the link gives a partitioner's flushes to a spill buffer or a join's reads of one. The

@@ -130,21 +130,8 @@ RadixPlan triton_plan(uint64_t r_rows, uint64_t s_rows, TupleFormat rf, TupleFor
   return p;
 }
 
-// Pieces of a ChunkPartitionOp: it runs a thread block per piece. The second pass and a first
-// pass writing over the link cut what they partition into pieces of at most kPieceRows rows
-// (whole runs kept two blocks busy, 11 ms for a 2Mi-row partition on an H100; a hierarchical
-// partitioner flushes its buffers at a piece's end, so smaller pieces write smaller runs). A
-// first pass into device memory cuts pieces of kDevicePieceRows: a staged 2Mi-row chunk in 64
-// pieces took 0.33-0.83 ms on an H200, more than its copy over the link.
-constexpr uint64_t kPieceRows = 1 << 15, kDevicePieceRows = 1 << 12;
+// Pieces of a ChunkPartitionOp (ops.hpp: kPieceRows, kDevicePieceRows, piece_bounds).
 uint64_t pieces_of(uint64_t rows, uint64_t piece = kPieceRows) { return (rows + piece - 1) / piece; }
-// Bounds of the pieces of `rows` rows: none empty (no bounds but {0, 0} for no rows).
-std::vector<uint64_t> piece_bounds(uint64_t rows, uint64_t piece) {
-  std::vector<uint64_t> b = chunk_bounds(rows, uint32_t(std::max<uint64_t>(1, pieces_of(rows, piece))));
-  b.erase(std::unique(b.begin(), b.end()), b.end());
-  if (b.size() < 2) b = {0, rows};
-  return b;
-}
 
 // The first pass works on its chunks in a ring of slots in device memory, one per stream (below,
 // Ring). Two streams keep the link busy: with four, the copy engines interleave four streams'
