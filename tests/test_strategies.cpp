@@ -472,7 +472,6 @@ TEST_F(Strategies, MgsmjOnOneTwoAndFourRanksWithSeveralChunksets) {
         SCOPED_TRACE("sort = " + sort + ", " + std::to_string(g) + " ranks");
         expect_correct(capped(w, g, {{"sort", sort}}));
         expect_correct(capped(w, g, {{"sort", sort}, {"chunk_rows", "3000"}, {"bucket_bits", "3"}, {"output", "count_then_write"}}));
-        expect_correct(capped(w, g, {{"sort", sort}, {"chunk_rows", "3000"}, {"r_ahead", "off"}}));
         expect_correct_or_counted(capped(w, g, {{"sort", sort}, {"parts_per_gpu", "5"}, {"output", "count_only"}}));
       }
   // One chunkset (k = 1: no merge), its runs kept on the GPUs or, resident = off, one part per GPU.

@@ -52,7 +52,6 @@ struct MgsmjConfig {
   uint32_t bucket_bits = 12;
   uint32_t parts_per_gpu = 3;
   bool resident = true;  // resident = auto: one chunkset's sorted runs stay on the GPUs for the join
-  bool r_ahead = true;   // R's multiway merge while S's chunksets sort
   OutputMode output = OutputMode::Direct;
 };
 
@@ -70,10 +69,7 @@ void add_mgsmj_options(po::options_description& d) {
       "resident", choice_option("resident", {"auto", "off"}, "auto"),
       "auto: where both relations sort in one chunkset, their histograms are counted on the GPUs after the copy in "
       "and the sorted runs stay in device memory for the join (nothing is copied back or in again); off: the "
-      "paper's plan at any size (CPU histograms, runs copied back, the join's parts copied in)")(
-      "r_ahead", choice_option("r_ahead", {"auto", "off"}, "auto"),
-      "auto: with several chunksets, R's runs are merged on the host's CPUs while S's chunksets sort (on a stream "
-      "of its own, once R's last run is copied back); off: both relations' merges after the sort phase");
+      "paper's plan at any size (CPU histograms, runs copied back, the join's parts copied in)");
   add_output_option(d, "direct");
 }
 
@@ -84,7 +80,6 @@ MgsmjConfig mgsmj_config(const po::variables_map& vm) {
   c.bucket_bits = uint32_t(vm["bucket_bits"].as<int64_t>());
   c.parts_per_gpu = uint32_t(vm["parts_per_gpu"].as<int64_t>());
   c.resident = vm["resident"].as<std::string>() == "auto";
-  c.r_ahead = vm["r_ahead"].as<std::string>() == "auto";
   c.output = output_mode(vm);
   return c;
 }
@@ -686,34 +681,8 @@ void run_mgsmj(Rank& rank, const JoinJob& job) {
     pre[0] = Prefetch{};
   }
   if (resident) prefetch(1);  // before R's sort is queued (the merge sort's pivot search waits on the host)
-  // A relation's k sorted runs merged into one on the host's CPUs, on `lane` (skipped for k = 1).
-  Tuples merged[2];
-  auto merge = [&](int i, Stream lane) {
-    const Runs& r = runs[i];
-    if (plans[i].chunks == 1) {
-      merged[i] = r.all;
-      return;
-    }
-    MultiwayMergeOp m;
-    for (uint32_t c = 0; c < plans[i].chunks; ++c) m.runs.push_back(r.all.slice(r.first[c], r.first[c + 1] - r.first[c]));
-    m.out = rank.alloc_tuples(MemSpace::Pinned, r.all.rows, r.all.fmt, "mgsmj." + plans[i].name + ".merged");
-    rank.launch(lane, m);
-    merged[i] = m.out;
-  };
-  // R's merge ahead: on a stream after the sort's, behind R's last run copied back, while S's
-  // chunksets sort on the GPUs (the CPUs are otherwise idle then). Queued after S's sort, so that
-  // pinning its output does not hold S's back.
-  const Stream merge_lane{5};
-  const bool r_ahead = cfg.r_ahead && !resident && plans[0].chunks > 1 && rank.streams() > merge_lane.id;
-  Event r_sorted;
-  for (int i = 0; i < 2; ++i) {
+  for (int i = 0; i < 2; ++i)
     runs[i] = sort_chunksets(rank, rels[i]->tuples, plans[i], owner_first, fn, cfg.merge_sort, &pre[i], resident);
-    if (i == 0 && r_ahead) r_sorted = rank.record(SortStreams{}.copy_back);
-  }
-  if (r_ahead) {
-    rank.stream_wait(merge_lane, r_sorted);
-    merge(0, merge_lane);
-  }
   for (Prefetch& p : pre) p = Prefetch{};  // the lanes hold the buffers now, until the sort phase's end
   rank.sync_all();
   for (int i = 0; i < 2; ++i) {
@@ -722,7 +691,19 @@ void run_mgsmj(Rank& rank, const JoinJob& job) {
   }
 
   begin_phase(rank, "merge");
-  for (int i = r_ahead ? 1 : 0; i < 2; ++i) merge(i, Stream{i});
+  Tuples merged[2];
+  for (int i = 0; i < 2; ++i) {
+    const Runs& r = runs[i];
+    if (plans[i].chunks == 1) {
+      merged[i] = r.all;
+      continue;
+    }
+    MultiwayMergeOp m;
+    for (uint32_t c = 0; c < plans[i].chunks; ++c) m.runs.push_back(r.all.slice(r.first[c], r.first[c + 1] - r.first[c]));
+    m.out = rank.alloc_tuples(MemSpace::Pinned, r.all.rows, r.all.fmt, "mgsmj." + plans[i].name + ".merged");
+    rank.launch(Stream{i}, m);
+    merged[i] = m.out;
+  }
   rank.sync_all();
   runs[0] = Runs{};
   runs[1] = Runs{};
