@@ -16,6 +16,10 @@ and the near one (per-SM L1 / shared memory, alike on these GPUs) is kept; their
 scale as the piece's other slopes. Re-run after `joinlab calibrate` replaces the base profile:
 the derived profiles follow the measured models.
 
+The first-pass chunk partition's rates by fanout ([gpu] chunk_partition_<fanout>_bw, which the
+base does not measure) come from the measured h200 profile (`--chunk-partition-from`), times
+target memory bandwidth / H200 memory bandwidth (datasheet peaks), each line saying so.
+
 CPUs ([cpu]): each machine states its sockets, cores per socket, clock and memory bandwidth per
 socket from public specs; the per-core rates are the base profile's times target clock / base
 clock (the same instructions per cycle assumed), each line saying so. [msg] (the transports'
@@ -318,7 +322,18 @@ def fmt(x):
     return ("%.4g" % x) if isinstance(x, float) else str(x)
 
 
-def derive(base_path, name, m):
+def chunk_partition_rates(path):
+    """(profile name, [(key, (value, comment))]) of a measured profile's chunk partition table."""
+    if not path or not os.path.exists(path):
+        return None
+    sections = dict(read_profile(path))
+    rates = [(k, (v, c)) for k, v, c in sections.get("gpu", []) if re.fullmatch(r"chunk_partition_\d+_bw", k)]
+    if not rates:
+        return None
+    return dict((k, v) for k, v, _ in sections["profile"])["name"], rates
+
+
+def derive(base_path, name, m, chunk_source=None):
     base = dict(read_profile(base_path))
     base_name = dict((k, v) for k, v, _ in base["profile"])["name"]
     base_gpu = dict((k, (v, c)) for k, v, c in base["gpu"])
@@ -356,6 +371,12 @@ def derive(base_path, name, m):
         v, src = gpu[key]
         w("%-28s # %s" % ("%s = %s" % (key, fmt(float(v))), src))
     w("%-28s # joinlab choice, not hardware" % "streams = 16")
+    if chunk_source:  # triton's first-pass chunk partition into device memory, by fanout
+        src_name, rates = chunk_source
+        ratio = m["peak_bw"][0] / MACHINES["h200"]["peak_bw"][0]
+        for key, (v, _) in rates:
+            w("%s = %s   # %s's measured %s x %.4f (%s / %s)" %
+              (key, fmt(float(v) * ratio), src_name, fmt(float(v)), ratio, m["peak_bw"][1], MACHINES["h200"]["peak_bw"][1]))
     w("")
     w("[host]")
     for key in ["memory", "mem_bw", "cores"]:
@@ -446,6 +467,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--base", default=os.path.join(here, "profiles", "h100.ini"))
     ap.add_argument("--out", default=os.path.join(here, "profiles"))
+    ap.add_argument("--chunk-partition-from", default=os.path.join(here, "profiles", "h200.ini"),
+                    help="measured profile whose [gpu] chunk_partition_<fanout>_bw the derived ones scale")
     ap.add_argument("--force", action="store_true", help="also replace profiles that joinlab calibrate measured")
     args = ap.parse_args()
     for name, m in MACHINES.items():
@@ -458,7 +481,7 @@ def main():
                     print("kept", path, "(calibrated; --force replaces it)")
                     continue
         with open(path, "w") as f:
-            f.write(derive(args.base, name, m))
+            f.write(derive(args.base, name, m, chunk_partition_rates(args.chunk_partition_from)))
         print("wrote", path)
 
 
