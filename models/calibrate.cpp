@@ -953,8 +953,8 @@ class Bench {
 
   // triton's first pass by fanout (2 .. 4096) into device memory (a staged chunk's pieces, as
   // its first pass cuts them) and into pinned host memory (input in device memory: only the
-  // output crosses the link), both partitioners; and its
-  // chunked prefix sum over pinned input on the GPU and on the host's CPUs. 16-byte tuples.
+  // output crosses the link), both partitioners; and its chunked prefix sum over pinned input on
+  // the GPU and on the host's CPUs. 16-byte tuples.
   // Samples "link.chunk_partition.<partitioner>.<device|host>" and "link.prefix_sum.<gpu|cpu>",
   // segment = fanout, x = {1, bytes of the input read}.
   void chunked_passes() {
@@ -968,10 +968,12 @@ class Bench {
     pinned.rows = n;
     Tuples spill = rank_.alloc_tuples(MemSpace::Pinned, n, fmt, "calibrate.chunked.spill");
     const std::vector<uint64_t> bounds = chunk_bounds(n, chunks);
+    const uint32_t most_bits = 12;
     const std::vector<uint64_t> pieces = piece_bounds(n, kDevicePieceRows);
-    const Buffer layout = rank_.alloc(MemSpace::Device, (pieces.size() - 1) * (uint64_t(1) << 12) * 8, "calibrate.chunked.layout");
+    const Buffer layout =
+        rank_.alloc(MemSpace::Device, (pieces.size() - 1) * (uint64_t(1) << most_bits) * 8, "calibrate.chunked.layout");
     std::vector<uint32_t> all_bits;
-    for (uint32_t b = 1; b <= 12; ++b)
+    for (uint32_t b = 1; b <= most_bits; ++b)
       if (!opt_.quick || b % 4 == 0 || b == 1) all_bits.push_back(b);
     for (uint32_t bits : all_bits) {
       const PartitionFn fn{PartitionFn::Radix, bits, 0, 0};

@@ -1741,7 +1741,8 @@ double SimRank::kernel_seconds(const Op& op, const OpSample& sample) const {
   double bytes = 0, rows = 0;
   for (const Tuples& t : c->chunks) bytes += double(t.rows) * t.fmt.tuple_bytes(), rows += double(t.rows);
   const double rate = fanout_rate(world_.profile.gpu.chunk_partition_rate, c->fn.fanout());
-  if (rate <= 0 || rows > double(c->chunks.size()) * double(kDevicePieceRows)) return world_.profile.ops.seconds(sample);
+  if (rate <= 0 || rows > double(c->chunks.size()) * double(kDevicePieceRows))  // not the first pass's pieces
+    return world_.profile.ops.seconds(sample);
   return bytes / rate;
 }
 

@@ -312,10 +312,10 @@ FirstPass allocate_first(Rank& rank, const Tuples& in, uint32_t chunks, uint32_t
   return fp;
 }
 
-// Where the first pass's chunks are worked on: a ring of slots, one per stream (pass1_streams), so that
-// a chunk's copies overlap the other slots' work. A slot holds a staged input chunk (prefix_sum =
-// gpu), its partitioned output on its way to the spill (spill_write = copy) and its pieces'
-// offsets; R's and S's chunks take the slots in turn, views of one set of buffers.
+// Where the first pass's chunks are worked on: a ring of slots, one per stream (pass1_streams),
+// so that a chunk's copies overlap the other slots' work. A slot holds a staged input chunk
+// (prefix_sum = gpu), its partitioned output on its way to the spill (spill_write = copy) and its
+// pieces' offsets; R's and S's chunks take the slots in turn, views of one set of buffers.
 struct Ring {
   uint32_t slots = 1;
   uint64_t rows = 0;  // the largest chunk's
@@ -674,8 +674,8 @@ void run_triton(Rank& rank, const JoinJob& job) {
   {
     const bool spills = fr.cached_chunks < fr.chunks() || fs.cached_chunks < fs.chunks();
     const TupleFormat widest{std::max(r.fmt.key_bytes, s.fmt.key_bytes), std::max(r.fmt.val_bytes, s.fmt.val_bytes)};
-    const Ring ring = make_ring(rank, ring_slots(rank, cfg), std::max(fr.bounds[1], fs.bounds[1]), widest, fn1.fanout(), !cfg.prefix_on_host,
-                               spills && cfg.spill_written_by_copy);
+    const Ring ring = make_ring(rank, ring_slots(rank, cfg), std::max(fr.bounds[1], fs.bounds[1]), widest,
+                                fn1.fanout(), !cfg.prefix_on_host, spills && cfg.spill_written_by_copy);
     uint32_t turn = 0;  // R's chunks, then S's, take the ring's slots in turn
     if (cfg.prefix_on_host) {
       // R's histograms first: R's first pass starts once they are in, while S's are counted.
