@@ -1575,27 +1575,30 @@ void fit_overlap(const Calibration& c, Profile& p) {
   }
 }
 
-void fit_partitioner_rates(const Calibration& c, Profile& p) {  // the kinds in Partitioner's order
-  const std::map<double, double> device = median_rates(c, "chunk_partition.shared.device");
-  if (!device.empty()) p.gpu.chunk_partition_rate.clear();
-  for (auto [fanout, rate] : device) {
-    p.gpu.chunk_partition_rate[uint32_t(fanout)] = rate;
-    p.notes["gpu.chunk_partition_" + std::to_string(uint64_t(fanout)) + "_bw"] =
-        "measured " + today() + " by joinlab calibrate: triton's shared partitioner from device memory into device " +
-        "memory at fanout " + std::to_string(uint64_t(fanout)) + ", bytes of input per second (median of its runs)";
+namespace {
+// The median input rate per fanout of triton's `name` partitioner from device memory into host
+// ("chunk_partition.<name>.host") or device memory (".device"): into `table` where measured, a
+// note per key <key_prefix><fanout>_bw.
+void fit_rates_by_fanout(const Calibration& c, Profile& p, const std::string& name, bool to_host,
+                         std::map<uint32_t, double>& table, const std::string& key_prefix) {
+  const std::map<double, double> rates = median_rates(c, "chunk_partition." + name + (to_host ? ".host" : ".device"));
+  if (rates.empty()) return;
+  table.clear();
+  for (auto [fanout, rate] : rates) {
+    table[uint32_t(fanout)] = rate;
+    p.notes[key_prefix + std::to_string(uint64_t(fanout)) + "_bw"] =
+        "measured " + today() + " by joinlab calibrate: triton's " + name + " partitioner from device memory into " +
+        (to_host ? "pinned host" : "device") + " memory at fanout " + std::to_string(uint64_t(fanout)) +
+        ", bytes of input per second (median of its runs)";
   }
-  for (int kind = 0; kind < 2; ++kind) {
+}
+}  // namespace
+
+void fit_partitioner_rates(const Calibration& c, Profile& p) {
+  fit_rates_by_fanout(c, p, "shared", false, p.gpu.chunk_partition_rate, "gpu.chunk_partition_");
+  for (int kind = 0; kind < 2; ++kind) {  // the kinds in Partitioner's order
     const std::string name = kind ? "hierarchical" : "shared";
-    const std::map<double, double> rates = median_rates(c, "chunk_partition." + name + ".host");
-    if (rates.empty()) continue;
-    p.d2h.partitioner_rate[kind].clear();
-    for (auto [fanout, rate] : rates) {
-      p.d2h.partitioner_rate[kind][uint32_t(fanout)] = rate;
-      p.notes["link.d2h." + name + "_" + std::to_string(uint64_t(fanout)) + "_bw"] =
-          "measured " + today() + " by joinlab calibrate: triton's " + name +
-          " partitioner from device memory into pinned host memory at fanout " + std::to_string(uint64_t(fanout)) +
-          ", bytes of input per second (median of its runs)";
-    }
+    fit_rates_by_fanout(c, p, name, true, p.d2h.partitioner_rate[kind], "link.d2h." + name + "_");
   }
 }
 

@@ -663,7 +663,8 @@ void run_triton(Rank& rank, const JoinJob& job) {
     const std::optional<Stream> a = rank.sm_share_stream(0, 2), b = rank.sm_share_stream(1, 2);
     if (a && b) lane_stream[0] = *a, lane_stream[1] = *b;
   }
-  const TritonPlan planned = plan_triton(cfg, device, r.rows, s.rows, r.fmt, s.fmt, ring_slots(rank, cfg));
+  const uint32_t slots = ring_slots(rank, cfg);  // the plan keeps room for them, the first pass uses them
+  const TritonPlan planned = plan_triton(cfg, device, r.rows, s.rows, r.fmt, s.fmt, slots);
   const RadixPlan& plan = planned.radix;
   const MemoryPlan& mem = planned.mem;
   const PartitionFn fn1{PartitionFn::Radix, plan.pass1_bits, 0, 0};
@@ -674,7 +675,7 @@ void run_triton(Rank& rank, const JoinJob& job) {
   {
     const bool spills = fr.cached_chunks < fr.chunks() || fs.cached_chunks < fs.chunks();
     const TupleFormat widest{std::max(r.fmt.key_bytes, s.fmt.key_bytes), std::max(r.fmt.val_bytes, s.fmt.val_bytes)};
-    const Ring ring = make_ring(rank, ring_slots(rank, cfg), std::max(fr.bounds[1], fs.bounds[1]), widest,
+    const Ring ring = make_ring(rank, slots, std::max(fr.bounds[1], fs.bounds[1]), widest,
                                 fn1.fanout(), !cfg.prefix_on_host, spills && cfg.spill_written_by_copy);
     uint32_t turn = 0;  // R's chunks, then S's, take the ring's slots in turn
     if (cfg.prefix_on_host) {
